@@ -1,0 +1,51 @@
+//! The task contract: what a stepwise task is on the wire, how it is normalized and
+//! validated, which capabilities it needs, and how its steps become prompts.
+//! Pure Rust + serde so the browser (wasm) and the server check a task the same way.
+//!
+//! # Flow
+//!
+//! A client builds a [`JobRequest`] (or raw JSON) and the server calls [`normalize()`]
+//! with [`Defaults`] read once at startup by [`Defaults::from_env`] (the variables are
+//! listed in [`ENV_VARS`] and documented in [`defaults`]). The result, a
+//! [`NormalizedTask`], is what the queue stores: fully resolved, with its
+//! [`derive_capabilities`] list filled in, and stable under re-normalization. The
+//! worker asks it for [`NormalizedTask::skills`] to prepare, then for each of
+//! [`NormalizedTask::resolved_steps`] runs one agent invocation with [`prompt()`].
+//!
+//! # Decisions
+//!
+//! - **Blank steps are rejected.** A step with no instructions and no skill of its own
+//!   other than `auto` would spend a whole agent invocation on "continue" with no new
+//!   direction. The UI prevents such steps (seed 001 §9.2) and the backend agrees, so
+//!   REST, CLI and MCP clients get the same answer as the browser. A user who wants a
+//!   continue step writes "continue" as its instructions. A task without steps (the
+//!   implicit single step) is not affected.
+//! - **Nothing is dropped silently**: unknown fields, unparseable checklist lines and
+//!   invalid env defaults are all errors. See [`normalize`](mod@normalize) for the rest.
+
+pub mod capabilities;
+pub mod checklist;
+pub mod defaults;
+pub mod error;
+pub mod limits;
+pub mod model;
+pub mod modes;
+pub mod normalize;
+pub mod prompt;
+mod rules;
+pub mod steps;
+pub mod wire;
+
+pub use capabilities::derive_capabilities;
+pub use checklist::{ChecklistItem, ChecklistLabel, parse_checklist, render_checklist};
+pub use defaults::{ConfigError, Defaults, ENV_VARS, EnvVar, RuntimeDefaults};
+pub use error::FieldError;
+pub use model::{NormalizedTask, Payload, PublishSettings, RuntimeSettings, Step, TaskSpec};
+pub use modes::{ParseModeError, PublishMode, RuntimeMode};
+pub use normalize::{normalize, normalize_request};
+pub use prompt::prompt;
+pub use steps::{ResolvedStep, generated_step_id};
+pub use wire::{
+    AUTO_SKILL, AuthRefs, ContainerSpec, GitSettings, JobRequest, JobType, PayloadInput,
+    PublishInput, RuntimeInput, SkillSelection, StepInput, TaskInput,
+};

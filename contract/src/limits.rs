@@ -1,0 +1,19 @@
+//! Size and range limits of a task, public so a form can mirror them (maxlength, min/max).
+
+use std::ops::RangeInclusive;
+
+pub const PRIORITY: RangeInclusive<i32> = -1000..=1000;
+pub const DEFAULT_PRIORITY: i32 = 0;
+pub const MAX_ATTEMPTS: RangeInclusive<u32> = 1..=10;
+pub const DEFAULT_MAX_ATTEMPTS: u32 = 3;
+pub const AFFINITY_KEY_CHARS: usize = 200;
+pub const REPOSITORY_CHARS: usize = 2048;
+pub const INSTRUCTIONS_CHARS: usize = 100_000;
+pub const MODEL_CHARS: usize = 200;
+pub const BRANCH_CHARS: usize = 255;
+pub const PR_TITLE_CHARS: usize = 256;
+pub const STEP_TITLE_CHARS: usize = 200;
+pub const STEPS: usize = 100;
+/// Skill ids, step ids and capabilities share this bound: they become directory names,
+/// artifact paths and labels, where short is what keeps them readable.
+pub const ID_CHARS: usize = 64;

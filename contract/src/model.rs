@@ -1,0 +1,103 @@
+//! The canonical task: what [`normalize`](crate::normalize()) produces and what the queue
+//! stores and the worker executes.
+//!
+//! Its JSON is the canonical envelope: every field present (unset ones as `null`),
+//! `repository` never `repo`, steps always an array with ids filled in, and
+//! `targetRuntime` equal to `task.runtime.mode`. Normalizing that JSON again yields the
+//! same value, so the server can re-validate stored tasks without drift.
+//!
+//! `payload.requiredCapabilities` holds the *derived* list (see
+//! [`derive_capabilities`](crate::derive_capabilities)), so to change a task's runtime or
+//! publish mode, edit the original request rather than this value: a capability derived
+//! from the old settings would otherwise be carried over as if the client had asked for it.
+
+use serde::{Deserialize, Serialize};
+
+use crate::modes::{PublishMode, RuntimeMode};
+use crate::steps::{ResolvedStep, resolve_steps};
+use crate::wire::{AuthRefs, ContainerSpec, GitSettings, JobType, SkillSelection};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NormalizedTask {
+    #[serde(rename = "type")]
+    pub job_type: JobType,
+    pub priority: i32,
+    pub max_attempts: u32,
+    pub affinity_key: Option<String>,
+    pub payload: Payload,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Payload {
+    pub repository: String,
+    pub target_runtime: RuntimeMode,
+    pub required_capabilities: Vec<String>,
+    pub auth: AuthRefs,
+    pub task: TaskSpec,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskSpec {
+    pub instructions: String,
+    pub skill: SkillSelection,
+    pub runtime: RuntimeSettings,
+    pub git: GitSettings,
+    pub publish: PublishSettings,
+    /// Empty means one implicit step (see [`NormalizedTask::resolved_steps`]).
+    pub steps: Vec<Step>,
+    pub container: ContainerSpec,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RuntimeSettings {
+    pub mode: RuntimeMode,
+    /// `None` lets the runtime's CLI pick its own default model.
+    pub model: Option<String>,
+    /// Lowercase and valid for `mode`; `None` leaves it to the CLI.
+    pub effort: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PublishSettings {
+    pub mode: PublishMode,
+    pub pr_base_branch: Option<String>,
+    pub commit_message: Option<String>,
+    pub pr_title: Option<String>,
+    pub pr_body: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Step {
+    pub id: String,
+    pub title: Option<String>,
+    pub instructions: Option<String>,
+    /// `None` inherits the task's skill; `Some(auto)` deliberately does not.
+    pub skill: Option<SkillSelection>,
+}
+
+impl NormalizedTask {
+    /// The steps the worker runs, in order; never empty.
+    pub fn resolved_steps(&self) -> Vec<ResolvedStep> {
+        resolve_steps(&self.payload.task)
+    }
+
+    /// Non-auto skill ids of the task and its steps, first appearance first: what the
+    /// prepare stage must materialize before any step runs.
+    pub fn skills(&self) -> Vec<String> {
+        let task = &self.payload.task;
+        let step_skills = task.steps.iter().filter_map(|s| s.skill.as_ref());
+        let mut ids: Vec<String> = Vec::new();
+        for skill in std::iter::once(&task.skill).chain(step_skills) {
+            if !skill.is_auto() && !ids.contains(&skill.id) {
+                ids.push(skill.id.clone());
+            }
+        }
+        ids
+    }
+}

@@ -1,0 +1,120 @@
+//! The job envelope: type, priority, attempts, affinity, payload.
+
+use std::ops::RangeInclusive;
+
+use serde_json::{Map, Value};
+
+use super::payload::payload;
+use super::walk::{Walker, field, short};
+use crate::defaults::Defaults;
+use crate::limits;
+use crate::model::NormalizedTask;
+use crate::wire::JobType;
+
+const FIELDS: &[&str] = &["type", "priority", "maxAttempts", "affinityKey", "payload"];
+
+pub fn envelope(w: &mut Walker, raw: &Value, defaults: &Defaults) -> Option<NormalizedTask> {
+    let Some(map) = raw.as_object() else {
+        w.error(
+            "",
+            format!(
+                "expected a JSON object with the fields {}",
+                FIELDS.join(", ")
+            ),
+        );
+        return None;
+    };
+    w.reject_unknown(map, "", FIELDS);
+    job_type(w, map);
+    let priority = bounded(
+        w,
+        map,
+        "priority",
+        limits::PRIORITY,
+        limits::DEFAULT_PRIORITY,
+    );
+    let max_attempts = bounded(
+        w,
+        map,
+        "maxAttempts",
+        limits::MAX_ATTEMPTS,
+        limits::DEFAULT_MAX_ATTEMPTS,
+    );
+    let affinity_key = affinity_key(w, map);
+    let payload = match field(map, "payload") {
+        Some(v) => payload(w, v, defaults),
+        None => {
+            w.error("payload", "required: the task to run (repository and task)");
+            None
+        }
+    };
+    Some(NormalizedTask {
+        job_type: JobType::Task,
+        priority,
+        max_attempts,
+        affinity_key,
+        payload: payload?,
+    })
+}
+
+fn job_type(w: &mut Walker, map: &Map<String, Value>) {
+    let Ok(Some(t)) = w.opt_string(map, "type", "type") else {
+        return;
+    };
+    if !t.trim().eq_ignore_ascii_case(JobType::Task.as_str()) {
+        w.error(
+            "type",
+            format!(
+                "unsupported job type `{}`; only \"task\" is accepted",
+                short(t)
+            ),
+        );
+    }
+}
+
+fn bounded<T>(
+    w: &mut Walker,
+    map: &Map<String, Value>,
+    key: &str,
+    range: RangeInclusive<T>,
+    default: T,
+) -> T
+where
+    T: Copy + TryFrom<i64> + PartialOrd + std::fmt::Display,
+{
+    let Some(v) = field(map, key) else {
+        return default;
+    };
+    let Ok(n) = w.integer(v, key) else {
+        return default;
+    };
+    match T::try_from(n) {
+        Ok(n) if range.contains(&n) => n,
+        _ => {
+            w.error(
+                key,
+                format!("must be between {} and {}", range.start(), range.end()),
+            );
+            default
+        }
+    }
+}
+
+fn affinity_key(w: &mut Walker, map: &Map<String, Value>) -> Option<String> {
+    let key = w
+        .opt_string(map, "affinityKey", "affinityKey")
+        .ok()??
+        .trim();
+    if key.is_empty() {
+        w.error(
+            "affinityKey",
+            "must not be blank; leave it out (or null) when the job has no affinity",
+        );
+        return None;
+    }
+    w.check(key, "affinityKey", |k| {
+        crate::rules::max_chars(k, limits::AFFINITY_KEY_CHARS)
+    })
+    .ok()
+    .map(str::to_string)
+}

@@ -1,0 +1,212 @@
+//! Task-level settings that apply to every step: runtime, git, publish, container.
+
+use serde_json::{Map, Value};
+
+use super::payload::mode;
+use super::walk::{Checked, Reported, Walker, at, field, join};
+use crate::defaults::Defaults;
+use crate::limits;
+use crate::model::{PublishSettings, RuntimeSettings};
+use crate::modes::{PublishMode, RuntimeMode};
+use crate::rules;
+use crate::wire::{ContainerSpec, GitSettings};
+
+const RUNTIME_FIELDS: &[&str] = &["mode", "model", "effort"];
+const GIT_FIELDS: &[&str] = &["startingBranch", "newBranch"];
+const PUBLISH_FIELDS: &[&str] = &["mode", "prBaseBranch", "commitMessage", "prTitle", "prBody"];
+
+/// The object at `path`, with its unknown fields reported; `None` when absent or not an object.
+fn section<'a>(
+    w: &mut Walker,
+    v: Option<&'a Value>,
+    path: &str,
+    fields: &[&str],
+) -> Option<&'a Map<String, Value>> {
+    let map = w.object(v?, path)?;
+    w.reject_unknown(map, path, fields);
+    Some(map)
+}
+
+/// `targetRuntime` and `task.runtime.mode` are two spellings of one choice; either may
+/// be given, and when both are they must agree.
+pub fn runtime(
+    w: &mut Walker,
+    v: Option<&Value>,
+    target: Checked<Option<RuntimeMode>>,
+    defaults: &Defaults,
+) -> RuntimeSettings {
+    const PATH: &str = "task.runtime";
+    let map = section(w, v, PATH, RUNTIME_FIELDS);
+    let given = match map {
+        Some(map) => mode::<RuntimeMode>(w, map, "mode", "task.runtime.mode"),
+        None => Ok(None),
+    };
+    let resolved = match (target, given) {
+        (Ok(Some(t)), Ok(Some(m))) if t != m => {
+            w.error(
+                "task.runtime.mode",
+                format!("disagrees with targetRuntime `{t}`; they must name the same runtime, or give only one of them"),
+            );
+            Err(Reported)
+        }
+        (Ok(t), Ok(m)) => Ok(m.or(t).unwrap_or(defaults.runtime)),
+        _ => Err(Reported),
+    };
+    let mode = resolved.unwrap_or(defaults.runtime);
+    let fallback = defaults.for_runtime(mode);
+    let (model, effort) = match map {
+        Some(map) => (model(w, map), effort(w, map, resolved)),
+        None => (Ok(None), Ok(None)),
+    };
+    RuntimeSettings {
+        mode,
+        model: model.unwrap_or_default().or_else(|| fallback.model.clone()),
+        effort: effort
+            .unwrap_or_default()
+            .or_else(|| fallback.effort.clone()),
+    }
+}
+
+fn model(w: &mut Walker, map: &Map<String, Value>) -> Checked<Option<String>> {
+    const PATH: &str = "task.runtime.model";
+    let Some(model) = w.opt_text(map, "model", PATH)? else {
+        return Ok(None);
+    };
+    w.check(model, PATH, |m| rules::model(m)).map(Some)
+}
+
+/// Checked against the runtime's own levels, which is only possible once the runtime is known.
+fn effort(
+    w: &mut Walker,
+    map: &Map<String, Value>,
+    runtime: Checked<RuntimeMode>,
+) -> Checked<Option<String>> {
+    const PATH: &str = "task.runtime.effort";
+    let Some(effort) = w.opt_text(map, "effort", PATH)? else {
+        return Ok(None);
+    };
+    let runtime = runtime?;
+    rules::effort(runtime, &effort)
+        .map(Some)
+        .map_err(|message| w.error(PATH, message))
+        .map_err(|()| Reported)
+}
+
+pub fn git(w: &mut Walker, v: Option<&Value>) -> GitSettings {
+    let Some(map) = section(w, v, "task.git", GIT_FIELDS) else {
+        return GitSettings::default();
+    };
+    GitSettings {
+        starting_branch: branch(w, map, "startingBranch", "task.git"),
+        new_branch: branch(w, map, "newBranch", "task.git"),
+    }
+}
+
+fn branch(w: &mut Walker, map: &Map<String, Value>, key: &str, prefix: &str) -> Option<String> {
+    let path = join(prefix, key);
+    let name = w.opt_text(map, key, &path).ok()??;
+    w.check(name, &path, |n| rules::branch_name(n)).ok()
+}
+
+pub fn publish(w: &mut Walker, v: Option<&Value>, defaults: &Defaults) -> PublishSettings {
+    const PATH: &str = "task.publish";
+    let Some(map) = section(w, v, PATH, PUBLISH_FIELDS) else {
+        return PublishSettings {
+            mode: defaults.publish_mode,
+            pr_base_branch: None,
+            commit_message: None,
+            pr_title: None,
+            pr_body: None,
+        };
+    };
+    let mode = mode::<PublishMode>(w, map, "mode", "task.publish.mode")
+        .ok()
+        .flatten();
+    let pr_base_branch = branch(w, map, "prBaseBranch", PATH);
+    let commit_message = w
+        .opt_text(map, "commitMessage", "task.publish.commitMessage")
+        .ok()
+        .flatten();
+    let pr_title = pr_title(w, map);
+    let pr_body = w
+        .opt_text(map, "prBody", "task.publish.prBody")
+        .ok()
+        .flatten();
+    PublishSettings {
+        mode: mode.unwrap_or(defaults.publish_mode),
+        pr_base_branch,
+        commit_message,
+        pr_title,
+        pr_body,
+    }
+}
+
+fn pr_title(w: &mut Walker, map: &Map<String, Value>) -> Option<String> {
+    const PATH: &str = "task.publish.prTitle";
+    let title = w.opt_text(map, "prTitle", PATH).ok()??;
+    w.check(title, PATH, |t| {
+        rules::single_line(t)?;
+        rules::max_chars(t, limits::PR_TITLE_CHARS)
+    })
+    .ok()
+}
+
+/// Only `enabled`, `image` and `command` are checked; the runner's other settings are
+/// carried through verbatim because this contract does not own them.
+pub fn container(w: &mut Walker, v: Option<&Value>) -> ContainerSpec {
+    const PATH: &str = "task.container";
+    let Some(map) = v.and_then(|v| w.object(v, PATH)) else {
+        return ContainerSpec::default();
+    };
+    let enabled = field(map, "enabled")
+        .and_then(|v| w.boolean(v, "task.container.enabled").ok())
+        .unwrap_or(false);
+    let image = image(w, map);
+    let command = command(w, field(map, "command"));
+    if enabled && image == Ok(None) {
+        w.error(
+            "task.container.image",
+            "required when the container is enabled: the image to run, e.g. ghcr.io/org/tool:1.0",
+        );
+    }
+    let extra = map
+        .iter()
+        .filter(|(k, _)| !["enabled", "image", "command"].contains(&k.as_str()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    ContainerSpec {
+        enabled,
+        image: image.unwrap_or_default(),
+        command,
+        extra,
+    }
+}
+
+fn image(w: &mut Walker, map: &Map<String, Value>) -> Checked<Option<String>> {
+    const PATH: &str = "task.container.image";
+    let Some(image) = w.opt_text(map, "image", PATH)? else {
+        return Ok(None);
+    };
+    w.check(image, PATH, |i| {
+        if i.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            return Err("an image reference cannot contain spaces or control characters".into());
+        }
+        Ok(())
+    })
+    .map(Some)
+}
+
+fn command(w: &mut Walker, v: Option<&Value>) -> Option<Vec<String>> {
+    const PATH: &str = "task.container.command";
+    let v = v?;
+    let Some(items) = v.as_array() else {
+        w.expected(PATH, "an array of strings (the command's argv)", v);
+        return None;
+    };
+    let argv: Vec<Option<String>> = items
+        .iter()
+        .enumerate()
+        .map(|(i, item)| w.string(item, &at(PATH, i)).ok().map(str::to_string))
+        .collect();
+    argv.into_iter().collect()
+}

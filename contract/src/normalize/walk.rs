@@ -1,0 +1,167 @@
+//! Reading untyped JSON while collecting every problem with its path.
+
+use serde_json::{Map, Value};
+
+use crate::error::FieldError;
+
+/// Marks a value whose problem has already been recorded, so callers skip follow-up
+/// checks instead of piling a second, derivative error on the same field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reported;
+
+pub type Checked<T> = Result<T, Reported>;
+
+#[derive(Debug, Default)]
+pub struct Walker {
+    pub errors: Vec<FieldError>,
+}
+
+/// Absent and `null` both mean "not given": clients differ on which they send.
+pub fn field<'a>(map: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
+    map.get(key).filter(|v| !v.is_null())
+}
+
+pub fn join(prefix: &str, key: &str) -> String {
+    if prefix.is_empty() {
+        key.to_string()
+    } else {
+        format!("{prefix}.{key}")
+    }
+}
+
+pub fn at(prefix: &str, index: usize) -> String {
+    format!("{prefix}[{index}]")
+}
+
+/// A path segment for a key the client made up: keys can be anything, including huge
+/// or multi-line strings, and a path has to stay one readable line.
+pub fn join_user_key(prefix: &str, key: &str) -> String {
+    let plain = !key.is_empty()
+        && key.len() <= 64
+        && key
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    if plain {
+        join(prefix, key)
+    } else {
+        format!("{prefix}[\"{}\"]", short(key))
+    }
+}
+
+/// A user value quoted in a message: escaped and cut, so an error stays one short line.
+pub fn short(value: &str) -> String {
+    const MAX: usize = 40;
+    let mut out: String = value
+        .chars()
+        .take(MAX)
+        .flat_map(char::escape_debug)
+        .collect();
+    if value.chars().count() > MAX {
+        out.push('…');
+    }
+    out
+}
+
+fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "true/false",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+impl Walker {
+    pub fn error(&mut self, path: impl Into<String>, message: impl Into<String>) {
+        self.errors.push(FieldError::new(path, message));
+    }
+
+    pub fn expected(&mut self, path: impl Into<String>, what: &str, got: &Value) {
+        self.error(path, format!("expected {what}, got {}", type_name(got)));
+    }
+
+    pub fn object<'a>(&mut self, v: &'a Value, path: &str) -> Option<&'a Map<String, Value>> {
+        let map = v.as_object();
+        if map.is_none() {
+            self.expected(path, "an object", v);
+        }
+        map
+    }
+
+    /// Unknown fields are errors because dropping them would silently ignore what the
+    /// client meant (often a typo of an accepted field).
+    pub fn reject_unknown(&mut self, map: &Map<String, Value>, prefix: &str, accepted: &[&str]) {
+        for key in map.keys().filter(|k| !accepted.contains(&k.as_str())) {
+            self.error(
+                join_user_key(prefix, key),
+                format!(
+                    "unknown field; the accepted fields are {}",
+                    accepted.join(", ")
+                ),
+            );
+        }
+    }
+
+    pub fn string<'a>(&mut self, v: &'a Value, path: &str) -> Checked<&'a str> {
+        match v.as_str() {
+            Some(s) => Ok(s),
+            None => {
+                self.expected(path, "a string", v);
+                Err(Reported)
+            }
+        }
+    }
+
+    pub fn opt_string<'a>(
+        &mut self,
+        map: &'a Map<String, Value>,
+        key: &str,
+        path: &str,
+    ) -> Checked<Option<&'a str>> {
+        field(map, key).map(|v| self.string(v, path)).transpose()
+    }
+
+    /// A trimmed string where blank means "not given", as an empty form input does.
+    pub fn opt_text(
+        &mut self,
+        map: &Map<String, Value>,
+        key: &str,
+        path: &str,
+    ) -> Checked<Option<String>> {
+        let s = self.opt_string(map, key, path)?;
+        Ok(s.map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string))
+    }
+
+    /// Large and negative integers are returned as is (saturated), for the range check.
+    pub fn integer(&mut self, v: &Value, path: &str) -> Checked<i64> {
+        let n = v.as_i64().or_else(|| v.as_u64().map(|_| i64::MAX));
+        n.ok_or_else(|| self.expected(path, "an integer", v))
+            .map_err(|()| Reported)
+    }
+
+    pub fn boolean(&mut self, v: &Value, path: &str) -> Checked<bool> {
+        v.as_bool()
+            .ok_or_else(|| self.expected(path, "true or false", v))
+            .map_err(|()| Reported)
+    }
+
+    /// Reports `message` at `path` when `check` fails; `Ok` carries the value on.
+    pub fn check<T>(
+        &mut self,
+        value: T,
+        path: &str,
+        check: impl FnOnce(&T) -> Result<(), String>,
+    ) -> Checked<T> {
+        match check(&value) {
+            Ok(()) => Ok(value),
+            Err(message) => {
+                self.error(path, message);
+                Err(Reported)
+            }
+        }
+    }
+}

@@ -1,0 +1,71 @@
+//! Step resolution: the concrete list of agent invocations a task makes.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::model::TaskSpec;
+use crate::wire::SkillSelection;
+
+/// One step as the worker runs it. Serializes with the step-event field names
+/// (`stepIndex`, `stepId`, `effectiveSkill`, `hasStepInstructions`) so it can be put
+/// into `task.step.*` events directly.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ResolvedStep {
+    /// 0-based position in the task.
+    #[serde(rename = "stepIndex")]
+    pub index: usize,
+    #[serde(rename = "stepId")]
+    pub id: String,
+    pub title: Option<String>,
+    pub instructions: Option<String>,
+    pub effective_skill: String,
+    pub has_step_instructions: bool,
+    /// Arguments of whichever skill selection won (the step's own, else the task's).
+    pub skill_args: Map<String, Value>,
+}
+
+/// The generated id of the step at `index`; also used when a client omits an id.
+pub fn generated_step_id(index: usize) -> String {
+    format!("step-{}", index + 1)
+}
+
+/// An empty step list is the implicit single step (FR-003): objective only, task skill.
+pub fn resolve_steps(task: &TaskSpec) -> Vec<ResolvedStep> {
+    if task.steps.is_empty() {
+        return vec![resolved(0, generated_step_id(0), None, None, &task.skill)];
+    }
+    task.steps
+        .iter()
+        .enumerate()
+        .map(|(index, step)| {
+            // Precedence step.skill -> task.skill (which is `auto` when the client gave none).
+            let skill = step.skill.as_ref().unwrap_or(&task.skill);
+            resolved(
+                index,
+                step.id.clone(),
+                step.title.clone(),
+                step.instructions.clone(),
+                skill,
+            )
+        })
+        .collect()
+}
+
+fn resolved(
+    index: usize,
+    id: String,
+    title: Option<String>,
+    instructions: Option<String>,
+    skill: &SkillSelection,
+) -> ResolvedStep {
+    ResolvedStep {
+        index,
+        id,
+        title,
+        has_step_instructions: instructions.is_some(),
+        instructions,
+        effective_skill: skill.id.clone(),
+        skill_args: skill.args.clone(),
+    }
+}

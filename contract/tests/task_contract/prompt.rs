@@ -1,0 +1,95 @@
+use contract::prompt;
+use serde_json::json;
+
+use crate::common::{ok, seed, task_with};
+
+#[test]
+fn prompt_for_a_step_with_a_title() {
+    let task = ok(&seed());
+    let steps = task.resolved_steps();
+    let expected = r#"MOONMIND TASK OBJECTIVE:
+Implement TaskStepsSystem and update tests.
+
+STEP 1/3 step-1 Inspect current task/worker architecture:
+Review current TaskArchitecture and identify integration points.
+
+EFFECTIVE SKILL:
+auto
+
+WORKSPACE:
+- Repo is checked out and on the effective working branch already.
+- Do NOT commit or push. Publish is handled by MoonMind publish stage.
+- Skills are available under: .agents/skills/ and .gemini/skills/ (symlinks to job skills workspace).
+- Write logs to stdout/stderr; MoonMind captures them."#;
+    assert_eq!(prompt(&task, &steps[0], steps.len()), expected);
+}
+
+#[test]
+fn prompt_for_a_step_without_a_title() {
+    let raw = task_with(
+        "steps",
+        json!([{ "id": "lint", "instructions": "Run clippy." }, { "instructions": "Fix warnings." }]),
+    );
+    let task = ok(&raw);
+    let steps = task.resolved_steps();
+    let expected = r#"MOONMIND TASK OBJECTIVE:
+Fix the flaky test.
+
+STEP 2/2 step-2:
+Fix warnings.
+
+EFFECTIVE SKILL:
+auto
+
+WORKSPACE:
+- Repo is checked out and on the effective working branch already.
+- Do NOT commit or push. Publish is handled by MoonMind publish stage.
+- Skills are available under: .agents/skills/ and .gemini/skills/ (symlinks to job skills workspace).
+- Write logs to stdout/stderr; MoonMind captures them."#;
+    assert_eq!(prompt(&task, &steps[1], steps.len()), expected);
+}
+
+#[test]
+fn prompt_for_a_step_without_instructions_and_with_a_skill() {
+    let task = ok(&seed());
+    let steps = task.resolved_steps();
+    let expected = r#"MOONMIND TASK OBJECTIVE:
+Implement TaskStepsSystem and update tests.
+
+STEP 2/3 step-2 Generate spec using Speckit:
+(no step-specific instructions; continue based on objective)
+
+EFFECTIVE SKILL:
+speckit
+
+WORKSPACE:
+- Repo is checked out and on the effective working branch already.
+- Do NOT commit or push. Publish is handled by MoonMind publish stage.
+- Skills are available under: .agents/skills/ and .gemini/skills/ (symlinks to job skills workspace).
+- Write logs to stdout/stderr; MoonMind captures them.
+
+SKILL USAGE:
+Use the selected skill's files under .agents/skills/speckit/ as the procedure for this step."#;
+    assert_eq!(prompt(&task, &steps[1], steps.len()), expected);
+}
+
+#[test]
+fn prompt_for_the_implicit_step_with_auto_skill() {
+    let task = ok(&crate::common::minimal());
+    let steps = task.resolved_steps();
+    let expected = r#"MOONMIND TASK OBJECTIVE:
+Fix the flaky test.
+
+STEP 1/1 step-1:
+(no step-specific instructions; continue based on objective)
+
+EFFECTIVE SKILL:
+auto
+
+WORKSPACE:
+- Repo is checked out and on the effective working branch already.
+- Do NOT commit or push. Publish is handled by MoonMind publish stage.
+- Skills are available under: .agents/skills/ and .gemini/skills/ (symlinks to job skills workspace).
+- Write logs to stdout/stderr; MoonMind captures them."#;
+    assert_eq!(prompt(&task, &steps[0], steps.len()), expected);
+}
