@@ -1,0 +1,165 @@
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::time::Duration;
+
+use sqlx::postgres::PgPoolOptions;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::{PgPool, SqlitePool};
+
+/// A connection pool to one of the two supported backends.
+#[derive(Clone, Debug)]
+pub enum Database {
+    Sqlite(SqlitePool),
+    Postgres(PgPool),
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum DatabaseError {
+    #[error("cannot create the data directory {path}: {source}")]
+    DataDir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot open the database {target}: {source}")]
+    Connect { target: String, source: sqlx::Error },
+    #[error("unsupported DATABASE_URL scheme in {0:?}: use sqlite://PATH or postgres://…")]
+    UnsupportedUrl(String),
+}
+
+/// The file name of the embedded database inside the data directory.
+pub const SQLITE_FILE: &str = "stepwise.db";
+
+impl Database {
+    /// Opens (creating if needed) the embedded SQLite database under `data_dir`.
+    pub async fn open_data_dir(data_dir: &Path) -> Result<Self, DatabaseError> {
+        std::fs::create_dir_all(data_dir).map_err(|source| DatabaseError::DataDir {
+            path: data_dir.to_path_buf(),
+            source,
+        })?;
+        Self::open_sqlite(&data_dir.join(SQLITE_FILE)).await
+    }
+
+    /// Opens the database named by a URL: `sqlite://…` or `postgres://…`.
+    pub async fn open_url(url: &str) -> Result<Self, DatabaseError> {
+        if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            let pool = PgPoolOptions::new()
+                .max_connections(16)
+                .acquire_timeout(Duration::from_secs(10))
+                .connect(url)
+                .await
+                .map_err(|source| DatabaseError::Connect {
+                    target: redact_url(url),
+                    source,
+                })?;
+            Ok(Database::Postgres(pool))
+        } else if let Some(path) = url.strip_prefix("sqlite://") {
+            Self::open_sqlite(Path::new(path)).await
+        } else {
+            Err(DatabaseError::UnsupportedUrl(redact_url(url)))
+        }
+    }
+
+    async fn open_sqlite(path: &Path) -> Result<Self, DatabaseError> {
+        let target = path.display().to_string();
+        let options = SqliteConnectOptions::from_str("sqlite://")
+            .map_err(|source| DatabaseError::Connect {
+                target: target.clone(),
+                source,
+            })?
+            .filename(path)
+            .create_if_missing(true)
+            // WAL lets readers (the dashboard, SSE) run beside the single writer.
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Normal)
+            .busy_timeout(Duration::from_secs(5))
+            .foreign_keys(true);
+        let pool = SqlitePoolOptions::new()
+            .max_connections(8)
+            .connect_with(options)
+            .await
+            .map_err(|source| DatabaseError::Connect { target, source })?;
+        Ok(Database::Sqlite(pool))
+    }
+
+    /// The backend's name, for logs and the health endpoint.
+    pub fn backend(&self) -> &'static str {
+        match self {
+            Database::Sqlite(_) => "sqlite",
+            Database::Postgres(_) => "postgres",
+        }
+    }
+
+    /// Round-trips one query: proves the pool is alive.
+    pub async fn ping(&self) -> Result<(), sqlx::Error> {
+        match self {
+            Database::Sqlite(pool) => sqlx::query("SELECT 1").execute(pool).await.map(drop),
+            Database::Postgres(pool) => sqlx::query("SELECT 1").execute(pool).await.map(drop),
+        }
+    }
+
+    /// The journal mode SQLite reports; `None` on PostgreSQL.
+    pub async fn sqlite_journal_mode(&self) -> Result<Option<String>, sqlx::Error> {
+        match self {
+            Database::Sqlite(pool) => {
+                let mode: (String,) = sqlx::query_as("PRAGMA journal_mode")
+                    .fetch_one(pool)
+                    .await?;
+                Ok(Some(mode.0))
+            }
+            Database::Postgres(_) => Ok(None),
+        }
+    }
+}
+
+/// Hides the password of a database URL before it reaches a log or an error.
+fn redact_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    match rest.rsplit_once('@') {
+        Some((userinfo, host)) => {
+            let user = userinfo.split(':').next().unwrap_or("");
+            format!("{scheme}://{user}:[REDACTED]@{host}")
+        }
+        None => url.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn data_dir_database_is_a_real_file_in_wal_mode() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Database::open_data_dir(&dir.path().join("nested"))
+            .await
+            .unwrap();
+        db.ping().await.unwrap();
+        assert_eq!(db.backend(), "sqlite");
+        assert_eq!(
+            db.sqlite_journal_mode().await.unwrap().as_deref(),
+            Some("wal")
+        );
+        assert!(dir.path().join("nested").join(SQLITE_FILE).is_file());
+    }
+
+    #[test]
+    fn database_url_password_is_redacted() {
+        assert_eq!(
+            redact_url("postgres://app:s3cret@db:5432/stepwise"),
+            "postgres://app:[REDACTED]@db:5432/stepwise"
+        );
+        assert_eq!(redact_url("sqlite:///tmp/x.db"), "sqlite:///tmp/x.db");
+    }
+
+    #[tokio::test]
+    async fn unknown_url_scheme_is_refused_with_a_hint() {
+        let err = Database::open_url("mysql://root:pw@localhost/x")
+            .await
+            .unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("sqlite://PATH or postgres://"), "{text}");
+        assert!(!text.contains("pw@"), "{text}");
+    }
+}
