@@ -1,0 +1,56 @@
+//! The stepwise pages: one file per page, each with the server functions it calls.
+//! Compiled twice: with `ssr` into the server (rendering, server functions) and with
+//! `hydrate` into the browser bundle, where the same contract crate validates input.
+
+mod pages;
+mod settings;
+
+use leptos::prelude::*;
+use leptos_meta::{MetaTags, Stylesheet, Title, provide_meta_context};
+use leptos_router::components::{Redirect, Route, Router, Routes};
+use leptos_router::path;
+
+pub use settings::{RuntimeStatus, ServerSettings};
+
+/// The HTML document around every page, rendered by the server.
+pub fn shell(options: LeptosOptions) -> impl IntoView {
+    view! {
+        <!DOCTYPE html>
+        <html lang="en">
+            <head>
+                <meta charset="utf-8"/>
+                <meta name="viewport" content="width=device-width, initial-scale=1"/>
+                <meta name="color-scheme" content="light dark"/>
+                <AutoReload options=options.clone()/>
+                <HydrationScripts options/>
+                <MetaTags/>
+            </head>
+            <body>
+                <App/>
+            </body>
+        </html>
+    }
+}
+
+#[component]
+pub fn App() -> impl IntoView {
+    provide_meta_context();
+    view! {
+        <Stylesheet id="leptos" href="/pkg/stepwise.css"/>
+        <Title formatter=|page: String| format!("{page} · stepwise")/>
+        <Router>
+            <header class="topbar">
+                <a class="brand" href="/tasks/queue">"stepwise"</a>
+                <nav aria-label="Main">
+                    <a href="/tasks/queue">"Queue"</a>
+                </nav>
+            </header>
+            <main>
+                <Routes fallback=pages::not_found::NotFound>
+                    <Route path=path!("/") view=|| view! { <Redirect path="/tasks/queue"/> }/>
+                    <Route path=path!("/tasks/queue") view=pages::queue::QueuePage/>
+                </Routes>
+            </main>
+        </Router>
+    }
+}

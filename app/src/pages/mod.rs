@@ -1,0 +1,2 @@
+pub mod not_found;
+pub mod queue;

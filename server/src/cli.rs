@@ -1,0 +1,83 @@
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::config::{Config, ConfigError};
+use crate::serve;
+
+/// stepwise: a queue for coding-agent tasks.
+#[derive(Debug, Parser)]
+#[command(name = "stepwise", version, about, long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Serve the dashboard and API.
+    ///
+    /// Task defaults come from the environment: STEPWISE_DEFAULT_PUBLISH_MODE (none, branch
+    /// or pr; default pr; MOONMIND_DEFAULT_PUBLISH_MODE is honoured as an alias),
+    /// STEPWISE_DEFAULT_RUNTIME (codex, claude or gemini; default codex), and per runtime
+    /// STEPWISE_{CODEX,CLAUDE,GEMINI}_{MODEL,EFFORT}. An invalid value stops the start.
+    Serve(ServeArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// The address to listen on.
+    #[arg(long, env = "STEPWISE_HOST", default_value = "127.0.0.1")]
+    pub host: String,
+    /// The port to listen on.
+    #[arg(long, short, env = "STEPWISE_PORT", default_value_t = 3000)]
+    pub port: u16,
+    /// Where stepwise keeps its state: the SQLite database and job workspaces.
+    #[arg(long, env = "STEPWISE_DATA_DIR", default_value = "data")]
+    pub data_dir: PathBuf,
+    /// A PostgreSQL URL (postgres://…) to use instead of the embedded SQLite database.
+    #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
+    pub database_url: Option<String>,
+    /// The built site (wasm, JS, CSS); by default the one cargo-leptos built beside the binary.
+    #[arg(long, env = "LEPTOS_SITE_ROOT")]
+    pub site_root: Option<PathBuf>,
+}
+
+impl Cli {
+    pub async fn run(self) -> Result<(), CliError> {
+        match self.command {
+            Command::Serve(args) => {
+                let config = Config::load(args, |name| std::env::var(name).ok())?;
+                serve::run(config).await
+            }
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    Database(#[from] queue::DatabaseError),
+    #[error(
+        "cannot listen on {addr}: {source}. Is another server using that port? Pick another with --port."
+    )]
+    Bind {
+        addr: String,
+        source: std::io::Error,
+    },
+    #[error("the server stopped: {0}")]
+    Serve(std::io::Error),
+}
+
+/// Logs go to stderr, filtered by RUST_LOG (default: info for stepwise, warn otherwise).
+pub fn init_tracing() {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| EnvFilter::new("warn,stepwise=info,queue=info,worker=info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}

@@ -1,0 +1,145 @@
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use app::{RuntimeStatus, ServerSettings};
+use contract::{Defaults, RuntimeMode};
+
+use crate::cli::ServeArgs;
+
+/// Everything `stepwise serve` needs, checked before anything starts.
+#[derive(Debug)]
+pub struct Config {
+    pub addr: SocketAddr,
+    pub data_dir: PathBuf,
+    pub database_url: Option<String>,
+    pub site_root: PathBuf,
+    pub settings: ServerSettings,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("invalid --host/--port {addr:?}: {reason}")]
+    Addr { addr: String, reason: String },
+    #[error("{0}")]
+    Defaults(#[from] contract::ConfigError),
+    #[error(
+        "the built site is missing at {0}: build it with `cargo leptos build --release`, \
+         or point --site-root (LEPTOS_SITE_ROOT) at it"
+    )]
+    SiteMissing(PathBuf),
+}
+
+impl Config {
+    pub fn load(
+        args: ServeArgs,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<Self, ConfigError> {
+        let addr_text = format!("{}:{}", args.host, args.port);
+        let addr = addr_text
+            .parse()
+            .or_else(|_| format!("[{}]:{}", args.host, args.port).parse())
+            .map_err(|e: std::net::AddrParseError| ConfigError::Addr {
+                addr: addr_text.clone(),
+                reason: e.to_string(),
+            })?;
+        let defaults = Defaults::from_env(&env)?;
+        let site_root = match args.site_root {
+            Some(root) => root,
+            None => default_site_root(),
+        };
+        if !site_root.join("pkg").is_dir() {
+            return Err(ConfigError::SiteMissing(site_root));
+        }
+        let installed =
+            worker::probe_capabilities(env("PATH").as_deref().map(std::ffi::OsStr::new));
+        let runtimes = RuntimeMode::ALL
+            .iter()
+            .map(|&mode| RuntimeStatus {
+                mode,
+                installed: installed.iter().any(|c| c == mode.as_str()),
+            })
+            .collect();
+        Ok(Config {
+            addr,
+            data_dir: args.data_dir,
+            database_url: args.database_url,
+            site_root,
+            settings: ServerSettings { defaults, runtimes },
+        })
+    }
+}
+
+/// cargo-leptos writes the site to `<workspace>/target/site` and the binary to
+/// `<target>/<profile>/stepwise`; look beside the binary first, then in the working directory.
+fn default_site_root() -> PathBuf {
+    let beside_binary = std::env::current_exe().ok().and_then(|exe| {
+        exe.parent()
+            .and_then(Path::parent)
+            .map(|target| target.join("site"))
+    });
+    match beside_binary {
+        Some(dir) if dir.join("pkg").is_dir() => dir,
+        _ => PathBuf::from("target/site"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(site_root: &Path) -> ServeArgs {
+        ServeArgs {
+            host: "127.0.0.1".into(),
+            port: 0,
+            data_dir: "data".into(),
+            database_url: None,
+            site_root: Some(site_root.to_path_buf()),
+        }
+    }
+
+    fn site() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("pkg")).unwrap();
+        dir
+    }
+
+    #[test]
+    fn invalid_publish_mode_stops_the_start_naming_the_variable() {
+        let site = site();
+        let err = Config::load(args(site.path()), |k| {
+            (k == "STEPWISE_DEFAULT_PUBLISH_MODE").then(|| "sometimes".to_string())
+        })
+        .unwrap_err();
+        assert!(
+            err.to_string().contains("STEPWISE_DEFAULT_PUBLISH_MODE"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn publish_default_is_pr_and_honours_the_env() {
+        let site = site();
+        let config = Config::load(args(site.path()), |_| None).unwrap();
+        assert_eq!(config.settings.defaults.publish_mode.as_str(), "pr");
+        let config = Config::load(args(site.path()), |k| {
+            (k == "STEPWISE_DEFAULT_PUBLISH_MODE").then(|| "branch".to_string())
+        })
+        .unwrap();
+        assert_eq!(config.settings.defaults.publish_mode.as_str(), "branch");
+    }
+
+    #[test]
+    fn missing_site_says_how_to_build_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = Config::load(args(dir.path()), |_| None).unwrap_err();
+        assert!(err.to_string().contains("cargo leptos build"), "{err}");
+    }
+
+    #[test]
+    fn ipv6_hosts_are_accepted() {
+        let site = site();
+        let mut a = args(site.path());
+        a.host = "::1".into();
+        assert!(Config::load(a, |_| None).unwrap().addr.is_ipv6());
+    }
+}

@@ -1,0 +1,20 @@
+//! The `stepwise` binary: parses the command line and hands over to the command.
+
+mod cli;
+mod config;
+mod serve;
+
+use clap::Parser;
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    let cli = cli::Cli::parse();
+    cli::init_tracing();
+    match cli.run().await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("stepwise: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
