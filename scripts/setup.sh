@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# Installs what building and testing stepwise needs, on a Debian machine that has rustup.
+# Sourced by scripts/run.sh and scripts/test.sh. Idempotent: each step checks first and
+# skips what is already there. Only package registries are used (crates.io, npm, apt):
+# nothing is downloaded from anywhere else.
+#
+#   setup_build     wasm32 target, cargo-leptos, wasm-bindgen-cli, wasm-opt (npm binaryen)
+#   setup_browser   Debian's chromium and the end2end npm packages
+
+set -euo pipefail
+
+STEPWISE_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+CARGO_LEPTOS_VERSION="0.3.11"
+export PATH="$HOME/.cargo/bin:$STEPWISE_ROOT/tools/node_modules/.bin:$PATH"
+
+say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
+die() { printf 'error: %s\n' "$*" >&2; exit 1; }
+
+# Runs a command as root: directly when we are root, else through sudo when there is one.
+as_root() {
+  if [[ $(id -u) -eq 0 ]]; then "$@"
+  elif command -v sudo >/dev/null; then sudo "$@"
+  else die "'$*' needs root; run it as root, then run this again"
+  fi
+}
+
+apt_updated=0
+apt_install() {
+  if (( ! apt_updated )); then
+    say "apt-get update"
+    as_root apt-get update -qq
+    apt_updated=1
+  fi
+  say "apt-get install $*"
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+}
+
+# The version of a crate as Cargo.lock pins it.
+locked_version() {
+  awk -v name="$1" '$0 == "name = \"" name "\"" { getline; gsub(/version = |"/, ""); print; exit }' \
+    "$STEPWISE_ROOT/Cargo.lock"
+}
+
+# `npm ci` in a folder, only when its lockfile changed since the last install there.
+npm_ci() {
+  local dir="$1" stamp="$1/node_modules/.stepwise-lock"
+  if [[ -f $stamp ]] && cmp -s "$dir/package-lock.json" "$stamp"; then return; fi
+  say "npm ci in ${dir#"$STEPWISE_ROOT"/}"
+  (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
+  cp "$dir/package-lock.json" "$stamp"
+}
+
+setup_node() {
+  command -v npm >/dev/null && return
+  apt_install nodejs npm
+}
+
+setup_build() {
+  command -v cargo >/dev/null || die "cargo is missing: install Rust with rustup first"
+  command -v cc >/dev/null || apt_install build-essential
+  if ! rustup target list --installed | grep -qx wasm32-unknown-unknown; then
+    say "rustup target add wasm32-unknown-unknown"
+    rustup target add wasm32-unknown-unknown
+  fi
+  if [[ $(cargo leptos --version 2>/dev/null) != *" $CARGO_LEPTOS_VERSION" ]]; then
+    # --ignore-rust-version: one locked dependency asks for a newer rustc than it needs.
+    say "cargo install cargo-leptos $CARGO_LEPTOS_VERSION (about 13 minutes on 2 cores, once)"
+    cargo install cargo-leptos --version "$CARGO_LEPTOS_VERSION" --locked --ignore-rust-version
+  fi
+  local bindgen
+  bindgen="$(locked_version wasm-bindgen)"
+  [[ -n $bindgen ]] || die "wasm-bindgen is not in Cargo.lock"
+  if [[ $(wasm-bindgen --version 2>/dev/null) != "wasm-bindgen $bindgen"* ]]; then
+    # Not --locked: its lockfile names a webpki-roots version the registry no longer has.
+    say "cargo install wasm-bindgen-cli $bindgen (matches Cargo.lock)"
+    cargo install wasm-bindgen-cli --version "$bindgen" --force
+  fi
+  setup_node
+  # wasm-opt from npm's binaryen, first on PATH: Debian's older one breaks hydration.
+  npm_ci "$STEPWISE_ROOT/tools"
+}
+
+setup_browser() {
+  [[ -x /usr/bin/chromium ]] || apt_install chromium
+  setup_node
+  npm_ci "$STEPWISE_ROOT/end2end"
+}
+
+# Where cargo puts binaries: CARGO_TARGET_DIR when set (CI may share one), else target/.
+target_dir() {
+  local dir="${CARGO_TARGET_DIR:-$STEPWISE_ROOT/target}"
+  [[ $dir = /* ]] || dir="$STEPWISE_ROOT/$dir"
+  printf '%s\n' "$dir"
+}
+
+# Builds the server binary and the site (wasm, JS, CSS) in release mode.
+build_release() {
+  say "cargo leptos build --release"
+  (cd "$STEPWISE_ROOT" && cargo leptos build --release)
+}
