@@ -7,7 +7,7 @@ mod settings;
 
 use leptos::prelude::*;
 use leptos_meta::{MetaTags, Stylesheet, Title, provide_meta_context};
-use leptos_router::components::{Redirect, Route, Router, Routes};
+use leptos_router::components::{Route, Router, Routes};
 use leptos_router::path;
 
 pub use settings::{RuntimeStatus, ServerSettings};
@@ -48,7 +48,6 @@ pub fn App() -> impl IntoView {
             </header>
             <main>
                 <Routes fallback=pages::not_found::NotFound>
-                    <Route path=path!("/") view=|| view! { <Redirect path="/tasks/queue"/> }/>
                     <Route path=path!("/tasks/queue") view=pages::queue::QueuePage/>
                 </Routes>
             </main>
