@@ -1,0 +1,372 @@
+//! The wire types of a queued job, its events and its artifacts: what the server returns,
+//! what the UI renders and what the worker reads back after claiming or heartbeating.
+//!
+//! Timestamps are `chrono::DateTime<Utc>` and travel as RFC 3339 strings in UTC
+//! (`2026-02-17T10:00:00.123Z`); the queue keeps millisecond precision on both backends.
+//! Ids of jobs and artifacts are UUIDv7 strings (time-ordered); event ids are integers that
+//! only grow, so a client can resume an event stream after the last id it saw.
+
+use std::fmt;
+use std::str::FromStr;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::modes::ParseModeError;
+
+/// Where a job is in its life. Closed: a new state is a breaking change for every client.
+///
+/// Each variant says which named queue operation moves a job into that state (In) and
+/// which moves it out again (Out).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobState {
+    /// Waiting for a worker.
+    ///
+    /// In: `create_job`; `fail` with a retryable error while attempts remain (after the
+    /// backoff in `nextAttemptAt`); the lease rescuer when a worker stopped heartbeating
+    /// and attempts remain. Out: `claim` (→ running) or `request_cancel` (→ cancelled).
+    Queued,
+    /// Leased to one worker (`claimedBy`, `attempt`) until `leaseExpiresAt`.
+    ///
+    /// In: `claim`. Out: `complete` (→ succeeded), `fail` (→ queued, failed, dead_letter
+    /// or cancelled), `ack_cancel` (→ cancelled), the lease rescuer (→ queued, cancelled or
+    /// dead_letter). `request_cancel` only marks it (`cancelRequestedAt`); it stays running
+    /// until the worker acknowledges.
+    Running,
+    /// The worker finished the work. Terminal.
+    ///
+    /// In: `complete`, even when a cancel was requested too late to stop the work.
+    Succeeded,
+    /// The worker reported an error that retrying would not fix. Terminal.
+    ///
+    /// In: `fail` with `retryable = false`.
+    Failed,
+    /// Stopped on a user's request; never resurrected by a retry or a lease expiry. Terminal.
+    ///
+    /// In: `request_cancel` on a queued job; `ack_cancel` by the owning worker; `fail` or
+    /// the lease rescuer on a running job whose cancel was requested.
+    Cancelled,
+    /// Every attempt failed with a retryable error or an expired lease. Terminal; an
+    /// operator resubmits it as a new job.
+    ///
+    /// In: `fail` (retryable) or the lease rescuer on the job's last attempt.
+    DeadLetter,
+}
+
+impl JobState {
+    pub const ALL: [JobState; 6] = [
+        JobState::Queued,
+        JobState::Running,
+        JobState::Succeeded,
+        JobState::Failed,
+        JobState::Cancelled,
+        JobState::DeadLetter,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobState::Queued => "queued",
+            JobState::Running => "running",
+            JobState::Succeeded => "succeeded",
+            JobState::Failed => "failed",
+            JobState::Cancelled => "cancelled",
+            JobState::DeadLetter => "dead_letter",
+        }
+    }
+
+    /// No operation moves a job out of a terminal state.
+    pub fn is_terminal(self) -> bool {
+        !matches!(self, JobState::Queued | JobState::Running)
+    }
+}
+
+impl fmt::Display for JobState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+const JOB_STATE_NAMES: &[&str] = &[
+    "queued",
+    "running",
+    "succeeded",
+    "failed",
+    "cancelled",
+    "dead_letter",
+];
+
+impl FromStr for JobState {
+    type Err = ParseModeError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        JobState::ALL
+            .into_iter()
+            .find(|state| state.as_str() == s)
+            .ok_or_else(|| ParseModeError {
+                kind: "job state",
+                value: s.to_string(),
+                accepted: JOB_STATE_NAMES,
+            })
+    }
+}
+
+/// One queued unit of work: a normalized task plus its lease, retry and cancel bookkeeping.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Job {
+    pub id: String,
+    /// The envelope's `type` (`task` today; see [`JobType`](crate::JobType)).
+    #[serde(rename = "type")]
+    pub job_type: String,
+    pub status: JobState,
+    pub priority: i32,
+    /// The normalized task payload ([`Payload`](crate::Payload) as JSON).
+    pub payload: Value,
+    pub affinity_key: Option<String>,
+    /// What a worker must offer to claim the job (derived by normalization).
+    pub required_capabilities: Vec<String>,
+    pub created_by_user_id: Option<String>,
+    /// How many times the job has been claimed; a worker's writes carry it as a fence.
+    pub attempt: u32,
+    pub max_attempts: u32,
+    /// A queued job is not claimed before this instant (retry backoff).
+    pub next_attempt_at: DateTime<Utc>,
+    /// The worker holding the lease while running; kept on succeeded, failed and
+    /// dead_letter as a record of who ran it; cleared when requeued or cancelled.
+    pub claimed_by: Option<String>,
+    pub lease_expires_at: Option<DateTime<Utc>>,
+    pub cancel_requested_at: Option<DateTime<Utc>>,
+    pub cancel_requested_by_user_id: Option<String>,
+    pub cancel_reason: Option<String>,
+    pub result_summary: Option<String>,
+    /// The last error a worker reported, or why the queue gave up on the job.
+    pub error_message: Option<String>,
+    /// The first claim; not reset by retries.
+    pub started_at: Option<DateTime<Utc>>,
+    pub finished_at: Option<DateTime<Utc>>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+impl Job {
+    /// A running job whose cancel was requested: the worker should stop and acknowledge.
+    pub fn cancel_requested(&self) -> bool {
+        self.cancel_requested_at.is_some()
+    }
+}
+
+/// How loud an event is; the UI colours by it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EventLevel {
+    #[default]
+    Info,
+    Warn,
+    Error,
+}
+
+impl EventLevel {
+    pub const ALL: [EventLevel; 3] = [EventLevel::Info, EventLevel::Warn, EventLevel::Error];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventLevel::Info => "info",
+            EventLevel::Warn => "warn",
+            EventLevel::Error => "error",
+        }
+    }
+}
+
+impl fmt::Display for EventLevel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for EventLevel {
+    type Err = ParseModeError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        EventLevel::ALL
+            .into_iter()
+            .find(|level| level.as_str() == s)
+            .ok_or_else(|| ParseModeError {
+                kind: "event level",
+                value: s.to_string(),
+                accepted: &["info", "warn", "error"],
+            })
+    }
+}
+
+/// One line of a job's timeline: the queue's own transitions (`job.*`, see [`events`])
+/// and whatever the worker reports (`task.step.started`, ...).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct JobEvent {
+    /// Global and increasing in commit order: the cursor of an event stream.
+    pub id: i64,
+    pub job_id: String,
+    pub kind: String,
+    pub level: EventLevel,
+    pub message: String,
+    pub payload: Map<String, Value>,
+    pub created_at: DateTime<Utc>,
+}
+
+/// An event a worker appends to the job it holds.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NewEvent {
+    pub kind: String,
+    #[serde(default)]
+    pub level: EventLevel,
+    #[serde(default)]
+    pub message: String,
+    #[serde(default)]
+    pub payload: Map<String, Value>,
+}
+
+/// A file a worker stored for a job (a step log, a patch, `task_context.json`, ...).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Artifact {
+    pub id: String,
+    pub job_id: String,
+    /// A relative path such as `logs/steps/step-0001.log`.
+    pub name: String,
+    /// Bytes.
+    pub size: u64,
+    pub content_type: String,
+    /// Lowercase hex SHA-256 of the content.
+    pub sha256: String,
+    /// When this content was stored; a re-upload under the same name replaces it.
+    pub created_at: DateTime<Utc>,
+}
+
+/// The kinds of the events the queue appends for its own transitions. Workers may not
+/// append kinds with the `job.` prefix, so these always tell what the queue did.
+pub mod events {
+    pub const JOB_CREATED: &str = "job.created";
+    pub const JOB_CLAIMED: &str = "job.claimed";
+    pub const JOB_COMPLETED: &str = "job.completed";
+    pub const JOB_FAILED: &str = "job.failed";
+    pub const JOB_RETRY_SCHEDULED: &str = "job.retry_scheduled";
+    pub const JOB_DEAD_LETTERED: &str = "job.dead_lettered";
+    pub const JOB_CANCEL_REQUESTED: &str = "job.cancel_requested";
+    pub const JOB_CANCELLED: &str = "job.cancelled";
+    pub const JOB_LEASE_EXPIRED: &str = "job.lease_expired";
+
+    /// The prefix reserved for the kinds above.
+    pub const RESERVED_PREFIX: &str = "job.";
+
+    pub const ALL: [&str; 9] = [
+        JOB_CREATED,
+        JOB_CLAIMED,
+        JOB_COMPLETED,
+        JOB_FAILED,
+        JOB_RETRY_SCHEDULED,
+        JOB_DEAD_LETTERED,
+        JOB_CANCEL_REQUESTED,
+        JOB_CANCELLED,
+        JOB_LEASE_EXPIRED,
+    ];
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn job_states_round_trip_through_their_wire_names() {
+        for state in JobState::ALL {
+            let json = serde_json::to_value(state).unwrap();
+            assert_eq!(json, Value::String(state.as_str().to_string()));
+            assert_eq!(state.as_str().parse::<JobState>().unwrap(), state);
+            assert_eq!(serde_json::from_value::<JobState>(json).unwrap(), state);
+        }
+        assert_eq!(JobState::DeadLetter.as_str(), "dead_letter");
+        assert!("dead-letter".parse::<JobState>().is_err());
+    }
+
+    #[test]
+    fn only_queued_and_running_are_not_terminal() {
+        let open: Vec<_> = JobState::ALL
+            .into_iter()
+            .filter(|s| !s.is_terminal())
+            .collect();
+        assert_eq!(open, [JobState::Queued, JobState::Running]);
+    }
+
+    #[test]
+    fn job_serializes_with_exactly_the_wire_fields() {
+        let at = DateTime::from_timestamp_millis(1_771_322_400_123).unwrap();
+        let job = Job {
+            id: "0190a000-0000-7000-8000-000000000000".into(),
+            job_type: "task".into(),
+            status: JobState::Running,
+            priority: 5,
+            payload: serde_json::json!({"repository": "o/r"}),
+            affinity_key: None,
+            required_capabilities: vec!["codex".into(), "git".into()],
+            created_by_user_id: Some("u1".into()),
+            attempt: 1,
+            max_attempts: 3,
+            next_attempt_at: at,
+            claimed_by: Some("w1".into()),
+            lease_expires_at: Some(at),
+            cancel_requested_at: None,
+            cancel_requested_by_user_id: None,
+            cancel_reason: None,
+            result_summary: None,
+            error_message: None,
+            started_at: Some(at),
+            finished_at: None,
+            created_at: at,
+            updated_at: at,
+        };
+        let value = serde_json::to_value(&job).unwrap();
+        let mut keys: Vec<_> = value.as_object().unwrap().keys().cloned().collect();
+        keys.sort();
+        let mut expected = vec![
+            "id",
+            "type",
+            "status",
+            "priority",
+            "payload",
+            "affinityKey",
+            "requiredCapabilities",
+            "createdByUserId",
+            "attempt",
+            "maxAttempts",
+            "nextAttemptAt",
+            "claimedBy",
+            "leaseExpiresAt",
+            "cancelRequestedAt",
+            "cancelRequestedByUserId",
+            "cancelReason",
+            "resultSummary",
+            "errorMessage",
+            "startedAt",
+            "finishedAt",
+            "createdAt",
+            "updatedAt",
+        ];
+        expected.sort();
+        assert_eq!(keys, expected);
+        assert_eq!(value["status"], "running");
+        assert_eq!(value["createdAt"], "2026-02-17T10:00:00.123Z");
+        let back: Job = serde_json::from_value(value).unwrap();
+        assert_eq!(back, job);
+    }
+
+    #[test]
+    fn new_event_defaults_to_info_with_an_empty_payload() {
+        let event: NewEvent =
+            serde_json::from_value(serde_json::json!({"kind": "task.step.started"})).unwrap();
+        assert_eq!(event.level, EventLevel::Info);
+        assert!(event.payload.is_empty());
+        assert!("fatal".parse::<EventLevel>().is_err());
+    }
+}

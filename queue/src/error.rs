@@ -1,0 +1,126 @@
+//! The one error of the queue service; each variant is one error code of the API.
+
+use contract::{FieldError, JobState};
+
+/// What a [`QueueError::NotFound`] was looking for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Entity {
+    Job,
+    Artifact,
+    Token,
+}
+
+impl Entity {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Entity::Job => "job",
+            Entity::Artifact => "artifact",
+            Entity::Token => "token",
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum QueueError {
+    #[error("{} {id} not found", entity.as_str())]
+    NotFound { entity: Entity, id: String },
+    /// The caller's fence (worker id + attempt) does not hold the job's lease: the lease
+    /// expired and was taken back, or another worker holds it.
+    #[error("job {job_id} is not leased to this worker and attempt: {message}")]
+    OwnershipMismatch { job_id: String, message: String },
+    /// The job's state does not allow the operation; `current` says which state it is in.
+    #[error("job {job_id} is {current}: {message}")]
+    StateConflict {
+        job_id: String,
+        current: JobState,
+        message: String,
+    },
+    #[error("invalid request: {}", join(.0))]
+    Invalid(Vec<FieldError>),
+    #[error("{what} is {size} bytes; the limit is {limit}")]
+    TooLarge {
+        what: &'static str,
+        size: u64,
+        limit: u64,
+    },
+    #[error("database error: {0}")]
+    Database(#[from] sqlx::Error),
+    #[error("migration failed: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    #[error("artifact storage error: {0}")]
+    Storage(#[from] std::io::Error),
+}
+
+fn join(errors: &[FieldError]) -> String {
+    let parts: Vec<String> = errors.iter().map(ToString::to_string).collect();
+    parts.join("; ")
+}
+
+impl QueueError {
+    /// The API's error code for this error.
+    pub fn code(&self) -> &'static str {
+        match self {
+            QueueError::NotFound { entity, .. } => match entity {
+                Entity::Job => "job_not_found",
+                Entity::Artifact => "artifact_not_found",
+                Entity::Token => "token_not_found",
+            },
+            QueueError::OwnershipMismatch { .. } => "job_ownership_mismatch",
+            QueueError::StateConflict { .. } => "job_state_conflict",
+            QueueError::Invalid(_) => "invalid_queue_payload",
+            QueueError::TooLarge { .. } => "payload_too_large",
+            QueueError::Database(_) | QueueError::Migrate(_) | QueueError::Storage(_) => "internal",
+        }
+    }
+
+    pub(crate) fn job_not_found(id: &str) -> Self {
+        QueueError::NotFound {
+            entity: Entity::Job,
+            id: id.to_string(),
+        }
+    }
+
+    pub(crate) fn invalid(path: &str, message: impl Into<String>) -> Self {
+        QueueError::Invalid(vec![FieldError::new(path, message)])
+    }
+
+    pub(crate) fn conflict(job_id: &str, current: JobState, message: impl Into<String>) -> Self {
+        QueueError::StateConflict {
+            job_id: job_id.to_string(),
+            current,
+            message: message.into(),
+        }
+    }
+
+    pub(crate) fn not_owner(job_id: &str, message: impl Into<String>) -> Self {
+        QueueError::OwnershipMismatch {
+            job_id: job_id.to_string(),
+            message: message.into(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn state_conflict_names_the_current_state_and_its_code() {
+        let err = QueueError::conflict("j1", JobState::Succeeded, "cannot cancel a finished job");
+        assert_eq!(err.code(), "job_state_conflict");
+        assert_eq!(
+            err.to_string(),
+            "job j1 is succeeded: cannot cancel a finished job"
+        );
+    }
+
+    #[test]
+    fn invalid_lists_every_field_error() {
+        let err = QueueError::Invalid(vec![
+            FieldError::new("priority", "too high"),
+            FieldError::new("", "bad"),
+        ]);
+        assert_eq!(err.code(), "invalid_queue_payload");
+        assert_eq!(err.to_string(), "invalid request: priority: too high; bad");
+    }
+}

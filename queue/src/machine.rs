@@ -1,0 +1,526 @@
+//! The job state machine: one pure function per named transition. Each runs on a row the
+//! caller has locked, checks its guard, edits the job and says which events to append; the
+//! service writes all of it in one transaction. Keeping this free of SQL is what lets both
+//! backends share it unchanged.
+
+use chrono::{DateTime, Utc};
+use contract::job::events;
+use contract::{EventLevel, Job, JobState};
+use serde_json::{Map, Value, json};
+
+use crate::error::QueueError;
+use crate::service::Fence;
+
+/// An event to append in the transaction of the change that caused it.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct PendingEvent {
+    pub kind: String,
+    pub level: EventLevel,
+    pub message: String,
+    pub payload: Map<String, Value>,
+}
+
+impl PendingEvent {
+    fn new(kind: &str, level: EventLevel, message: String, payload: Value) -> Self {
+        PendingEvent {
+            kind: kind.to_string(),
+            level,
+            message,
+            payload: match payload {
+                Value::Object(map) => map,
+                _ => Map::new(),
+            },
+        }
+    }
+}
+
+#[derive(Debug, PartialEq)]
+pub(crate) enum Outcome {
+    /// Nothing to write: an idempotent repeat.
+    Unchanged,
+    /// Save the row, but tell nobody: a heartbeat only moves the lease.
+    Touched,
+    /// Save the row, append the events, notify; `available` when the job became claimable.
+    Changed {
+        events: Vec<PendingEvent>,
+        available: bool,
+    },
+}
+
+fn changed(events: Vec<PendingEvent>) -> Outcome {
+    Outcome::Changed {
+        events,
+        available: false,
+    }
+}
+
+/// What a retry needs to know: when, and how long from now.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Retry {
+    pub at: DateTime<Utc>,
+    pub delay_ms: i64,
+}
+
+/// The guard of every worker write: the job is running, leased to this worker, on this attempt.
+///
+/// A finished job answers StateConflict (there is nothing left to own); a queued job, or a
+/// job leased to another worker or a later attempt, answers OwnershipMismatch.
+pub(crate) fn check_fence(job: &Job, fence: &Fence) -> Result<(), QueueError> {
+    if job.status.is_terminal() {
+        return Err(QueueError::conflict(
+            &job.id,
+            job.status,
+            "the job has already finished",
+        ));
+    }
+    let owner = job.claimed_by.as_deref() == Some(fence.worker_id.as_str());
+    if job.status == JobState::Running && owner && job.attempt == fence.attempt {
+        return Ok(());
+    }
+    let holder = match (&job.status, &job.claimed_by) {
+        (JobState::Running, Some(worker)) => {
+            format!("it is leased to {worker} on attempt {}", job.attempt)
+        }
+        _ => format!("it is {} (attempt {})", job.status, job.attempt),
+    };
+    Err(QueueError::not_owner(
+        &job.id,
+        format!(
+            "{} holds attempt {}, but {holder}",
+            fence.worker_id, fence.attempt
+        ),
+    ))
+}
+
+/// Who cancelled a job, in the `by` field of its `job.cancelled` event.
+const BY_WORKER: &str = "worker";
+const BY_USER: &str = "user";
+const BY_RESCUER: &str = "rescuer";
+
+fn fence_payload(fence: &Fence) -> Value {
+    json!({ "workerId": fence.worker_id, "attempt": fence.attempt })
+}
+
+/// Stamps the claim the claim statement made; the statement itself is backend SQL.
+pub(crate) fn claimed_event(job: &Job) -> PendingEvent {
+    PendingEvent::new(
+        events::JOB_CLAIMED,
+        EventLevel::Info,
+        format!(
+            "claimed by {} (attempt {} of {})",
+            job.claimed_by.as_deref().unwrap_or("?"),
+            job.attempt,
+            job.max_attempts
+        ),
+        json!({
+            "workerId": job.claimed_by,
+            "attempt": job.attempt,
+            "leaseExpiresAt": job.lease_expires_at,
+        }),
+    )
+}
+
+pub(crate) fn created_event(job: &Job) -> PendingEvent {
+    PendingEvent::new(
+        events::JOB_CREATED,
+        EventLevel::Info,
+        "queued".to_string(),
+        json!({
+            "priority": job.priority,
+            "maxAttempts": job.max_attempts,
+            "requiredCapabilities": job.required_capabilities,
+            "createdByUserId": job.created_by_user_id,
+        }),
+    )
+}
+
+pub(crate) fn heartbeat(
+    job: &mut Job,
+    fence: &Fence,
+    now: DateTime<Utc>,
+    lease_until: DateTime<Utc>,
+) -> Result<Outcome, QueueError> {
+    check_fence(job, fence)?;
+    job.lease_expires_at = Some(lease_until);
+    job.updated_at = now;
+    Ok(Outcome::Touched)
+}
+
+/// running → succeeded. A cancel requested meanwhile does not stop it: the work is done,
+/// and the job keeps the result it actually had (the request stays visible on the job).
+/// A repeat by the same worker and attempt (a retried HTTP call) changes nothing.
+pub(crate) fn complete(
+    job: &mut Job,
+    fence: &Fence,
+    now: DateTime<Utc>,
+    summary: Option<String>,
+) -> Result<Outcome, QueueError> {
+    if job.status == JobState::Succeeded
+        && job.claimed_by.as_deref() == Some(fence.worker_id.as_str())
+        && job.attempt == fence.attempt
+    {
+        return Ok(Outcome::Unchanged);
+    }
+    check_fence(job, fence)?;
+    let late_cancel = job.cancel_requested_at.is_some();
+    job.status = JobState::Succeeded;
+    job.result_summary = summary;
+    job.lease_expires_at = None;
+    job.finished_at = Some(now);
+    job.updated_at = now;
+    let message = if late_cancel {
+        "succeeded; the cancel request came too late to stop it"
+    } else {
+        "succeeded"
+    };
+    let mut payload = fence_payload(fence);
+    payload["cancelRequested"] = json!(late_cancel);
+    payload["resultSummary"] = json!(job.result_summary);
+    Ok(changed(vec![PendingEvent::new(
+        events::JOB_COMPLETED,
+        EventLevel::Info,
+        message.to_string(),
+        payload,
+    )]))
+}
+
+/// running → queued (retry), failed, dead_letter or cancelled; see [`JobState`].
+pub(crate) fn fail(
+    job: &mut Job,
+    fence: &Fence,
+    now: DateTime<Utc>,
+    error: String,
+    retryable: bool,
+    retry: Retry,
+) -> Result<Outcome, QueueError> {
+    check_fence(job, fence)?;
+    let mut payload = fence_payload(fence);
+    payload["error"] = json!(error);
+    payload["retryable"] = json!(retryable);
+    job.error_message = Some(error);
+    job.lease_expires_at = None;
+    job.updated_at = now;
+    if job.cancel_requested_at.is_some() {
+        finish_cancelled(job, now);
+        payload["reason"] = json!(job.cancel_reason);
+        payload["by"] = json!(BY_WORKER);
+        return Ok(changed(vec![PendingEvent::new(
+            events::JOB_CANCELLED,
+            EventLevel::Warn,
+            "cancelled: the worker failed after the cancel was requested".to_string(),
+            payload,
+        )]));
+    }
+    if !retryable {
+        job.status = JobState::Failed;
+        job.finished_at = Some(now);
+        return Ok(changed(vec![PendingEvent::new(
+            events::JOB_FAILED,
+            EventLevel::Error,
+            format!("failed on attempt {}", job.attempt),
+            payload,
+        )]));
+    }
+    if job.attempt >= job.max_attempts {
+        job.status = JobState::DeadLetter;
+        job.finished_at = Some(now);
+        return Ok(changed(vec![PendingEvent::new(
+            events::JOB_DEAD_LETTERED,
+            EventLevel::Error,
+            format!(
+                "dead-lettered: attempt {} of {} failed",
+                job.attempt, job.max_attempts
+            ),
+            payload,
+        )]));
+    }
+    Ok(requeue(job, retry, payload, Vec::new()))
+}
+
+fn requeue(job: &mut Job, retry: Retry, mut payload: Value, mut out: Vec<PendingEvent>) -> Outcome {
+    job.status = JobState::Queued;
+    job.claimed_by = None;
+    job.lease_expires_at = None;
+    job.next_attempt_at = retry.at;
+    payload["nextAttemptAt"] = json!(retry.at);
+    payload["delayMs"] = json!(retry.delay_ms);
+    out.push(PendingEvent::new(
+        events::JOB_RETRY_SCHEDULED,
+        EventLevel::Warn,
+        format!(
+            "retry scheduled: attempt {} of {} in {} ms",
+            job.attempt + 1,
+            job.max_attempts,
+            retry.delay_ms
+        ),
+        payload,
+    ));
+    Outcome::Changed {
+        events: out,
+        available: true,
+    }
+}
+
+fn finish_cancelled(job: &mut Job, now: DateTime<Utc>) {
+    job.status = JobState::Cancelled;
+    job.claimed_by = None;
+    job.lease_expires_at = None;
+    job.finished_at = Some(now);
+    job.updated_at = now;
+}
+
+/// queued → cancelled at once; running → only marked, the worker stops and acknowledges.
+/// Repeats are no-ops; a job that finished otherwise cannot be cancelled any more.
+pub(crate) fn request_cancel(
+    job: &mut Job,
+    user_id: Option<&str>,
+    reason: Option<String>,
+    now: DateTime<Utc>,
+) -> Result<Outcome, QueueError> {
+    match job.status {
+        JobState::Cancelled => Ok(Outcome::Unchanged),
+        JobState::Running if job.cancel_requested_at.is_some() => Ok(Outcome::Unchanged),
+        JobState::Queued | JobState::Running => {
+            job.cancel_requested_at = Some(now);
+            job.cancel_requested_by_user_id = user_id.map(str::to_string);
+            job.cancel_reason = reason;
+            job.updated_at = now;
+            let mut payload = json!({ "requestedBy": user_id, "reason": job.cancel_reason });
+            if job.status == JobState::Queued {
+                finish_cancelled(job, now);
+                payload["by"] = json!(BY_USER);
+                Ok(changed(vec![PendingEvent::new(
+                    events::JOB_CANCELLED,
+                    EventLevel::Warn,
+                    "cancelled before any worker claimed it".to_string(),
+                    payload,
+                )]))
+            } else {
+                Ok(changed(vec![PendingEvent::new(
+                    events::JOB_CANCEL_REQUESTED,
+                    EventLevel::Warn,
+                    "cancel requested; waiting for the worker to stop".to_string(),
+                    payload,
+                )]))
+            }
+        }
+        JobState::Succeeded | JobState::Failed | JobState::DeadLetter => Err(QueueError::conflict(
+            &job.id,
+            job.status,
+            "a finished job cannot be cancelled",
+        )),
+    }
+}
+
+/// running (cancel requested) → cancelled, by the worker holding the lease. `acked_by` is
+/// the fence recorded by the `job.cancelled` event of an already-cancelled job: the same
+/// worker and attempt acknowledging again gets a no-op, anyone else a refusal.
+pub(crate) fn ack_cancel(
+    job: &mut Job,
+    fence: &Fence,
+    now: DateTime<Utc>,
+    acked_by: Option<&Fence>,
+) -> Result<Outcome, QueueError> {
+    if job.status == JobState::Cancelled && acked_by == Some(fence) {
+        return Ok(Outcome::Unchanged);
+    }
+    check_fence(job, fence)?;
+    if job.cancel_requested_at.is_none() {
+        return Err(QueueError::conflict(
+            &job.id,
+            job.status,
+            "no cancel was requested; complete or fail the job instead",
+        ));
+    }
+    finish_cancelled(job, now);
+    let mut payload = fence_payload(fence);
+    payload["requestedBy"] = json!(job.cancel_requested_by_user_id);
+    payload["reason"] = json!(job.cancel_reason);
+    payload["by"] = json!(BY_WORKER);
+    Ok(changed(vec![PendingEvent::new(
+        events::JOB_CANCELLED,
+        EventLevel::Warn,
+        "cancelled: the worker stopped and acknowledged".to_string(),
+        payload,
+    )]))
+}
+
+/// A running job whose lease ran out: its worker is presumed gone. Requeued with the
+/// attempt kept (the next claim counts the next attempt), cancelled if a cancel was
+/// requested, dead-lettered if that was the last attempt. A lease renewed since the
+/// rescuer looked (the row is re-read under lock) is left alone.
+pub(crate) fn expire_lease(
+    job: &mut Job,
+    now: DateTime<Utc>,
+    retry: Retry,
+) -> Result<Outcome, QueueError> {
+    let expired_at = match (job.status, job.lease_expires_at) {
+        (JobState::Running, Some(at)) if at < now => at,
+        _ => return Ok(Outcome::Unchanged),
+    };
+    let payload = json!({
+        "workerId": job.claimed_by,
+        "attempt": job.attempt,
+        "leaseExpiresAt": expired_at,
+    });
+    let mut out = vec![PendingEvent::new(
+        events::JOB_LEASE_EXPIRED,
+        EventLevel::Warn,
+        format!(
+            "lease of {} expired on attempt {}",
+            job.claimed_by.as_deref().unwrap_or("?"),
+            job.attempt
+        ),
+        payload.clone(),
+    )];
+    job.lease_expires_at = None;
+    job.updated_at = now;
+    if job.cancel_requested_at.is_some() {
+        finish_cancelled(job, now);
+        let mut payload = payload;
+        payload["reason"] = json!(job.cancel_reason);
+        payload["by"] = json!(BY_RESCUER);
+        out.push(PendingEvent::new(
+            events::JOB_CANCELLED,
+            EventLevel::Warn,
+            "cancelled: the lease expired after the cancel was requested".to_string(),
+            payload,
+        ));
+        return Ok(changed(out));
+    }
+    if job.attempt >= job.max_attempts {
+        job.status = JobState::DeadLetter;
+        job.finished_at = Some(now);
+        job.error_message = Some(format!(
+            "the lease expired on the last attempt ({} of {})",
+            job.attempt, job.max_attempts
+        ));
+        out.push(PendingEvent::new(
+            events::JOB_DEAD_LETTERED,
+            EventLevel::Error,
+            format!(
+                "dead-lettered: the lease expired on attempt {} of {}",
+                job.attempt, job.max_attempts
+            ),
+            payload,
+        ));
+        return Ok(changed(out));
+    }
+    Ok(requeue(job, retry, payload, out))
+}
+
+/// The fence of the worker whose own call cancelled the job, read back from the
+/// `job.cancelled` event; `None` if a user or the rescuer cancelled it.
+pub(crate) fn acknowledged_by(payload: &Map<String, Value>) -> Option<Fence> {
+    if payload.get("by")?.as_str()? != BY_WORKER {
+        return None;
+    }
+    let worker_id = payload.get("workerId")?.as_str()?.to_string();
+    let attempt = u32::try_from(payload.get("attempt")?.as_u64()?).ok()?;
+    Some(Fence { worker_id, attempt })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(secs: i64) -> DateTime<Utc> {
+        DateTime::from_timestamp(1_800_000_000 + secs, 0).unwrap_or_default()
+    }
+
+    fn running(attempt: u32, max: u32) -> Job {
+        Job {
+            id: "j".into(),
+            job_type: "task".into(),
+            status: JobState::Running,
+            priority: 0,
+            payload: json!({}),
+            affinity_key: None,
+            required_capabilities: vec![],
+            created_by_user_id: None,
+            attempt,
+            max_attempts: max,
+            next_attempt_at: at(0),
+            claimed_by: Some("w".into()),
+            lease_expires_at: Some(at(10)),
+            cancel_requested_at: None,
+            cancel_requested_by_user_id: None,
+            cancel_reason: None,
+            result_summary: None,
+            error_message: None,
+            started_at: Some(at(0)),
+            finished_at: None,
+            created_at: at(0),
+            updated_at: at(0),
+        }
+    }
+
+    fn fence(attempt: u32) -> Fence {
+        Fence {
+            worker_id: "w".into(),
+            attempt,
+        }
+    }
+
+    fn retry() -> Retry {
+        Retry {
+            at: at(100),
+            delay_ms: 2000,
+        }
+    }
+
+    fn kinds(outcome: &Outcome) -> Vec<&str> {
+        match outcome {
+            Outcome::Changed { events, .. } => events.iter().map(|e| e.kind.as_str()).collect(),
+            _ => vec![],
+        }
+    }
+
+    #[test]
+    fn fence_of_an_older_attempt_is_an_ownership_mismatch() {
+        let job = running(2, 3);
+        let err = check_fence(&job, &fence(1)).unwrap_err();
+        assert_eq!(err.code(), "job_ownership_mismatch");
+        let err = check_fence(
+            &job,
+            &Fence {
+                worker_id: "x".into(),
+                attempt: 2,
+            },
+        )
+        .unwrap_err();
+        assert_eq!(err.code(), "job_ownership_mismatch");
+        assert!(check_fence(&job, &fence(2)).is_ok());
+    }
+
+    #[test]
+    fn lease_expiry_ignores_a_lease_renewed_since_it_was_seen() {
+        let mut job = running(1, 3);
+        assert_eq!(
+            expire_lease(&mut job, at(10), retry()).unwrap(),
+            Outcome::Unchanged
+        );
+        assert_eq!(job.status, JobState::Running);
+        let outcome = expire_lease(&mut job, at(11), retry()).unwrap();
+        assert_eq!(
+            kinds(&outcome),
+            [events::JOB_LEASE_EXPIRED, events::JOB_RETRY_SCHEDULED]
+        );
+        assert_eq!(job.status, JobState::Queued);
+        assert_eq!(job.attempt, 1);
+        assert_eq!(job.next_attempt_at, at(100));
+    }
+
+    #[test]
+    fn cancelled_event_fence_round_trips() {
+        let outcome = {
+            let mut job = running(2, 3);
+            job.cancel_requested_at = Some(at(1));
+            ack_cancel(&mut job, &fence(2), at(2), None).unwrap()
+        };
+        let Outcome::Changed { events, .. } = outcome else {
+            panic!("ack must change the job");
+        };
+        assert_eq!(acknowledged_by(&events[0].payload), Some(fence(2)));
+    }
+}

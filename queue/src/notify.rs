@@ -1,0 +1,165 @@
+//! Change notifications: what feeds the SSE streams and wakes long-polling workers.
+//!
+//! Every replica broadcasts its own changes in-process after they commit. On PostgreSQL
+//! each change also sends `pg_notify` inside its transaction (so it is delivered exactly
+//! when the change becomes visible, and never for a rolled-back one), and a listener task
+//! re-broadcasts what *other* replicas sent; its own are recognised by the origin id in the
+//! payload and skipped, having already been broadcast locally.
+//!
+//! Notifications are hints, not a log: a subscriber that lags or a listener that
+//! reconnects may miss some, so consumers re-read state (events after their last id, a
+//! claim attempt) rather than trusting a notification's content.
+
+use std::time::Duration;
+
+use sqlx::PgPool;
+use sqlx::postgres::PgListener;
+use tokio::sync::broadcast;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+/// The PostgreSQL channel every replica listens on.
+pub(crate) const CHANNEL: &str = "stepwise_queue";
+
+const BROADCAST_CAPACITY: usize = 1024;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Notification {
+    pub job_id: String,
+    pub kind: NotificationKind,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NotificationKind {
+    /// The job's row changed (state, lease owner, cancel request, ...).
+    JobChanged,
+    /// An event was appended to the job's timeline.
+    EventAppended { event_id: i64 },
+    /// The job may now be claimed (created or requeued): waiting workers should try.
+    JobAvailable,
+}
+
+impl Notification {
+    /// `origin|job_id|kind[|event_id]`: short, well under NOTIFY's 8000-byte limit.
+    pub(crate) fn encode(&self, origin: Uuid) -> String {
+        match self.kind {
+            NotificationKind::JobChanged => format!("{origin}|{}|changed", self.job_id),
+            NotificationKind::JobAvailable => format!("{origin}|{}|available", self.job_id),
+            NotificationKind::EventAppended { event_id } => {
+                format!("{origin}|{}|event|{event_id}", self.job_id)
+            }
+        }
+    }
+
+    pub(crate) fn decode(text: &str) -> Option<(Uuid, Notification)> {
+        let mut parts = text.split('|');
+        let origin = Uuid::parse_str(parts.next()?).ok()?;
+        let job_id = parts.next()?.to_string();
+        let kind = match parts.next()? {
+            "changed" => NotificationKind::JobChanged,
+            "available" => NotificationKind::JobAvailable,
+            "event" => NotificationKind::EventAppended {
+                event_id: parts.next()?.parse().ok()?,
+            },
+            _ => return None,
+        };
+        Some((origin, Notification { job_id, kind }))
+    }
+}
+
+/// The in-process side: one broadcast sender and this replica's origin id.
+#[derive(Debug, Clone)]
+pub(crate) struct Notifier {
+    sender: broadcast::Sender<Notification>,
+    pub(crate) origin: Uuid,
+}
+
+impl Notifier {
+    pub(crate) fn new() -> Self {
+        let (sender, _) = broadcast::channel(BROADCAST_CAPACITY);
+        Notifier {
+            sender,
+            origin: Uuid::now_v7(),
+        }
+    }
+
+    pub(crate) fn subscribe(&self) -> broadcast::Receiver<Notification> {
+        self.sender.subscribe()
+    }
+
+    pub(crate) fn publish(&self, notes: Vec<Notification>) {
+        for note in notes {
+            // An error only means nobody is subscribed right now, which is fine.
+            let _ = self.sender.send(note);
+        }
+    }
+
+    /// LISTENs before returning, so that nothing committed after `Queue::open` returns is
+    /// missed; then relays other replicas' notifications until `stop` is cancelled.
+    pub(crate) async fn listen_postgres(
+        &self,
+        pool: &PgPool,
+        stop: CancellationToken,
+    ) -> Result<(), sqlx::Error> {
+        let mut listener = PgListener::connect_with(pool).await?;
+        listener.listen(CHANNEL).await?;
+        let notifier = self.clone();
+        tokio::spawn(async move {
+            loop {
+                let received = tokio::select! {
+                    _ = stop.cancelled() => break,
+                    received = listener.try_recv() => received,
+                };
+                match received {
+                    Ok(Some(message)) => match Notification::decode(message.payload()) {
+                        Some((origin, note)) if origin != notifier.origin => {
+                            notifier.publish(vec![note]);
+                        }
+                        Some(_) => {}
+                        None => tracing::warn!(
+                            payload = message.payload(),
+                            "ignoring a malformed queue notification"
+                        ),
+                    },
+                    // The connection dropped and was re-established (LISTEN included);
+                    // whatever was sent meanwhile is lost, which the periodic re-checks of
+                    // claim_wait and SSE clients cover.
+                    Ok(None) => tracing::warn!("queue notification listener reconnected"),
+                    Err(error) => {
+                        tracing::warn!(%error, "queue notification listener failed; retrying");
+                        tokio::select! {
+                            _ = stop.cancelled() => break,
+                            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                        }
+                    }
+                }
+            }
+        });
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn notifications_round_trip_through_the_notify_payload() {
+        let origin = Uuid::now_v7();
+        for kind in [
+            NotificationKind::JobChanged,
+            NotificationKind::JobAvailable,
+            NotificationKind::EventAppended { event_id: 42 },
+        ] {
+            let note = Notification {
+                job_id: "0198c1f0-0000-7000-8000-000000000001".into(),
+                kind,
+            };
+            assert_eq!(
+                Notification::decode(&note.encode(origin)),
+                Some((origin, note))
+            );
+        }
+        assert_eq!(Notification::decode("nonsense"), None);
+    }
+}

@@ -1,0 +1,721 @@
+//! [`Queue`]: the one service layer over the store. REST handlers, server functions and MCP
+//! tools call these methods and nothing below them.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use contract::job::events;
+use contract::{Artifact, Job, JobEvent, JobState, NewEvent};
+use tokio::sync::broadcast;
+use tokio::sync::broadcast::error::RecvError;
+use tokio::time::Instant;
+use tokio_util::sync::{CancellationToken, DropGuard};
+use uuid::Uuid;
+
+use crate::artifacts::{self, Staged};
+use crate::config::QueueConfig;
+use crate::database::Database;
+use crate::error::{Entity, QueueError};
+use crate::machine::{self, Outcome, PendingEvent, Retry};
+use crate::migrate;
+use crate::notify::{Notification, NotificationKind, Notifier};
+use crate::store::{ClaimSql, ListSql, Tx};
+use crate::tokens::{NewToken, TokenRecord};
+
+/// The proof of a lease a worker presents with every write: its id and the attempt it
+/// claimed. Once the lease is taken back (expired and requeued, reclaimed, cancelled), the
+/// job's attempt or owner no longer match and the write is refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fence {
+    pub worker_id: String,
+    pub attempt: u32,
+}
+
+impl Fence {
+    pub fn new(worker_id: impl Into<String>, attempt: u32) -> Self {
+        Fence {
+            worker_id: worker_id.into(),
+            attempt,
+        }
+    }
+
+    /// The fence of the lease `job` was just claimed with.
+    pub fn of(job: &Job) -> Option<Fence> {
+        Some(Fence::new(job.claimed_by.clone()?, job.attempt))
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimRequest {
+    pub worker_id: String,
+    /// What the worker offers; a job is claimable only if it requires a subset of these.
+    pub capabilities: Vec<String>,
+    /// `None`: any job type.
+    pub allowed_types: Option<Vec<String>>,
+    /// `None`: any repository. Compared exactly with the payload's `repository`.
+    pub allowed_repositories: Option<Vec<String>>,
+    /// How long the lease lasts without a heartbeat.
+    pub lease: Duration,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct JobFilter {
+    pub status: Option<JobState>,
+    pub job_type: Option<String>,
+    /// Page size: default [`JobFilter::DEFAULT_LIMIT`], at most [`JobFilter::MAX_LIMIT`].
+    pub limit: Option<u32>,
+    /// The `next_cursor` of the previous page.
+    pub after: Option<String>,
+}
+
+impl JobFilter {
+    pub const DEFAULT_LIMIT: u32 = 50;
+    pub const MAX_LIMIT: u32 = 200;
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobPage {
+    /// Newest first.
+    pub jobs: Vec<Job>,
+    /// Opaque; `None` on the last page.
+    pub next_cursor: Option<String>,
+}
+
+/// Bounds of worker-appended events: the timeline is for milestones, logs go to artifacts.
+const EVENT_KIND_CHARS: usize = 100;
+const EVENT_MESSAGE_BYTES: usize = 16 * 1024;
+const EVENT_PAYLOAD_BYTES: u64 = 64 * 1024;
+const MAX_EVENTS_PAGE: u32 = 1000;
+
+/// The queue service. Cheap to clone; clones share one store, notifier and config.
+#[derive(Clone)]
+pub struct Queue {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    db: Database,
+    config: QueueConfig,
+    notifier: Notifier,
+    /// Stops the PostgreSQL listener task when the last clone of the queue is dropped.
+    _listener: DropGuard,
+}
+
+impl fmt::Debug for Queue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Queue")
+            .field("backend", &self.inner.db.backend())
+            .field("origin", &self.inner.notifier.origin)
+            .finish_non_exhaustive()
+    }
+}
+
+fn parse_job_id(id: &str) -> Result<Uuid, QueueError> {
+    Uuid::parse_str(id).map_err(|_| QueueError::job_not_found(id))
+}
+
+impl Queue {
+    /// Wraps an open database. On PostgreSQL this also starts listening for other
+    /// replicas' notifications, and returns only once LISTEN is in place.
+    pub async fn open(db: Database, config: QueueConfig) -> Result<Queue, QueueError> {
+        let notifier = Notifier::new();
+        let stop = CancellationToken::new();
+        if let Database::Postgres(pool) = &db {
+            notifier.listen_postgres(pool, stop.clone()).await?;
+        }
+        Ok(Queue {
+            inner: Arc::new(Inner {
+                db,
+                config,
+                notifier,
+                _listener: stop.drop_guard(),
+            }),
+        })
+    }
+
+    /// Brings the schema up to date (embedded migrations; idempotent).
+    pub async fn migrate(&self) -> Result<(), QueueError> {
+        Ok(migrate::run(&self.inner.db).await?)
+    }
+
+    pub fn database(&self) -> &Database {
+        &self.inner.db
+    }
+
+    pub fn config(&self) -> &QueueConfig {
+        &self.inner.config
+    }
+
+    /// Every change committed from now on, by this replica or (PostgreSQL) any other.
+    pub fn subscribe(&self) -> broadcast::Receiver<Notification> {
+        self.inner.notifier.subscribe()
+    }
+
+    /// The queue's clock, at the millisecond precision both backends store.
+    pub fn now(&self) -> DateTime<Utc> {
+        let now = self.inner.config.clock.now();
+        DateTime::from_timestamp_millis(now.timestamp_millis()).unwrap_or(now)
+    }
+
+    async fn begin(&self) -> Result<Tx, QueueError> {
+        Ok(Tx::begin(&self.inner.db, self.inner.notifier.origin).await?)
+    }
+
+    async fn commit(&self, tx: Tx) -> Result<(), QueueError> {
+        let notes = tx.commit().await?;
+        self.inner.notifier.publish(notes);
+        Ok(())
+    }
+
+    fn retry_after(&self, attempt: u32, now: DateTime<Utc>) -> Retry {
+        let delay = self.inner.config.retry_delay(attempt);
+        let delay = chrono::Duration::from_std(delay).unwrap_or(chrono::Duration::MAX);
+        Retry {
+            at: now.checked_add_signed(delay).unwrap_or(now),
+            delay_ms: delay.num_milliseconds(),
+        }
+    }
+
+    /// Writes what a transition decided, in the transaction that locked the row.
+    async fn settle(
+        &self,
+        mut tx: Tx,
+        job: &Job,
+        outcome: Outcome,
+        now: DateTime<Utc>,
+    ) -> Result<(), QueueError> {
+        match outcome {
+            Outcome::Unchanged => return Ok(tx.rollback().await?),
+            Outcome::Touched => tx.save_job(job).await?,
+            Outcome::Changed { events, available } => {
+                tx.save_job(job).await?;
+                for event in &events {
+                    tx.insert_event(&job.id, event, now).await?;
+                }
+                tx.notify(&job.id, NotificationKind::JobChanged);
+                if available {
+                    tx.notify(&job.id, NotificationKind::JobAvailable);
+                }
+            }
+        }
+        self.commit(tx).await
+    }
+
+    /// Locks the job, lets `apply` check its guard and edit it, and settles the outcome.
+    async fn transition(
+        &self,
+        id: &str,
+        apply: impl FnOnce(&mut Job, DateTime<Utc>) -> Result<Outcome, QueueError>,
+    ) -> Result<Job, QueueError> {
+        let uuid = parse_job_id(id)?;
+        let now = self.now();
+        let mut tx = self.begin().await?;
+        let mut job = tx
+            .lock_job(uuid)
+            .await?
+            .ok_or_else(|| QueueError::job_not_found(id))?;
+        let outcome = apply(&mut job, now)?;
+        self.settle(tx, &job, outcome, now).await?;
+        Ok(job)
+    }
+
+    /// Validates and normalizes `raw` (the job-create envelope) and queues it.
+    pub async fn create_job(
+        &self,
+        raw: &serde_json::Value,
+        created_by: Option<&str>,
+    ) -> Result<Job, QueueError> {
+        let task =
+            contract::normalize(raw, &self.inner.config.defaults).map_err(QueueError::Invalid)?;
+        let payload = serde_json::to_value(&task.payload)
+            .map_err(|e| QueueError::invalid("payload", e.to_string()))?;
+        let now = self.now();
+        let job = Job {
+            id: Uuid::now_v7().to_string(),
+            job_type: task.job_type.as_str().to_string(),
+            status: JobState::Queued,
+            priority: task.priority,
+            payload,
+            affinity_key: task.affinity_key,
+            required_capabilities: task.payload.required_capabilities.clone(),
+            created_by_user_id: created_by.map(str::to_string),
+            attempt: 0,
+            max_attempts: task.max_attempts,
+            next_attempt_at: now,
+            claimed_by: None,
+            lease_expires_at: None,
+            cancel_requested_at: None,
+            cancel_requested_by_user_id: None,
+            cancel_reason: None,
+            result_summary: None,
+            error_message: None,
+            started_at: None,
+            finished_at: None,
+            created_at: now,
+            updated_at: now,
+        };
+        let mut tx = self.begin().await?;
+        tx.insert_job(&job, &task.payload.repository).await?;
+        tx.insert_event(&job.id, &machine::created_event(&job), now)
+            .await?;
+        tx.notify(&job.id, NotificationKind::JobChanged);
+        tx.notify(&job.id, NotificationKind::JobAvailable);
+        self.commit(tx).await?;
+        Ok(job)
+    }
+
+    pub async fn get_job(&self, id: &str) -> Result<Job, QueueError> {
+        self.inner
+            .db
+            .get_job(parse_job_id(id)?)
+            .await?
+            .ok_or_else(|| QueueError::job_not_found(id))
+    }
+
+    /// Newest first, by keyset: a page never repeats or skips a job, however many are
+    /// created meanwhile. The cursor is the last id of the page (opaque to callers).
+    pub async fn list_jobs(&self, filter: &JobFilter) -> Result<JobPage, QueueError> {
+        let limit = filter
+            .limit
+            .unwrap_or(JobFilter::DEFAULT_LIMIT)
+            .clamp(1, JobFilter::MAX_LIMIT);
+        let before = filter
+            .after
+            .as_deref()
+            .map(|cursor| {
+                Uuid::parse_str(cursor)
+                    .map_err(|_| QueueError::invalid("after", "not a cursor this queue issued"))
+            })
+            .transpose()?;
+        let mut jobs = self
+            .inner
+            .db
+            .list_jobs(&ListSql {
+                status: filter.status,
+                job_type: filter.job_type.as_deref(),
+                before,
+                limit: i64::from(limit) + 1,
+            })
+            .await?;
+        let more = jobs.len() > limit as usize;
+        jobs.truncate(limit as usize);
+        let next_cursor = if more {
+            jobs.last().map(|job| job.id.clone())
+        } else {
+            None
+        };
+        Ok(JobPage { jobs, next_cursor })
+    }
+
+    /// Leases the best job this worker may run, if any: queued, due, not cancelled, its
+    /// required capabilities a subset of the worker's, its type and repository allowed;
+    /// highest priority first, then oldest.
+    pub async fn claim(&self, request: &ClaimRequest) -> Result<Option<Job>, QueueError> {
+        if request.worker_id.trim().is_empty() {
+            return Err(QueueError::invalid("workerId", "must not be empty"));
+        }
+        let lease = chrono::Duration::from_std(request.lease)
+            .ok()
+            .filter(|lease| *lease > chrono::Duration::zero())
+            .ok_or_else(|| QueueError::invalid("lease", "must be a positive duration"))?;
+        let now = self.now();
+        let mut tx = self.begin().await?;
+        let claimed = tx
+            .claim(&ClaimSql {
+                worker_id: &request.worker_id,
+                capabilities: &request.capabilities,
+                allowed_types: request.allowed_types.as_deref(),
+                allowed_repositories: request.allowed_repositories.as_deref(),
+                now,
+                lease_until: now.checked_add_signed(lease).unwrap_or(now),
+            })
+            .await?;
+        let Some(job) = claimed else {
+            tx.rollback().await?;
+            return Ok(None);
+        };
+        tx.insert_event(&job.id, &machine::claimed_event(&job), now)
+            .await?;
+        tx.notify(&job.id, NotificationKind::JobChanged);
+        self.commit(tx).await?;
+        Ok(Some(job))
+    }
+
+    /// [`claim`](Self::claim), waiting up to `wait` for a job to become claimable: woken at
+    /// once when a job is created or requeued (here or, on PostgreSQL, on any replica), and
+    /// every `claim_poll_interval` regardless, to notice retry windows that simply elapse.
+    pub async fn claim_wait(
+        &self,
+        request: &ClaimRequest,
+        wait: Duration,
+    ) -> Result<Option<Job>, QueueError> {
+        let deadline = Instant::now() + wait;
+        // Subscribed before the first attempt, so a job created between that attempt and
+        // the wait still wakes us.
+        let mut notes = self.subscribe();
+        loop {
+            if let Some(job) = self.claim(request).await? {
+                return Ok(Some(job));
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Ok(None);
+            }
+            let nap = (deadline - now).min(self.inner.config.claim_poll_interval);
+            let woken = async {
+                loop {
+                    match notes.recv().await {
+                        Ok(note) if note.kind == NotificationKind::JobAvailable => return,
+                        Ok(_) => {}
+                        // Missed some: one of them may have been a new job.
+                        Err(RecvError::Lagged(_)) => return,
+                        // The queue holds the sender, so this cannot happen while we run;
+                        // fall back to the timer.
+                        Err(RecvError::Closed) => std::future::pending::<()>().await,
+                    }
+                }
+            };
+            let _ = tokio::time::timeout(nap, woken).await;
+        }
+    }
+
+    /// Extends the lease; the returned job tells the worker whether a cancel was requested.
+    /// A lease that expired but was not yet taken back can still be extended.
+    pub async fn heartbeat(
+        &self,
+        id: &str,
+        fence: &Fence,
+        lease: Duration,
+    ) -> Result<Job, QueueError> {
+        let lease = chrono::Duration::from_std(lease)
+            .ok()
+            .filter(|lease| *lease > chrono::Duration::zero())
+            .ok_or_else(|| QueueError::invalid("lease", "must be a positive duration"))?;
+        self.transition(id, |job, now| {
+            let until = now.checked_add_signed(lease).unwrap_or(now);
+            machine::heartbeat(job, fence, now, until)
+        })
+        .await
+    }
+
+    /// running → succeeded (even when a cancel was requested too late; see [`JobState`]).
+    pub async fn complete(
+        &self,
+        id: &str,
+        fence: &Fence,
+        summary: Option<String>,
+    ) -> Result<Job, QueueError> {
+        self.transition(id, |job, now| machine::complete(job, fence, now, summary))
+            .await
+    }
+
+    /// running → queued after a backoff (retryable, attempts left), dead_letter (retryable,
+    /// none left), failed (not retryable), or cancelled (a cancel was requested).
+    pub async fn fail(
+        &self,
+        id: &str,
+        fence: &Fence,
+        error: String,
+        retryable: bool,
+    ) -> Result<Job, QueueError> {
+        self.transition(id, |job, now| {
+            let retry = self.retry_after(job.attempt, now);
+            machine::fail(job, fence, now, error, retryable, retry)
+        })
+        .await
+    }
+
+    /// queued → cancelled at once; running → cancel requested (the worker sees it on its
+    /// next heartbeat and acknowledges). Repeats are no-ops returning the job; a job that
+    /// finished otherwise answers StateConflict.
+    pub async fn request_cancel(
+        &self,
+        id: &str,
+        user_id: Option<&str>,
+        reason: Option<String>,
+    ) -> Result<Job, QueueError> {
+        self.transition(id, |job, now| {
+            machine::request_cancel(job, user_id, reason, now)
+        })
+        .await
+    }
+
+    /// running with a cancel requested → cancelled, by the worker holding the lease. The
+    /// same worker and attempt acknowledging again gets the cancelled job back.
+    pub async fn ack_cancel(&self, id: &str, fence: &Fence) -> Result<Job, QueueError> {
+        let uuid = parse_job_id(id)?;
+        let now = self.now();
+        let mut tx = self.begin().await?;
+        let mut job = tx
+            .lock_job(uuid)
+            .await?
+            .ok_or_else(|| QueueError::job_not_found(id))?;
+        let acked_by = if job.status == JobState::Cancelled {
+            tx.last_event(uuid, events::JOB_CANCELLED)
+                .await?
+                .and_then(|event| machine::acknowledged_by(&event.payload))
+        } else {
+            None
+        };
+        let outcome = machine::ack_cancel(&mut job, fence, now, acked_by.as_ref())?;
+        self.settle(tx, &job, outcome, now).await?;
+        Ok(job)
+    }
+
+    /// The lease rescuer's transition for one job; `None` if it needed none (the lease was
+    /// renewed or the job finished since the rescuer looked).
+    pub(crate) async fn expire_lease(&self, id: Uuid) -> Result<Option<Job>, QueueError> {
+        let now = self.now();
+        let mut tx = self.begin().await?;
+        let Some(mut job) = tx.lock_job(id).await? else {
+            tx.rollback().await?;
+            return Ok(None);
+        };
+        let retry = self.retry_after(job.attempt, now);
+        let outcome = machine::expire_lease(&mut job, now, retry)?;
+        if outcome == Outcome::Unchanged {
+            tx.rollback().await?;
+            return Ok(None);
+        }
+        self.settle(tx, &job, outcome, now).await?;
+        Ok(Some(job))
+    }
+
+    pub(crate) async fn expired_leases(&self, limit: i64) -> Result<Vec<Uuid>, QueueError> {
+        Ok(self.inner.db.expired_leases(self.now(), limit).await?)
+    }
+
+    /// A worker's event (`task.step.started`, ...) on the job it holds. Kinds starting with
+    /// `job.` are the queue's own and refused, so the timeline's `job.*` entries always
+    /// record what the queue did.
+    pub async fn append_event(
+        &self,
+        id: &str,
+        fence: &Fence,
+        event: NewEvent,
+    ) -> Result<JobEvent, QueueError> {
+        validate_event(&event)?;
+        let uuid = parse_job_id(id)?;
+        let now = self.now();
+        let mut tx = self.begin().await?;
+        let job = tx
+            .lock_job(uuid)
+            .await?
+            .ok_or_else(|| QueueError::job_not_found(id))?;
+        machine::check_fence(&job, fence)?;
+        let pending = PendingEvent {
+            kind: event.kind,
+            level: event.level,
+            message: event.message,
+            payload: event.payload,
+        };
+        let appended = tx.insert_event(&job.id, &pending, now).await?;
+        self.commit(tx).await?;
+        Ok(appended)
+    }
+
+    /// The job's events with ids above `after` (0 for all), oldest first, at most `limit`
+    /// (1 to 1000).
+    pub async fn list_events(
+        &self,
+        id: &str,
+        after: i64,
+        limit: u32,
+    ) -> Result<Vec<JobEvent>, QueueError> {
+        let uuid = parse_job_id(id)?;
+        let limit = i64::from(limit.clamp(1, MAX_EVENTS_PAGE));
+        let events = self.inner.db.list_events(uuid, after, limit).await?;
+        if events.is_empty() && self.inner.db.get_job(uuid).await?.is_none() {
+            return Err(QueueError::job_not_found(id));
+        }
+        Ok(events)
+    }
+
+    /// Stores `bytes` as the job's artifact `name`, replacing an earlier one of that name.
+    /// The file is written aside first and moved into place while the job row is locked
+    /// and the worker's fence checked, so a stale worker can neither add nor overwrite one.
+    pub async fn add_artifact(
+        &self,
+        id: &str,
+        fence: &Fence,
+        name: &str,
+        content_type: &str,
+        bytes: &[u8],
+    ) -> Result<Artifact, QueueError> {
+        artifacts::validate_name(name)?;
+        let content_type = artifacts::content_type(content_type)?;
+        let size = bytes.len() as u64;
+        let limit = self.inner.config.max_artifact_bytes;
+        if size > limit {
+            return Err(QueueError::TooLarge {
+                what: "artifact",
+                size,
+                limit,
+            });
+        }
+        let uuid = parse_job_id(id)?;
+        let dir = &self.inner.config.artifacts_dir;
+        let staged = Staged::write(dir, bytes).await?;
+        let now = self.now();
+        let mut tx = self.begin().await?;
+        let job = tx
+            .lock_job(uuid)
+            .await?
+            .ok_or_else(|| QueueError::job_not_found(id))?;
+        machine::check_fence(&job, fence)?;
+        let artifact = tx
+            .upsert_artifact(&Artifact {
+                id: Uuid::now_v7().to_string(),
+                job_id: job.id.clone(),
+                name: name.to_string(),
+                size,
+                content_type,
+                sha256: artifacts::sha256_hex(bytes),
+                created_at: now,
+            })
+            .await?;
+        // Moved before the commit: if the commit then failed, the file would be newer than
+        // its metadata, which a re-upload repairs; the other order could leave metadata
+        // pointing at a file that never arrived.
+        staged
+            .publish(&artifacts::path_of(dir, &job.id, name), name)
+            .await?;
+        self.commit(tx).await?;
+        Ok(artifact)
+    }
+
+    /// The job's artifacts, by name.
+    pub async fn list_artifacts(&self, id: &str) -> Result<Vec<Artifact>, QueueError> {
+        let uuid = parse_job_id(id)?;
+        if self.inner.db.get_job(uuid).await?.is_none() {
+            return Err(QueueError::job_not_found(id));
+        }
+        Ok(self.inner.db.list_artifacts(uuid).await?)
+    }
+
+    /// An artifact's metadata and the path of its file, for the caller to stream.
+    pub async fn open_artifact(
+        &self,
+        id: &str,
+        name: &str,
+    ) -> Result<(Artifact, PathBuf), QueueError> {
+        let uuid = parse_job_id(id)?;
+        let not_found = || QueueError::NotFound {
+            entity: Entity::Artifact,
+            id: format!("{id}/{name}"),
+        };
+        if artifacts::validate_name(name).is_err() {
+            return Err(not_found());
+        }
+        let artifact = self
+            .inner
+            .db
+            .get_artifact(uuid, name)
+            .await?
+            .ok_or_else(not_found)?;
+        let path = artifacts::path_of(&self.inner.config.artifacts_dir, &artifact.job_id, name);
+        Ok((artifact, path))
+    }
+
+    pub async fn create_token(&self, token: NewToken) -> Result<TokenRecord, QueueError> {
+        token.validate().map_err(QueueError::Invalid)?;
+        match self
+            .inner
+            .db
+            .insert_token(Uuid::now_v7(), &token, self.now())
+            .await
+        {
+            Ok(record) => Ok(record),
+            Err(sqlx::Error::Database(e)) if e.is_unique_violation() => Err(QueueError::invalid(
+                "tokenHash",
+                "another token already has this hash",
+            )),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The non-revoked token with this hash (lowercase hex SHA-256 of the secret).
+    pub async fn find_token_by_hash(&self, hash: &str) -> Result<Option<TokenRecord>, QueueError> {
+        Ok(self.inner.db.find_token_by_hash(hash).await?)
+    }
+
+    /// Every token, revoked ones included, newest first.
+    pub async fn list_tokens(&self) -> Result<Vec<TokenRecord>, QueueError> {
+        Ok(self.inner.db.list_tokens().await?)
+    }
+
+    /// Revokes the token; revoking again keeps the first revocation time.
+    pub async fn revoke_token(&self, id: &str) -> Result<TokenRecord, QueueError> {
+        let not_found = || QueueError::NotFound {
+            entity: Entity::Token,
+            id: id.to_string(),
+        };
+        let uuid = Uuid::parse_str(id).map_err(|_| not_found())?;
+        self.inner
+            .db
+            .revoke_token(uuid, self.now())
+            .await?
+            .ok_or_else(not_found)
+    }
+
+    /// Records that the token was just used.
+    pub async fn touch_token(&self, id: &str) -> Result<(), QueueError> {
+        let not_found = || QueueError::NotFound {
+            entity: Entity::Token,
+            id: id.to_string(),
+        };
+        let uuid = Uuid::parse_str(id).map_err(|_| not_found())?;
+        if self.inner.db.touch_token(uuid, self.now()).await? {
+            Ok(())
+        } else {
+            Err(not_found())
+        }
+    }
+
+    /// How many tokens are not revoked: zero tells the server to bootstrap an admin token.
+    pub async fn count_tokens(&self) -> Result<u64, QueueError> {
+        let n = self.inner.db.count_active_tokens().await?;
+        Ok(u64::try_from(n).unwrap_or(0))
+    }
+}
+
+fn validate_event(event: &NewEvent) -> Result<(), QueueError> {
+    let kind = &event.kind;
+    let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | ':');
+    if kind.is_empty() || kind.chars().count() > EVENT_KIND_CHARS || !kind.chars().all(allowed) {
+        return Err(QueueError::invalid(
+            "kind",
+            format!("must be 1 to {EVENT_KIND_CHARS} of a-z, A-Z, 0-9, '.', '_', '-', ':'"),
+        ));
+    }
+    if kind.starts_with(events::RESERVED_PREFIX) {
+        return Err(QueueError::invalid(
+            "kind",
+            format!(
+                "`{}` kinds are reserved for the queue",
+                events::RESERVED_PREFIX
+            ),
+        ));
+    }
+    if event.message.len() > EVENT_MESSAGE_BYTES {
+        return Err(QueueError::TooLarge {
+            what: "event message",
+            size: event.message.len() as u64,
+            limit: EVENT_MESSAGE_BYTES as u64,
+        });
+    }
+    let payload_size = serde_json::to_vec(&event.payload)
+        .map(|bytes| bytes.len() as u64)
+        .unwrap_or(u64::MAX);
+    if payload_size > EVENT_PAYLOAD_BYTES {
+        return Err(QueueError::TooLarge {
+            what: "event payload",
+            size: payload_size,
+            limit: EVENT_PAYLOAD_BYTES,
+        });
+    }
+    Ok(())
+}

@@ -1,0 +1,183 @@
+//! Storage of API tokens. What a token may do is decided by the server; the queue only
+//! keeps the record. The secret itself is never stored: only its SHA-256, which the server
+//! computes from the presented bearer token and looks up with
+//! [`Queue::find_token_by_hash`](crate::Queue::find_token_by_hash).
+
+use std::fmt;
+use std::str::FromStr;
+
+use chrono::{DateTime, Utc};
+use contract::FieldError;
+
+/// Who holds a token: a person (through the UI, REST, CLI or MCP) or a worker process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TokenKind {
+    User,
+    Worker,
+}
+
+/// What a user token may do. Worker tokens have no role; their scope is the capability,
+/// repository and job type lists instead.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Role {
+    /// Everything, including tokens.
+    Admin,
+    /// Submit and cancel jobs.
+    Operator,
+    /// Read only.
+    Viewer,
+}
+
+/// A value that is none of the names of a closed vocabulary.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownName {
+    pub kind: &'static str,
+    pub value: String,
+}
+
+impl fmt::Display for UnknownName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "unknown {} `{}`", self.kind, self.value)
+    }
+}
+
+impl std::error::Error for UnknownName {}
+
+impl TokenKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TokenKind::User => "user",
+            TokenKind::Worker => "worker",
+        }
+    }
+}
+
+impl FromStr for TokenKind {
+    type Err = UnknownName;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "user" => Ok(TokenKind::User),
+            "worker" => Ok(TokenKind::Worker),
+            _ => Err(UnknownName {
+                kind: "token kind",
+                value: s.to_string(),
+            }),
+        }
+    }
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Admin => "admin",
+            Role::Operator => "operator",
+            Role::Viewer => "viewer",
+        }
+    }
+}
+
+impl FromStr for Role {
+    type Err = UnknownName;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "admin" => Ok(Role::Admin),
+            "operator" => Ok(Role::Operator),
+            "viewer" => Ok(Role::Viewer),
+            _ => Err(UnknownName {
+                kind: "role",
+                value: s.to_string(),
+            }),
+        }
+    }
+}
+
+/// A token to store. `None` lists mean unrestricted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewToken {
+    pub name: String,
+    pub kind: TokenKind,
+    /// Required for user tokens, absent for worker tokens.
+    pub role: Option<Role>,
+    /// Lowercase hex SHA-256 of the secret.
+    pub token_hash: String,
+    /// The first characters of the secret, so a list can tell tokens apart.
+    pub token_prefix: String,
+    /// Worker tokens only: the most a worker with this token may claim with.
+    pub capabilities: Option<Vec<String>>,
+    pub allowed_repositories: Option<Vec<String>>,
+    pub allowed_job_types: Option<Vec<String>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenRecord {
+    pub id: String,
+    pub name: String,
+    pub kind: TokenKind,
+    pub role: Option<Role>,
+    pub token_hash: String,
+    pub token_prefix: String,
+    pub capabilities: Option<Vec<String>>,
+    pub allowed_repositories: Option<Vec<String>>,
+    pub allowed_job_types: Option<Vec<String>>,
+    pub created_at: DateTime<Utc>,
+    pub last_used_at: Option<DateTime<Utc>>,
+    pub revoked_at: Option<DateTime<Utc>>,
+}
+
+pub(crate) const PREFIX_CHARS: usize = 16;
+const NAME_CHARS: usize = 200;
+
+impl NewToken {
+    /// Catches mistakes that would otherwise store a token nobody can use or reason about:
+    /// a user without a role, a worker with one, a secret stored instead of its hash.
+    pub(crate) fn validate(&self) -> Result<(), Vec<FieldError>> {
+        let mut errors = Vec::new();
+        if self.name.trim().is_empty() || self.name.chars().count() > NAME_CHARS {
+            errors.push(FieldError::new(
+                "name",
+                format!("must be 1 to {NAME_CHARS} characters"),
+            ));
+        }
+        match (self.kind, self.role) {
+            (TokenKind::User, None) => {
+                errors.push(FieldError::new("role", "a user token needs a role"))
+            }
+            (TokenKind::Worker, Some(_)) => errors.push(FieldError::new(
+                "role",
+                "a worker token has no role; scope it with capabilities, repositories and job types",
+            )),
+            _ => {}
+        }
+        if self.kind == TokenKind::User {
+            for (path, list) in [
+                ("capabilities", &self.capabilities),
+                ("allowedRepositories", &self.allowed_repositories),
+                ("allowedJobTypes", &self.allowed_job_types),
+            ] {
+                if list.is_some() {
+                    errors.push(FieldError::new(path, "only worker tokens have this scope"));
+                }
+            }
+        }
+        let is_hex = |c: char| c.is_ascii_digit() || ('a'..='f').contains(&c);
+        if self.token_hash.len() != 64 || !self.token_hash.chars().all(is_hex) {
+            errors.push(FieldError::new(
+                "tokenHash",
+                "must be a lowercase hex SHA-256 (64 characters)",
+            ));
+        }
+        if self.token_prefix.chars().count() > PREFIX_CHARS {
+            errors.push(FieldError::new(
+                "tokenPrefix",
+                format!("at most {PREFIX_CHARS} characters"),
+            ));
+        }
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(errors)
+        }
+    }
+}

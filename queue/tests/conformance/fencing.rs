@@ -1,0 +1,114 @@
+//! A worker whose lease was taken back can no longer write anything for that job.
+
+use std::time::Duration;
+
+use contract::JobState;
+use queue::{Rescuer, RescuerConfig};
+
+use crate::harness::*;
+
+async fn expire_and_rescue(h: &Harness) {
+    h.advance(LEASE + Duration::from_millis(1));
+    let report = Rescuer::new(h.queue.clone(), RescuerConfig::default())
+        .run_once()
+        .await
+        .unwrap();
+    assert_eq!(report.requeued.len(), 1, "{report:?}");
+    h.advance(Duration::from_secs(2));
+}
+
+pub async fn stale_worker_cannot_write_after_another_reclaimed_the_job(h: Harness) {
+    let job = h.create(Spec::default()).await;
+    let stale = h.claim_exactly("w1", &job).await;
+    expire_and_rescue(&h).await;
+    let current = h.claim_exactly("w2", &job).await;
+    assert_eq!(current.attempt, 2);
+    let f = fence(&stale);
+    let mismatch = "job_ownership_mismatch";
+    assert_code(h.queue.heartbeat(&job.id, &f, LEASE).await, mismatch);
+    assert_code(h.queue.complete(&job.id, &f, None).await, mismatch);
+    assert_code(h.queue.fail(&job.id, &f, "x".into(), true).await, mismatch);
+    assert_code(h.queue.fail(&job.id, &f, "x".into(), false).await, mismatch);
+    assert_code(
+        h.queue
+            .append_event(&job.id, &f, step_event("task.step.started"))
+            .await,
+        mismatch,
+    );
+    assert_code(
+        h.queue
+            .add_artifact(&job.id, &f, "logs/x.log", "text/plain", b"stale")
+            .await,
+        mismatch,
+    );
+    h.queue.request_cancel(&job.id, None, None).await.unwrap();
+    assert_code(h.queue.ack_cancel(&job.id, &f).await, mismatch);
+
+    let after = h.get(&job).await;
+    assert_eq!(after.status, JobState::Running);
+    assert_eq!(after.claimed_by.as_deref(), Some("w2"));
+    assert_eq!(after.attempt, 2);
+    assert_eq!(after.lease_expires_at, current.lease_expires_at);
+    assert!(h.queue.list_artifacts(&job.id).await.unwrap().is_empty());
+    assert!(
+        !h.event_kinds(&job)
+            .await
+            .iter()
+            .any(|k| k.starts_with("task."))
+    );
+    // The current lease holder is unaffected.
+    h.queue.ack_cancel(&job.id, &fence(&current)).await.unwrap();
+}
+
+pub async fn stale_worker_cannot_complete_reclaimed_job(h: Harness) {
+    let job = h.create(Spec::default()).await;
+    let stale = h.claim_exactly("w1", &job).await;
+    expire_and_rescue(&h).await;
+    // The same worker claims it again: only the new attempt's fence is valid.
+    let current = h.claim_exactly("w1", &job).await;
+    assert_code(
+        h.queue.complete(&job.id, &fence(&stale), None).await,
+        "job_ownership_mismatch",
+    );
+    let done = h
+        .queue
+        .complete(&job.id, &fence(&current), None)
+        .await
+        .unwrap();
+    assert_eq!(done.status, JobState::Succeeded);
+    assert_eq!(done.attempt, 2);
+}
+
+pub async fn requeued_job_refuses_its_former_worker(h: Harness) {
+    let job = h.create(Spec::default()).await;
+    let stale = h.claim_exactly("w1", &job).await;
+    expire_and_rescue(&h).await;
+    assert_code(
+        h.queue.heartbeat(&job.id, &fence(&stale), LEASE).await,
+        "job_ownership_mismatch",
+    );
+    assert_code(
+        h.queue.complete(&job.id, &fence(&stale), None).await,
+        "job_ownership_mismatch",
+    );
+    let after = h.get(&job).await;
+    assert_eq!(after.status, JobState::Queued);
+    assert_eq!(after.claimed_by, None);
+}
+
+pub async fn lease_expired_but_not_yet_taken_back_can_still_be_extended(h: Harness) {
+    let job = h.create(Spec::default()).await;
+    let claimed = h.claim_exactly("w1", &job).await;
+    h.advance(LEASE + Duration::from_secs(5));
+    let beat = h
+        .queue
+        .heartbeat(&job.id, &fence(&claimed), LEASE)
+        .await
+        .unwrap();
+    assert_eq!(beat.status, JobState::Running);
+    let report = Rescuer::new(h.queue.clone(), RescuerConfig::default())
+        .run_once()
+        .await
+        .unwrap();
+    assert_eq!(report.total(), 0);
+}

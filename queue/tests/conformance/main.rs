@@ -1,0 +1,113 @@
+//! The queue conformance suite: every case runs unchanged against SQLite and PostgreSQL
+//! (`sqlite::…` and `postgres::…`). One binary, so it links once.
+//!
+//! PostgreSQL must be reachable (see `harness.rs`); when it is not, the `postgres::` cases
+//! fail with a message saying how to start it. They are never skipped.
+
+mod harness;
+
+mod artifacts;
+mod cancel;
+mod claim;
+mod concurrency;
+mod events;
+mod fencing;
+mod lifecycle;
+mod listing;
+mod notify;
+mod rescuer;
+mod retry;
+mod tokens;
+
+/// Instantiates each `module::case` once per backend.
+macro_rules! conformance {
+    ($($module:ident :: $case:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $case() {
+                    crate::harness::run(crate::harness::Backend::Sqlite, crate::$module::$case)
+                        .await;
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $case() {
+                    crate::harness::run(crate::harness::Backend::Postgres, crate::$module::$case)
+                        .await;
+                }
+            )*
+        }
+    };
+}
+
+conformance! {
+    lifecycle::created_job_is_queued_with_normalized_fields,
+    lifecycle::seed_example_payload_is_stored_as_normalized,
+    lifecycle::invalid_task_is_refused_with_field_errors,
+    lifecycle::claim_leases_the_job_and_records_the_claim,
+    lifecycle::heartbeat_extends_the_lease_without_an_event,
+    lifecycle::complete_finishes_the_job,
+    lifecycle::repeated_complete_by_the_same_worker_is_a_no_op,
+    lifecycle::finished_job_refuses_worker_writes_with_a_state_conflict,
+    lifecycle::unknown_job_is_not_found_everywhere,
+    lifecycle::migrating_again_changes_nothing,
+    claim::claim_takes_higher_priority_first_then_oldest,
+    claim::jobs_created_in_the_same_millisecond_are_claimed_in_creation_order,
+    claim::claim_requires_every_capability_of_the_job,
+    claim::claim_respects_allowed_types_and_repositories,
+    claim::claim_with_nothing_claimable_returns_none,
+    claim::claim_refuses_a_blank_worker_or_an_empty_lease,
+    retry::retryable_failure_requeues_after_exponential_backoff,
+    retry::backoff_is_capped,
+    retry::retryable_failure_on_the_last_attempt_dead_letters,
+    retry::non_retryable_failure_fails_the_job,
+    cancel::cancelling_a_queued_job_cancels_it_at_once,
+    cancel::cancelling_a_running_job_only_marks_it,
+    cancel::worker_acknowledges_a_requested_cancel,
+    cancel::repeated_cancel_requests_are_no_ops,
+    cancel::repeated_ack_by_the_same_worker_is_a_no_op,
+    cancel::ack_without_a_cancel_request_is_a_state_conflict,
+    cancel::ack_by_a_worker_without_the_lease_is_refused,
+    cancel::cancelling_a_finished_job_is_a_state_conflict,
+    cancel::late_cancel_keeps_the_actual_result,
+    cancel::failure_after_a_cancel_request_cancels_instead_of_retrying,
+    cancel::cancel_before_claim_makes_the_job_unclaimable,
+    cancel::claim_before_cancel_leaves_the_stop_to_the_worker,
+    cancel::racing_cancel_and_claim_agree,
+    fencing::stale_worker_cannot_write_after_another_reclaimed_the_job,
+    fencing::stale_worker_cannot_complete_reclaimed_job,
+    fencing::requeued_job_refuses_its_former_worker,
+    fencing::lease_expired_but_not_yet_taken_back_can_still_be_extended,
+    rescuer::expired_lease_is_requeued_with_the_attempt_kept,
+    rescuer::expired_lease_with_a_cancel_request_is_cancelled,
+    rescuer::expired_lease_on_the_last_attempt_dead_letters,
+    rescuer::heartbeating_job_is_never_rescued,
+    rescuer::rescuer_handles_more_jobs_than_one_batch,
+    rescuer::rescuer_runs_in_the_background_until_stopped,
+    events::worker_events_are_listed_in_order_with_cursor_paging,
+    events::event_ids_grow_across_jobs,
+    events::reserved_and_malformed_event_kinds_are_refused,
+    artifacts::artifact_is_stored_with_its_size_and_sha256,
+    artifacts::reuploading_an_artifact_replaces_it,
+    artifacts::artifact_names_that_could_escape_are_refused,
+    artifacts::artifact_paths_that_collide_are_refused,
+    artifacts::oversized_artifact_is_refused,
+    artifacts::unknown_artifact_is_not_found,
+    notify::created_job_wakes_a_waiting_claim_at_once,
+    notify::claim_wait_gives_up_at_the_deadline,
+    notify::claim_wait_notices_an_elapsed_retry_window,
+    notify::every_change_is_broadcast_once_to_subscribers,
+    notify::second_replica_hears_changes_through_the_database,
+    notify::own_notifications_are_not_repeated,
+    concurrency::concurrent_claimers_claim_every_job_exactly_once,
+    tokens::token_is_found_by_hash_until_revoked,
+    tokens::worker_token_keeps_its_scopes,
+    tokens::inconsistent_tokens_are_refused,
+    tokens::unknown_token_is_not_found,
+    listing::jobs_are_listed_newest_first_in_keyset_pages,
+    listing::listing_filters_by_state_and_type,
+    listing::a_cursor_the_queue_did_not_issue_is_refused,
+}

@@ -1,0 +1,137 @@
+//! API token storage.
+
+use std::time::Duration;
+
+use queue::{NewToken, Role, TokenKind};
+
+use crate::harness::*;
+
+fn hash(n: u8) -> String {
+    format!("{:064x}", n)
+}
+
+fn user(name: &str, n: u8, role: Role) -> NewToken {
+    NewToken {
+        name: name.into(),
+        kind: TokenKind::User,
+        role: Some(role),
+        token_hash: hash(n),
+        token_prefix: "sw_u_abcd".into(),
+        capabilities: None,
+        allowed_repositories: None,
+        allowed_job_types: None,
+    }
+}
+
+pub async fn token_is_found_by_hash_until_revoked(h: Harness) {
+    assert_eq!(h.queue.count_tokens().await.unwrap(), 0);
+    let created = h
+        .queue
+        .create_token(user("admin", 1, Role::Admin))
+        .await
+        .unwrap();
+    assert_eq!(created.kind, TokenKind::User);
+    assert_eq!(created.role, Some(Role::Admin));
+    assert_eq!(created.token_hash, hash(1));
+    assert_eq!(created.created_at, start_time());
+    assert_eq!(created.last_used_at, None);
+    assert_eq!(created.revoked_at, None);
+    assert_eq!(h.queue.count_tokens().await.unwrap(), 1);
+    assert_eq!(
+        h.queue.find_token_by_hash(&hash(1)).await.unwrap(),
+        Some(created.clone())
+    );
+    assert_eq!(h.queue.find_token_by_hash(&hash(2)).await.unwrap(), None);
+
+    h.advance(Duration::from_secs(10));
+    h.queue.touch_token(&created.id).await.unwrap();
+    let touched = h.queue.find_token_by_hash(&hash(1)).await.unwrap().unwrap();
+    assert_eq!(
+        touched.last_used_at,
+        Some(start_time() + Duration::from_secs(10))
+    );
+
+    h.advance(Duration::from_secs(10));
+    let revoked = h.queue.revoke_token(&created.id).await.unwrap();
+    let revoked_at = start_time() + Duration::from_secs(20);
+    assert_eq!(revoked.revoked_at, Some(revoked_at));
+    assert_eq!(h.queue.find_token_by_hash(&hash(1)).await.unwrap(), None);
+    assert_eq!(h.queue.count_tokens().await.unwrap(), 0);
+    h.advance(Duration::from_secs(10));
+    let again = h.queue.revoke_token(&created.id).await.unwrap();
+    assert_eq!(again.revoked_at, Some(revoked_at));
+    let listed = h.queue.list_tokens().await.unwrap();
+    assert_eq!(listed, [again]);
+}
+
+pub async fn worker_token_keeps_its_scopes(h: Harness) {
+    let worker = NewToken {
+        name: "builder-1".into(),
+        kind: TokenKind::Worker,
+        role: None,
+        token_hash: hash(3),
+        token_prefix: "sw_w_1234".into(),
+        capabilities: Some(vec!["codex".into(), "git".into()]),
+        allowed_repositories: Some(vec!["octo/repo".into()]),
+        allowed_job_types: None,
+    };
+    let created = h.queue.create_token(worker.clone()).await.unwrap();
+    let found = h.queue.find_token_by_hash(&hash(3)).await.unwrap().unwrap();
+    assert_eq!(found, created);
+    assert_eq!(found.role, None);
+    assert_eq!(found.capabilities, worker.capabilities);
+    assert_eq!(found.allowed_repositories, worker.allowed_repositories);
+    assert_eq!(found.allowed_job_types, None);
+    let viewer = h
+        .queue
+        .create_token(user("viewer", 4, Role::Viewer))
+        .await
+        .unwrap();
+    let listed: Vec<String> = h
+        .queue
+        .list_tokens()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| t.name)
+        .collect();
+    assert_eq!(listed, [viewer.name, created.name]);
+}
+
+pub async fn inconsistent_tokens_are_refused(h: Harness) {
+    let no_role = NewToken {
+        role: None,
+        ..user("u", 5, Role::Admin)
+    };
+    let worker_with_role = NewToken {
+        kind: TokenKind::Worker,
+        ..user("w", 6, Role::Operator)
+    };
+    let user_with_scope = NewToken {
+        capabilities: Some(vec![]),
+        ..user("u", 7, Role::Operator)
+    };
+    let secret_not_hash = NewToken {
+        token_hash: "sw_u_plaintext-secret".into(),
+        ..user("u", 8, Role::Viewer)
+    };
+    for bad in [no_role, worker_with_role, user_with_scope, secret_not_hash] {
+        assert_code(h.queue.create_token(bad).await, "invalid_queue_payload");
+    }
+    h.queue
+        .create_token(user("a", 9, Role::Viewer))
+        .await
+        .unwrap();
+    assert_code(
+        h.queue.create_token(user("b", 9, Role::Admin)).await,
+        "invalid_queue_payload",
+    );
+    assert_eq!(h.queue.list_tokens().await.unwrap().len(), 1);
+}
+
+pub async fn unknown_token_is_not_found(h: Harness) {
+    let id = uuid::Uuid::now_v7().to_string();
+    assert_code(h.queue.revoke_token(&id).await, "token_not_found");
+    assert_code(h.queue.touch_token(&id).await, "token_not_found");
+    assert_code(h.queue.revoke_token("nope").await, "token_not_found");
+}
