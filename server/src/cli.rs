@@ -4,6 +4,7 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::config::{Config, ConfigError};
 use crate::serve;
+use crate::tokens::TokenCommand;
 
 /// stepwise: a queue for coding-agent tasks.
 #[derive(Debug, Parser)]
@@ -15,6 +16,11 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Bring the database schema up to date (`serve` does this too, at start).
+    Migrate(DbArgs),
+    /// Manage API tokens: create (shown once), list, revoke.
+    #[command(subcommand)]
+    Token(TokenCommand),
     /// Serve the dashboard and API.
     ///
     /// Task defaults come from the environment: STEPWISE_DEFAULT_PUBLISH_MODE (none, branch
@@ -22,6 +28,17 @@ enum Command {
     /// STEPWISE_DEFAULT_RUNTIME (codex, claude or gemini; default codex), and per runtime
     /// STEPWISE_{CODEX,CLAUDE,GEMINI}_{MODEL,EFFORT}. An invalid value stops the start.
     Serve(ServeArgs),
+}
+
+/// Where the state lives; shared by every command that opens the database.
+#[derive(Debug, Clone, Args)]
+pub struct DbArgs {
+    /// Where stepwise keeps its state: the SQLite database and job artifacts.
+    #[arg(long, env = "STEPWISE_DATA_DIR", default_value = "data")]
+    pub data_dir: PathBuf,
+    /// A PostgreSQL URL (postgres://…) to use instead of the embedded SQLite database.
+    #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
+    pub database_url: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -32,12 +49,8 @@ pub struct ServeArgs {
     /// The port to listen on.
     #[arg(long, short, env = "STEPWISE_PORT", default_value_t = 3000)]
     pub port: u16,
-    /// Where stepwise keeps its state: the SQLite database and job workspaces.
-    #[arg(long, env = "STEPWISE_DATA_DIR", default_value = "data")]
-    pub data_dir: PathBuf,
-    /// A PostgreSQL URL (postgres://…) to use instead of the embedded SQLite database.
-    #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
-    pub database_url: Option<String>,
+    #[command(flatten)]
+    pub db: DbArgs,
     /// The built site (wasm, JS, CSS); by default the one cargo-leptos built beside the binary.
     #[arg(long, env = "LEPTOS_SITE_ROOT")]
     pub site_root: Option<PathBuf>,
@@ -50,6 +63,12 @@ impl Cli {
                 let config = Config::load(args, |name| std::env::var(name).ok())?;
                 serve::run(config).await
             }
+            Command::Migrate(db) => {
+                let queue = serve::open_queue(&db, contract::Defaults::default()).await?;
+                println!("the {} database is up to date", queue.database().backend());
+                Ok(())
+            }
+            Command::Token(command) => command.run().await,
         }
     }
 }
@@ -69,6 +88,12 @@ pub enum CliError {
     },
     #[error("the server stopped: {0}")]
     Serve(std::io::Error),
+    #[error(transparent)]
+    Queue(#[from] queue::QueueError),
+    #[error("cannot create the first admin token: {}", .0.code())]
+    Bootstrap(crate::api::ApiError),
+    #[error("{0}")]
+    Usage(String),
 }
 
 /// Logs go to stderr, filtered by RUST_LOG (default: info for stepwise, warn otherwise).

@@ -4,14 +4,13 @@ use std::path::{Path, PathBuf};
 use app::{RuntimeStatus, ServerSettings};
 use contract::{Defaults, RuntimeMode};
 
-use crate::cli::ServeArgs;
+use crate::cli::{DbArgs, ServeArgs};
 
 /// Everything `stepwise serve` needs, checked before anything starts.
 #[derive(Debug)]
 pub struct Config {
     pub addr: SocketAddr,
-    pub data_dir: PathBuf,
-    pub database_url: Option<String>,
+    pub db: DbArgs,
     pub site_root: PathBuf,
     pub settings: ServerSettings,
 }
@@ -61,8 +60,7 @@ impl Config {
             .collect();
         Ok(Config {
             addr,
-            data_dir: args.data_dir,
-            database_url: args.database_url,
+            db: args.db,
             site_root,
             settings: ServerSettings { defaults, runtimes },
         })
@@ -91,8 +89,10 @@ mod tests {
         ServeArgs {
             host: "127.0.0.1".into(),
             port: 0,
-            data_dir: "data".into(),
-            database_url: None,
+            db: DbArgs {
+                data_dir: "data".into(),
+                database_url: None,
+            },
             site_root: Some(site_root.to_path_buf()),
         }
     }

@@ -1,8 +1,11 @@
 //! The `stepwise` binary: parses the command line and hands over to the command.
 
+mod api;
+mod auth;
 mod cli;
 mod config;
 mod serve;
+mod tokens;
 
 use clap::Parser;
 

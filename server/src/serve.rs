@@ -5,18 +5,21 @@ use leptos::prelude::*;
 use leptos_axum::{LeptosRoutes, generate_route_list};
 use tower_http::trace::TraceLayer;
 
-use crate::cli::CliError;
+use crate::api::{self, AppState, Limits};
+use crate::cli::{CliError, DbArgs};
 use crate::config::Config;
 
 /// Opens the database, builds the router and serves until Ctrl-C or SIGTERM.
 pub async fn run(config: Config) -> Result<(), CliError> {
-    let db = match &config.database_url {
-        Some(url) => queue::Database::open_url(url).await?,
-        None => queue::Database::open_data_dir(&config.data_dir).await?,
-    };
-    tracing::info!(backend = db.backend(), data_dir = %config.data_dir.display(), "database ready");
+    let queue = open_queue(&config.db, config.settings.defaults.clone()).await?;
+    let admin = crate::auth::bootstrap_admin(&queue)
+        .await
+        .map_err(CliError::Bootstrap)?;
+    let stop = tokio_util::sync::CancellationToken::new();
+    let rescuer =
+        queue::Rescuer::new(queue.clone(), queue::RescuerConfig::default()).start(stop.clone());
 
-    let app = router(&config);
+    let app = router(&config, queue);
     let listener = tokio::net::TcpListener::bind(config.addr)
         .await
         .map_err(|source| CliError::Bind {
@@ -24,15 +27,46 @@ pub async fn run(config: Config) -> Result<(), CliError> {
             source,
         })?;
     let local = listener.local_addr().map_err(CliError::Serve)?;
-    // Printed, not logged: this is the line a person looks for.
+    // Printed, not logged: these are the lines a person looks for, and a log must never
+    // hold a secret. The admin token is shown this once.
+    if let Some(secret) = admin {
+        println!("created the first admin token (shown only now; keep it): {secret}");
+        println!(
+            "use it as `Authorization: Bearer <token>`; make more with `stepwise token create`"
+        );
+    }
     println!("stepwise is running: open http://{local}/tasks/queue");
-    axum::serve(listener, app)
+    let served = axum::serve(listener, app)
         .with_graceful_shutdown(shutdown_signal())
-        .await
-        .map_err(CliError::Serve)
+        .await;
+    stop.cancel();
+    let _ = rescuer.await;
+    served.map_err(CliError::Serve)
 }
 
-fn router(config: &Config) -> Router {
+/// The queue over the configured database, migrated.
+pub async fn open_queue(
+    db_args: &DbArgs,
+    defaults: contract::Defaults,
+) -> Result<queue::Queue, CliError> {
+    let db = match &db_args.database_url {
+        Some(url) => queue::Database::open_url(url).await?,
+        None => queue::Database::open_data_dir(&db_args.data_dir).await?,
+    };
+    tracing::info!(backend = db.backend(), data_dir = %db_args.data_dir.display(), "database ready");
+    let mut queue_config = queue::QueueConfig::new(db_args.data_dir.join("artifacts"));
+    queue_config.defaults = defaults;
+    let queue = queue::Queue::open(db, queue_config).await?;
+    queue.migrate().await?;
+    Ok(queue)
+}
+
+fn router(config: &Config, queue: queue::Queue) -> Router {
+    let max_artifact_bytes = queue.config().max_artifact_bytes;
+    let api = api::router(max_artifact_bytes).with_state(AppState {
+        queue,
+        limits: Limits::default(),
+    });
     let options = LeptosOptions::builder()
         .output_name("stepwise")
         .site_root(config.site_root.display().to_string())
@@ -55,8 +89,9 @@ fn router(config: &Config) -> Router {
             },
         )
         .fallback(leptos_axum::file_and_error_handler(app::shell))
-        .layer(TraceLayer::new_for_http())
         .with_state(options)
+        .merge(api)
+        .layer(TraceLayer::new_for_http())
 }
 
 async fn shutdown_signal() {
@@ -87,30 +122,46 @@ mod tests {
     use super::*;
     use crate::cli::ServeArgs;
 
-    fn config(site: &std::path::Path, publish: &'static str) -> Config {
+    /// The whole router over a fresh SQLite database in `site`.
+    async fn test_router(site: &std::path::Path, publish: &'static str) -> Router {
         std::fs::create_dir_all(site.join("pkg")).unwrap();
         let args = ServeArgs {
             host: "127.0.0.1".into(),
             port: 0,
-            data_dir: site.join("data"),
-            database_url: None,
+            db: DbArgs {
+                data_dir: site.join("data"),
+                database_url: None,
+            },
             site_root: Some(site.to_path_buf()),
         };
-        Config::load(args, |k| (k == "STEPWISE_DEFAULT_PUBLISH_MODE").then(|| publish.to_string()))
-            .unwrap()
+        let config = Config::load(args, |k| {
+            (k == "STEPWISE_DEFAULT_PUBLISH_MODE").then(|| publish.to_string())
+        })
+        .unwrap();
+        let queue = open_queue(&config.db, config.settings.defaults.clone())
+            .await
+            .unwrap();
+        router(&config, queue)
     }
 
     async fn get(app: Router, uri: &str) -> (StatusCode, axum::http::HeaderMap, String) {
-        let response = app.oneshot(Request::get(uri).body(Body::empty()).unwrap()).await.unwrap();
+        let response = app
+            .oneshot(Request::get(uri).body(Body::empty()).unwrap())
+            .await
+            .unwrap();
         let (parts, body) = response.into_parts();
         let bytes = axum::body::to_bytes(body, 1 << 20).await.unwrap();
-        (parts.status, parts.headers, String::from_utf8_lossy(&bytes).into_owned())
+        (
+            parts.status,
+            parts.headers,
+            String::from_utf8_lossy(&bytes).into_owned(),
+        )
     }
 
     #[tokio::test]
     async fn root_redirects_to_the_queue_without_javascript() {
         let site = tempfile::tempdir().unwrap();
-        let (status, headers, _) = get(router(&config(site.path(), "pr")), "/").await;
+        let (status, headers, _) = get(test_router(site.path(), "pr").await, "/").await;
         assert_eq!(status, StatusCode::TEMPORARY_REDIRECT);
         assert_eq!(headers[header::LOCATION], "/tasks/queue");
     }
@@ -118,17 +169,23 @@ mod tests {
     #[tokio::test]
     async fn queue_page_is_server_rendered_with_the_configured_publish_default() {
         let site = tempfile::tempdir().unwrap();
-        let (status, _, html) = get(router(&config(site.path(), "none")), "/tasks/queue").await;
+        let (status, _, html) = get(test_router(site.path(), "none").await, "/tasks/queue").await;
         assert_eq!(status, StatusCode::OK);
         assert!(html.contains("Task queue"), "{html}");
-        assert!(html.contains(r#"data-testid="default-publish-mode">none<"#), "{html}");
-        assert!(html.contains("/pkg/stepwise.js"), "the page must load the hydrate bundle");
+        assert!(
+            html.contains(r#"data-testid="default-publish-mode">none<"#),
+            "{html}"
+        );
+        assert!(
+            html.contains("/pkg/stepwise.js"),
+            "the page must load the hydrate bundle"
+        );
     }
 
     #[tokio::test]
     async fn unknown_pages_are_404() {
         let site = tempfile::tempdir().unwrap();
-        let (status, _, html) = get(router(&config(site.path(), "pr")), "/no/such/page").await;
+        let (status, _, html) = get(test_router(site.path(), "pr").await, "/no/such/page").await;
         assert_eq!(status, StatusCode::NOT_FOUND);
         assert!(html.contains("Go to the queue"), "{html}");
     }

@@ -1,0 +1,190 @@
+//! Job artifacts: workers upload logs, patches and results; people list and download them.
+
+use axum::body::Body;
+use axum::extract::{DefaultBodyLimit, Multipart, Path, State};
+use axum::http::{HeaderValue, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use contract::{Artifact, FieldError};
+use queue::Fence;
+use serde::Serialize;
+
+use super::{ApiError, AppState};
+use crate::auth::{User, Worker};
+
+/// Room for the multipart framing and the small text fields around the file itself.
+const MULTIPART_OVERHEAD: usize = 64 * 1024;
+
+pub fn router(max_artifact_bytes: u64) -> Router<AppState> {
+    Router::new()
+        .route("/jobs/{id}/artifacts", get(list))
+        .route("/jobs/{id}/artifacts/{artifact_id}/download", get(download))
+        .route(
+            "/jobs/{id}/artifacts/upload",
+            post(upload).layer(upload_limit(max_artifact_bytes)),
+        )
+}
+
+fn upload_limit(max_artifact_bytes: u64) -> DefaultBodyLimit {
+    DefaultBodyLimit::max(
+        usize::try_from(max_artifact_bytes)
+            .unwrap_or(usize::MAX)
+            .saturating_add(MULTIPART_OVERHEAD),
+    )
+}
+
+#[derive(Debug, Serialize)]
+struct ArtifactList {
+    items: Vec<Artifact>,
+}
+
+async fn list(
+    State(state): State<AppState>,
+    _user: User,
+    Path(id): Path<String>,
+) -> Result<Json<ArtifactList>, ApiError> {
+    Ok(Json(ArtifactList {
+        items: state.queue.list_artifacts(&id).await?,
+    }))
+}
+
+async fn download(
+    State(state): State<AppState>,
+    _user: User,
+    Path((id, artifact_id)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    let artifact = state
+        .queue
+        .list_artifacts(&id)
+        .await?
+        .into_iter()
+        .find(|a| a.id == artifact_id)
+        .ok_or_else(|| {
+            ApiError::from(queue::QueueError::NotFound {
+                entity: queue::Entity::Artifact,
+                id: artifact_id,
+            })
+        })?;
+    let (artifact, path) = state.queue.open_artifact(&id, &artifact.name).await?;
+    let file = tokio::fs::File::open(&path)
+        .await
+        .map_err(|e| ApiError::internal(format!("{}: {e}", path.display())))?;
+    let body = Body::from_stream(tokio_util::io::ReaderStream::new(file));
+    let file_name = artifact
+        .name
+        .rsplit('/')
+        .next()
+        .unwrap_or("artifact")
+        .replace('"', "");
+    let mut response = body.into_response();
+    let headers = response.headers_mut();
+    // Artifacts are written by agents: never let a browser run one as a page of ours.
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_str(&artifact.content_type)
+            .unwrap_or(HeaderValue::from_static("application/octet-stream")),
+    );
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    headers.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static("sandbox; default-src 'none'"),
+    );
+    if let Ok(value) = HeaderValue::from_str(&format!("attachment; filename=\"{file_name}\"")) {
+        headers.insert(header::CONTENT_DISPOSITION, value);
+    }
+    headers.insert(header::CONTENT_LENGTH, HeaderValue::from(artifact.size));
+    Ok(response)
+}
+
+/// `multipart/form-data` with the fields `name` (the artifact's relative path), `attempt`,
+/// optionally `workerId` and `contentType`, and `file` (the bytes; its part's content type
+/// is used when `contentType` is absent).
+async fn upload(
+    State(state): State<AppState>,
+    worker: Worker,
+    Path(id): Path<String>,
+    mut multipart: Multipart,
+) -> Result<(axum::http::StatusCode, Json<Artifact>), ApiError> {
+    let mut name = None;
+    let mut attempt = None;
+    let mut worker_id = None;
+    let mut content_type = None;
+    let mut file: Option<(Vec<u8>, Option<String>)> = None;
+    while let Some(part) = multipart.next_field().await.map_err(multipart_error)? {
+        let part_name = part.name().unwrap_or_default().to_string();
+        match part_name.as_str() {
+            "file" => {
+                let part_type = part.content_type().map(str::to_string);
+                let bytes = part.bytes().await.map_err(multipart_error)?;
+                file = Some((bytes.to_vec(), part_type));
+            }
+            "name" => name = Some(part.text().await.map_err(multipart_error)?),
+            "attempt" => attempt = Some(part.text().await.map_err(multipart_error)?),
+            "workerId" => worker_id = Some(part.text().await.map_err(multipart_error)?),
+            "contentType" => content_type = Some(part.text().await.map_err(multipart_error)?),
+            other => {
+                return Err(ApiError::invalid(vec![FieldError::new(
+                    other,
+                    "unknown field; send name, attempt, file and optionally workerId and contentType",
+                )]));
+            }
+        }
+    }
+    let mut errors = Vec::new();
+    if name.as_deref().is_none_or(|n| n.trim().is_empty()) {
+        errors.push(FieldError::new(
+            "name",
+            "required: the artifact's relative path, e.g. logs/execute.log",
+        ));
+    }
+    let attempt = match attempt.as_deref().map(str::trim).map(str::parse::<u32>) {
+        Some(Ok(a)) => Some(a),
+        Some(Err(_)) => {
+            errors.push(FieldError::new("attempt", "must be a whole number"));
+            None
+        }
+        None => {
+            errors.push(FieldError::new(
+                "attempt",
+                "required: the attempt number the job was claimed with",
+            ));
+            None
+        }
+    };
+    if file.is_none() {
+        errors.push(FieldError::new("file", "required: the artifact's bytes"));
+    }
+    let (Some(name), Some(attempt), Some((bytes, part_type)), true) =
+        (name, attempt, file, errors.is_empty())
+    else {
+        return Err(ApiError::invalid(errors));
+    };
+    worker.check_worker_id(worker_id.as_deref())?;
+    let fence = Fence::new(worker.worker_id(), attempt);
+    let content_type = content_type
+        .or(part_type)
+        .unwrap_or_else(|| "application/octet-stream".to_string());
+    let artifact = state
+        .queue
+        .add_artifact(&id, &fence, name.trim(), &content_type, &bytes)
+        .await?;
+    Ok((axum::http::StatusCode::CREATED, Json(artifact)))
+}
+
+fn multipart_error(e: axum::extract::multipart::MultipartError) -> ApiError {
+    if e.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
+        ApiError::too_large(format!(
+            "the upload is larger than the artifact limit: {}",
+            e.body_text()
+        ))
+    } else {
+        ApiError::bad_request(format!(
+            "the multipart body could not be read: {}",
+            e.body_text()
+        ))
+    }
+}

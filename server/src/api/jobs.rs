@@ -1,0 +1,140 @@
+//! What people do with jobs: submit, list, read, cancel, read the timeline.
+
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use contract::{FieldError, Job, JobEvent, JobState};
+use queue::JobFilter;
+use serde::{Deserialize, Serialize};
+
+use super::{ApiError, ApiJson, AppState};
+use crate::auth::User;
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/jobs", post(create).get(list))
+        .route("/jobs/{id}", get(show))
+        .route("/jobs/{id}/cancel", post(cancel))
+        .route("/jobs/{id}/events", get(events))
+}
+
+async fn create(
+    State(state): State<AppState>,
+    user: User,
+    ApiJson(raw): ApiJson<serde_json::Value>,
+) -> Result<(StatusCode, Json<Job>), ApiError> {
+    user.require_operator()?;
+    let job = state.queue.create_job(&raw, Some(user.user_id())).await?;
+    Ok((StatusCode::CREATED, Json(job)))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct ListQuery {
+    status: Option<String>,
+    #[serde(rename = "type")]
+    job_type: Option<String>,
+    limit: Option<u32>,
+    cursor: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct JobList {
+    items: Vec<Job>,
+    next_cursor: Option<String>,
+}
+
+async fn list(
+    State(state): State<AppState>,
+    _user: User,
+    query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<JobList>, ApiError> {
+    let Query(query) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    let status = match query.status.as_deref() {
+        None | Some("") => None,
+        Some(s) => Some(s.parse::<JobState>().map_err(|_| {
+            let accepted: Vec<_> = JobState::ALL.iter().map(|s| s.as_str()).collect();
+            ApiError::invalid(vec![FieldError::new(
+                "status",
+                format!("unknown status; use one of {}", accepted.join(", ")),
+            )])
+        })?),
+    };
+    let filter = JobFilter {
+        status,
+        job_type: query.job_type,
+        limit: query.limit,
+        after: query.cursor,
+    };
+    let page = state.queue.list_jobs(&filter).await?;
+    Ok(Json(JobList {
+        items: page.jobs,
+        next_cursor: page.next_cursor,
+    }))
+}
+
+async fn show(
+    State(state): State<AppState>,
+    _user: User,
+    Path(id): Path<String>,
+) -> Result<Json<Job>, ApiError> {
+    Ok(Json(state.queue.get_job(&id).await?))
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct CancelBody {
+    reason: Option<String>,
+}
+
+async fn cancel(
+    State(state): State<AppState>,
+    user: User,
+    Path(id): Path<String>,
+    body: axum::body::Bytes,
+) -> Result<Json<Job>, ApiError> {
+    user.require_operator()?;
+    // The body is optional: `curl -X POST …/cancel` with nothing is a cancel without reason.
+    let body: CancelBody = super::json::optional(&body)?;
+    let reason = body.reason.filter(|r| !r.trim().is_empty());
+    Ok(Json(
+        state
+            .queue
+            .request_cancel(&id, Some(user.user_id()), reason)
+            .await?,
+    ))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct EventsQuery {
+    after: Option<i64>,
+    limit: Option<u32>,
+}
+
+#[derive(Debug, Serialize)]
+struct EventList {
+    items: Vec<JobEvent>,
+}
+
+const DEFAULT_EVENTS_PAGE: u32 = 200;
+
+async fn events(
+    State(state): State<AppState>,
+    _user: User,
+    Path(id): Path<String>,
+    query: Result<Query<EventsQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<EventList>, ApiError> {
+    let Query(query) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    let items = state
+        .queue
+        .list_events(
+            &id,
+            query.after.unwrap_or(0),
+            query.limit.unwrap_or(DEFAULT_EVENTS_PAGE),
+        )
+        .await?;
+    Ok(Json(EventList { items }))
+}

@@ -1,0 +1,125 @@
+//! `GET /jobs/{id}/events/stream`: the job's timeline as Server-Sent Events, replayed from
+//! `Last-Event-ID` (or `?after=`) and then pushed live from the queue's notifications.
+
+use std::convert::Infallible;
+
+use axum::Router;
+use axum::extract::{Path, Query, State};
+use axum::http::HeaderMap;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::routing::get;
+use contract::JobEvent;
+use futures_util::stream::{self, Stream};
+use queue::{NotificationKind, Queue};
+use serde::Deserialize;
+use tokio::sync::broadcast::error::RecvError;
+
+use super::{ApiError, AppState};
+use crate::auth::User;
+
+/// Events are read from the store in pages of this size while catching up.
+const PAGE: u32 = 500;
+
+pub fn router() -> Router<AppState> {
+    Router::new().route("/jobs/{id}/events/stream", get(stream_events))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StreamQuery {
+    after: Option<i64>,
+}
+
+async fn stream_events(
+    State(state): State<AppState>,
+    _user: User,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    Query(query): Query<StreamQuery>,
+) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
+    // Subscribe before the first read, so nothing appended in between is missed.
+    let notes = state.queue.subscribe();
+    state.queue.get_job(&id).await?;
+    let after = headers
+        .get("last-event-id")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<i64>().ok())
+        .or(query.after)
+        .unwrap_or(0);
+    let tail = Tail {
+        queue: state.queue.clone(),
+        job_id: id,
+        after,
+        notes,
+        pending: Vec::new(),
+        done: false,
+    };
+    Ok(Sse::new(stream::unfold(tail, Tail::next))
+        .keep_alive(KeepAlive::new().interval(state.limits.keep_alive)))
+}
+
+/// The state of one stream: where it is in the timeline and what it still has to send.
+struct Tail {
+    queue: Queue,
+    job_id: String,
+    after: i64,
+    notes: tokio::sync::broadcast::Receiver<queue::Notification>,
+    /// Read from the store, not yet sent; oldest last (popped from the end).
+    pending: Vec<JobEvent>,
+    done: bool,
+}
+
+impl Tail {
+    async fn next(mut self) -> Option<(Result<Event, Infallible>, Tail)> {
+        loop {
+            if let Some(event) = self.pending.pop() {
+                self.after = event.id;
+                return Some((Ok(to_sse(&event)), self));
+            }
+            if self.done {
+                return None;
+            }
+            match self.queue.list_events(&self.job_id, self.after, PAGE).await {
+                Ok(events) if !events.is_empty() => {
+                    self.pending = events.into_iter().rev().collect();
+                    continue;
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!(job_id = %self.job_id, error = %e, "event stream read failed");
+                    self.done = true;
+                    let event = Event::default()
+                        .event("error")
+                        .data("the event stream failed; reconnect to resume");
+                    return Some((Ok(event), self));
+                }
+            }
+            // Caught up: sleep until something about this job happens.
+            loop {
+                match self.notes.recv().await {
+                    Ok(note) if note.job_id == self.job_id => {
+                        if matches!(
+                            note.kind,
+                            NotificationKind::EventAppended { .. } | NotificationKind::JobChanged
+                        ) {
+                            break;
+                        }
+                    }
+                    Ok(_) => {}
+                    // Missed some: re-read from the store, which is the truth anyway.
+                    Err(RecvError::Lagged(_)) => break,
+                    Err(RecvError::Closed) => return None,
+                }
+            }
+        }
+    }
+}
+
+/// One SSE message: `id` is the event id (the resume cursor), `event` its kind.
+fn to_sse(event: &JobEvent) -> Event {
+    let data = serde_json::to_string(event).unwrap_or_else(|_| "{}".to_string());
+    Event::default()
+        .id(event.id.to_string())
+        .event(&event.kind)
+        .data(data)
+}

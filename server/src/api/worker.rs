@@ -1,0 +1,240 @@
+//! What workers do with jobs they hold: claim, heartbeat, report events, finish, and
+//! acknowledge a cancel. Every write carries the fence (the worker + the attempt it claimed).
+
+use std::time::Duration;
+
+use axum::extract::{Path, State};
+use axum::routing::post;
+use axum::{Json, Router};
+use contract::{EventLevel, FieldError, Job, JobEvent, NewEvent};
+use queue::{ClaimRequest, Fence};
+use serde::{Deserialize, Serialize};
+
+use super::{ApiError, ApiJson, AppState, Limits};
+use crate::auth::Worker;
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/jobs/claim", post(claim))
+        .route("/jobs/{id}/heartbeat", post(heartbeat))
+        .route("/jobs/{id}/complete", post(complete))
+        .route("/jobs/{id}/fail", post(fail))
+        .route("/jobs/{id}/events", post(append_event))
+        .route("/jobs/{id}/cancel/ack", post(ack_cancel))
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct ClaimBody {
+    worker_id: Option<String>,
+    #[serde(alias = "workerCapabilities")]
+    capabilities: Option<Vec<String>>,
+    allowed_types: Option<Vec<String>>,
+    lease_seconds: Option<u64>,
+    /// Long-poll: wait up to this long for a job before answering `{"job": null}`.
+    wait_seconds: Option<f64>,
+}
+
+#[derive(Debug, Serialize)]
+struct Claimed {
+    job: Option<Job>,
+}
+
+fn lease(limits: &Limits, seconds: Option<u64>) -> Result<Duration, ApiError> {
+    match seconds {
+        None => Ok(limits.default_lease),
+        Some(0) => Err(field("leaseSeconds", "must be at least 1")),
+        Some(s) if Duration::from_secs(s) > limits.max_lease => Err(field(
+            "leaseSeconds",
+            format!("at most {} seconds", limits.max_lease.as_secs()),
+        )),
+        Some(s) => Ok(Duration::from_secs(s)),
+    }
+}
+
+fn field(path: &str, message: impl Into<String>) -> ApiError {
+    ApiError::invalid(vec![FieldError::new(path, message)])
+}
+
+async fn claim(
+    State(state): State<AppState>,
+    worker: Worker,
+    ApiJson(body): ApiJson<ClaimBody>,
+) -> Result<Json<Claimed>, ApiError> {
+    worker.check_worker_id(body.worker_id.as_deref())?;
+    let capabilities =
+        Worker::narrow(body.capabilities, &worker.token.capabilities).unwrap_or_default();
+    let request = ClaimRequest {
+        worker_id: worker.worker_id().to_string(),
+        capabilities: capabilities
+            .into_iter()
+            .map(|c| c.trim().to_lowercase())
+            .collect(),
+        allowed_types: Worker::narrow(body.allowed_types, &worker.token.allowed_job_types),
+        allowed_repositories: worker.token.allowed_repositories.clone(),
+        lease: lease(&state.limits, body.lease_seconds)?,
+    };
+    let wait = match body.wait_seconds {
+        None => Duration::ZERO,
+        Some(s) if s.is_finite() && s >= 0.0 => {
+            Duration::from_secs_f64(s).min(state.limits.max_claim_wait)
+        }
+        Some(_) => {
+            return Err(field(
+                "waitSeconds",
+                "must be a number of seconds, 0 or more",
+            ));
+        }
+    };
+    let job = if wait.is_zero() {
+        state.queue.claim(&request).await?
+    } else {
+        state.queue.claim_wait(&request, wait).await?
+    };
+    Ok(Json(Claimed { job }))
+}
+
+/// The part of every worker write that proves the lease.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct FenceBody {
+    worker_id: Option<String>,
+    attempt: Option<u32>,
+}
+
+impl FenceBody {
+    fn fence(&self, worker: &Worker) -> Result<Fence, ApiError> {
+        worker.check_worker_id(self.worker_id.as_deref())?;
+        let attempt = self.attempt.ok_or_else(|| {
+            field(
+                "attempt",
+                "required: the attempt number the job was claimed with",
+            )
+        })?;
+        Ok(Fence::new(worker.worker_id(), attempt))
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct HeartbeatBody {
+    worker_id: Option<String>,
+    attempt: Option<u32>,
+    lease_seconds: Option<u64>,
+}
+
+async fn heartbeat(
+    State(state): State<AppState>,
+    worker: Worker,
+    Path(id): Path<String>,
+    ApiJson(body): ApiJson<HeartbeatBody>,
+) -> Result<Json<Job>, ApiError> {
+    let fence = FenceBody {
+        worker_id: body.worker_id,
+        attempt: body.attempt,
+    }
+    .fence(&worker)?;
+    let lease = lease(&state.limits, body.lease_seconds)?;
+    Ok(Json(state.queue.heartbeat(&id, &fence, lease).await?))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct CompleteBody {
+    worker_id: Option<String>,
+    attempt: Option<u32>,
+    result_summary: Option<String>,
+}
+
+async fn complete(
+    State(state): State<AppState>,
+    worker: Worker,
+    Path(id): Path<String>,
+    ApiJson(body): ApiJson<CompleteBody>,
+) -> Result<Json<Job>, ApiError> {
+    let fence = FenceBody {
+        worker_id: body.worker_id,
+        attempt: body.attempt,
+    }
+    .fence(&worker)?;
+    Ok(Json(
+        state
+            .queue
+            .complete(&id, &fence, body.result_summary)
+            .await?,
+    ))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct FailBody {
+    worker_id: Option<String>,
+    attempt: Option<u32>,
+    error_message: String,
+    /// Retry later (a passing problem) or fail for good; default: for good.
+    #[serde(default)]
+    retryable: bool,
+}
+
+async fn fail(
+    State(state): State<AppState>,
+    worker: Worker,
+    Path(id): Path<String>,
+    ApiJson(body): ApiJson<FailBody>,
+) -> Result<Json<Job>, ApiError> {
+    let fence = FenceBody {
+        worker_id: body.worker_id,
+        attempt: body.attempt,
+    }
+    .fence(&worker)?;
+    Ok(Json(
+        state
+            .queue
+            .fail(&id, &fence, body.error_message, body.retryable)
+            .await?,
+    ))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct EventBody {
+    worker_id: Option<String>,
+    attempt: Option<u32>,
+    kind: String,
+    #[serde(default)]
+    level: EventLevel,
+    #[serde(default)]
+    message: String,
+    #[serde(default)]
+    payload: serde_json::Map<String, serde_json::Value>,
+}
+
+async fn append_event(
+    State(state): State<AppState>,
+    worker: Worker,
+    Path(id): Path<String>,
+    ApiJson(body): ApiJson<EventBody>,
+) -> Result<Json<JobEvent>, ApiError> {
+    let fence = FenceBody {
+        worker_id: body.worker_id,
+        attempt: body.attempt,
+    }
+    .fence(&worker)?;
+    let event = NewEvent {
+        kind: body.kind,
+        level: body.level,
+        message: body.message,
+        payload: body.payload,
+    };
+    Ok(Json(state.queue.append_event(&id, &fence, event).await?))
+}
+
+async fn ack_cancel(
+    State(state): State<AppState>,
+    worker: Worker,
+    Path(id): Path<String>,
+    ApiJson(body): ApiJson<FenceBody>,
+) -> Result<Json<Job>, ApiError> {
+    let fence = body.fence(&worker)?;
+    Ok(Json(state.queue.ack_cancel(&id, &fence).await?))
+}
