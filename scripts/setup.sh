@@ -6,6 +6,7 @@
 #
 #   setup_build     wasm32 target, cargo-leptos, wasm-bindgen-cli, wasm-opt (npm binaryen)
 #   setup_browser   Debian's chromium and the end2end npm packages
+#   setup_postgres  a running PostgreSQL for the test suite (STEPWISE_TEST_PG_URL)
 
 set -euo pipefail
 
@@ -84,6 +85,34 @@ setup_browser() {
   [[ -x /usr/bin/chromium ]] || apt_install chromium
   setup_node
   npm_ci "$STEPWISE_ROOT/end2end"
+}
+
+pg_ok() { psql "$1" -Atqc 'select 1' >/dev/null 2>&1; }
+
+# The PostgreSQL suite needs a server where the test user may create databases. The
+# default is the local server over TCP with trust auth (how CI machines come); on a fresh
+# Debian install (peer auth) it falls back to the local socket with a role for this user.
+setup_postgres() {
+  export STEPWISE_TEST_PG_URL="${STEPWISE_TEST_PG_URL:-postgres://postgres@127.0.0.1:5432/postgres}"
+  command -v psql >/dev/null && pg_ok "$STEPWISE_TEST_PG_URL" && return
+  command -v pg_ctlcluster >/dev/null || apt_install postgresql
+  local version
+  version="$(ls /etc/postgresql | sort -V | tail -n 1)"
+  if ! pg_ctlcluster "$version" main status >/dev/null 2>&1; then
+    say "starting PostgreSQL $version"
+    as_root pg_ctlcluster --skip-systemctl-redirect "$version" main start
+  fi
+  for _ in $(seq 1 30); do pg_isready -q && break; sleep 1; done
+  pg_ok "$STEPWISE_TEST_PG_URL" && return
+  local me socket_url
+  me="$(id -un)"
+  socket_url="postgres://$me@localhost/postgres?host=/var/run/postgresql"
+  if ! pg_ok "$socket_url"; then
+    say "creating the PostgreSQL role $me for the tests"
+    as_root runuser -u postgres -- createuser --superuser "$me" 2>/dev/null || true
+  fi
+  pg_ok "$socket_url" || die "cannot reach PostgreSQL at $STEPWISE_TEST_PG_URL nor over its socket; set STEPWISE_TEST_PG_URL to a server where this user may create databases"
+  export STEPWISE_TEST_PG_URL="$socket_url"
 }
 
 # Where cargo puts binaries: CARGO_TARGET_DIR when set (CI may share one), else target/.
