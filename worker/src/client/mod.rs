@@ -1,0 +1,509 @@
+//! The typed client of the stepwise REST API (`/api/queue`, documented in the README):
+//! what the worker loop and the `stepwise` CLI use to reach a server. HTTP only, speaking
+//! the contract's wire types.
+
+mod error;
+mod sse;
+mod stream;
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use contract::{Artifact, Job, JobEvent, JobState, NewEvent};
+use reqwest::header::{self, HeaderValue};
+use reqwest::{Method, RequestBuilder, Response, Url};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+pub use error::ClientError;
+pub use reqwest::StatusCode;
+pub use sse::{SseMessage, SseParser};
+pub use stream::EventStream;
+
+pub type Result<T, E = ClientError> = std::result::Result<T, E>;
+
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Only a connection that has gone silent trips this: it is longer than the server's SSE
+/// keep-alive (15 s) and its longest claim long-poll (30 s), so neither a quiet event
+/// stream nor a waiting claim times out, but a dead peer is noticed.
+const READ_TIMEOUT: Duration = Duration::from_secs(90);
+
+/// A client for one server, acting as one token (a user's or a worker's). Cheap to clone.
+#[derive(Clone)]
+pub struct QueueClient {
+    http: reqwest::Client,
+    base: Url,
+    token: Token,
+}
+
+/// The bearer token: sent in a header marked sensitive, never printed.
+#[derive(Clone)]
+struct Token {
+    secret: Arc<str>,
+    header: HeaderValue,
+}
+
+impl fmt::Debug for Token {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("[redacted]")
+    }
+}
+
+impl fmt::Debug for QueueClient {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("QueueClient")
+            .field("base_url", &self.base.as_str())
+            .field("token", &self.token)
+            .finish()
+    }
+}
+
+/// Replaces `secret` in `text`, so a server or proxy echoing the token back cannot make
+/// it appear in an error.
+pub(crate) fn redact(text: &str, secret: &str) -> String {
+    if secret.is_empty() {
+        text.to_string()
+    } else {
+        text.replace(secret, "[redacted]")
+    }
+}
+
+/// What a worker offers when it asks for a job (`POST /jobs/claim`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClaimParams {
+    /// The tools this machine has (`codex`, `git`, `gh`, …); the worker token's own list
+    /// narrows it further. Only jobs whose required capabilities are all here are offered.
+    pub capabilities: Vec<String>,
+    /// Job types to take; `None` takes any the token allows.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub allowed_types: Option<Vec<String>>,
+    /// How long the lease lasts before a heartbeat must renew it; `None` is the server's default.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lease_seconds: Option<u64>,
+    /// Long-poll: how long the server may hold the request open waiting for a job
+    /// (it caps this, 30 s by default); `None` answers at once.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wait_seconds: Option<f64>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct JobList {
+    items: Vec<Job>,
+    next_cursor: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Items<T> {
+    items: Vec<T>,
+}
+
+#[derive(Deserialize)]
+struct Claimed {
+    job: Option<Job>,
+}
+
+impl QueueClient {
+    /// A client for the server at `base_url` (`http://127.0.0.1:3000`; a path prefix such
+    /// as `https://host/stepwise` is kept). Fails on a URL that is not http(s) or a token
+    /// that cannot be sent in a header.
+    pub fn new(base_url: &str, token: &str) -> Result<Self> {
+        let base = Url::parse(base_url.trim()).map_err(|e| {
+            ClientError::Config(format!(
+                "the server URL `{base_url}` is not valid ({e}); pass one like http://127.0.0.1:3000"
+            ))
+        })?;
+        if !matches!(base.scheme(), "http" | "https") || base.cannot_be_a_base() {
+            return Err(ClientError::Config(format!(
+                "the server URL `{base_url}` is not an http:// or https:// address; pass one like http://127.0.0.1:3000"
+            )));
+        }
+        let secret = token.trim();
+        if secret.is_empty() {
+            return Err(ClientError::Config(
+                "the API token is empty; pass --token or set STEPWISE_TOKEN (`stepwise serve` prints the first admin token; `stepwise token create` makes more)".to_string(),
+            ));
+        }
+        let mut header = HeaderValue::from_str(&format!("Bearer {secret}")).map_err(|_| {
+            ClientError::Config(
+                "the API token holds characters that cannot be sent in a header; copy it again exactly as it was printed".to_string(),
+            )
+        })?;
+        header.set_sensitive(true);
+        let http = reqwest::Client::builder()
+            .connect_timeout(CONNECT_TIMEOUT)
+            .read_timeout(READ_TIMEOUT)
+            .redirect(reqwest::redirect::Policy::none())
+            .user_agent(concat!("stepwise/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| ClientError::Config(format!("cannot set up the HTTP client: {e}")))?;
+        Ok(QueueClient {
+            http,
+            base,
+            token: Token {
+                secret: secret.into(),
+                header,
+            },
+        })
+    }
+
+    /// The server's address as given (normalized by URL parsing).
+    pub fn base_url(&self) -> &Url {
+        &self.base
+    }
+
+    /// `POST /jobs`: submits a job request (the JSON envelope of the README) and returns
+    /// the normalized job. An invalid request is an [`ClientError::Api`] 422 listing every
+    /// field error.
+    pub async fn create_job(&self, request: &serde_json::Value) -> Result<Job> {
+        let url = self.url(&["jobs"]);
+        let builder = self.request(Method::POST, &url).json(request);
+        self.fetch(builder, &url).await
+    }
+
+    /// `GET /jobs`: newest first, filtered; returns a page and the cursor of the next.
+    pub async fn list_jobs(
+        &self,
+        status: Option<JobState>,
+        job_type: Option<&str>,
+        limit: Option<u32>,
+        cursor: Option<&str>,
+    ) -> Result<(Vec<Job>, Option<String>)> {
+        let url = self.url(&["jobs"]);
+        let mut query: Vec<(&str, String)> = Vec::new();
+        if let Some(status) = status {
+            query.push(("status", status.as_str().to_string()));
+        }
+        if let Some(job_type) = job_type {
+            query.push(("type", job_type.to_string()));
+        }
+        if let Some(limit) = limit {
+            query.push(("limit", limit.to_string()));
+        }
+        if let Some(cursor) = cursor {
+            query.push(("cursor", cursor.to_string()));
+        }
+        let builder = self.request(Method::GET, &url).query(&query);
+        let page: JobList = self.fetch(builder, &url).await?;
+        Ok((page.items, page.next_cursor))
+    }
+
+    /// `GET /jobs/{id}`.
+    pub async fn get_job(&self, id: &str) -> Result<Job> {
+        let url = self.url(&["jobs", id]);
+        self.fetch(self.request(Method::GET, &url), &url).await
+    }
+
+    /// `POST /jobs/{id}/cancel`: a queued job is cancelled at once; a running one is
+    /// marked (`cancelRequestedAt`) until its worker acknowledges.
+    pub async fn cancel_job(&self, id: &str, reason: Option<&str>) -> Result<Job> {
+        let url = self.url(&["jobs", id, "cancel"]);
+        let body = serde_json::json!({ "reason": reason });
+        self.fetch(self.request(Method::POST, &url).json(&body), &url)
+            .await
+    }
+
+    /// `GET /jobs/{id}/events`: the timeline after event id `after`, oldest first, at most
+    /// `limit` (the server's default page is 200).
+    pub async fn list_events(
+        &self,
+        id: &str,
+        after: Option<i64>,
+        limit: Option<u32>,
+    ) -> Result<Vec<JobEvent>> {
+        let url = self.url(&["jobs", id, "events"]);
+        let mut query: Vec<(&str, String)> = Vec::new();
+        if let Some(after) = after {
+            query.push(("after", after.to_string()));
+        }
+        if let Some(limit) = limit {
+            query.push(("limit", limit.to_string()));
+        }
+        let builder = self.request(Method::GET, &url).query(&query);
+        let list: Items<JobEvent> = self.fetch(builder, &url).await?;
+        Ok(list.items)
+    }
+
+    /// `GET /jobs/{id}/events/stream`: every event after `after`, then live ones as they
+    /// happen, for as long as the stream is polled. See [`EventStream`] for how it
+    /// reconnects and when it ends.
+    pub fn stream_events(&self, id: &str, after: Option<i64>) -> EventStream {
+        EventStream::new(
+            self.clone(),
+            self.url(&["jobs", id, "events", "stream"]),
+            after,
+        )
+    }
+
+    /// `POST /jobs/claim` (worker token): the next job this worker may run, leased to it,
+    /// or `None` when there is none (after waiting up to `wait_seconds`).
+    pub async fn claim(&self, params: &ClaimParams) -> Result<Option<Job>> {
+        let url = self.url(&["jobs", "claim"]);
+        let builder = self.request(Method::POST, &url).json(params);
+        let claimed: Claimed = self.fetch(builder, &url).await?;
+        Ok(claimed.job)
+    }
+
+    /// `POST /jobs/{id}/heartbeat` (worker token): renews the lease; the returned job
+    /// tells whether a cancel was requested meanwhile.
+    pub async fn heartbeat(
+        &self,
+        id: &str,
+        attempt: u32,
+        lease_seconds: Option<u64>,
+    ) -> Result<Job> {
+        let url = self.url(&["jobs", id, "heartbeat"]);
+        let body = serde_json::json!({ "attempt": attempt, "leaseSeconds": lease_seconds });
+        self.fetch(self.request(Method::POST, &url).json(&body), &url)
+            .await
+    }
+
+    /// `POST /jobs/{id}/complete` (worker token).
+    pub async fn complete(&self, id: &str, attempt: u32, summary: Option<&str>) -> Result<Job> {
+        let url = self.url(&["jobs", id, "complete"]);
+        let body = serde_json::json!({ "attempt": attempt, "resultSummary": summary });
+        self.fetch(self.request(Method::POST, &url).json(&body), &url)
+            .await
+    }
+
+    /// `POST /jobs/{id}/fail` (worker token): `retryable` requeues the job while attempts
+    /// remain; otherwise it fails for good.
+    pub async fn fail(
+        &self,
+        id: &str,
+        attempt: u32,
+        message: &str,
+        retryable: bool,
+    ) -> Result<Job> {
+        let url = self.url(&["jobs", id, "fail"]);
+        let body = serde_json::json!({
+            "attempt": attempt,
+            "errorMessage": message,
+            "retryable": retryable,
+        });
+        self.fetch(self.request(Method::POST, &url).json(&body), &url)
+            .await
+    }
+
+    /// `POST /jobs/{id}/events` (worker token): appends to the job's timeline. Kinds
+    /// starting with `job.` are the queue's own and are refused.
+    pub async fn append_event(&self, id: &str, attempt: u32, event: &NewEvent) -> Result<JobEvent> {
+        #[derive(Serialize)]
+        struct Body<'a> {
+            attempt: u32,
+            #[serde(flatten)]
+            event: &'a NewEvent,
+        }
+        let url = self.url(&["jobs", id, "events"]);
+        let builder = self
+            .request(Method::POST, &url)
+            .json(&Body { attempt, event });
+        self.fetch(builder, &url).await
+    }
+
+    /// `POST /jobs/{id}/cancel/ack` (worker token): the worker stopped; the job is cancelled.
+    pub async fn ack_cancel(&self, id: &str, attempt: u32) -> Result<Job> {
+        let url = self.url(&["jobs", id, "cancel", "ack"]);
+        let body = serde_json::json!({ "attempt": attempt });
+        self.fetch(self.request(Method::POST, &url).json(&body), &url)
+            .await
+    }
+
+    /// `POST /jobs/{id}/artifacts/upload` (worker token): stores `bytes` under the
+    /// relative path `name` (`logs/execute.log`); the same name again replaces it.
+    pub async fn upload_artifact(
+        &self,
+        id: &str,
+        attempt: u32,
+        name: &str,
+        content_type: &str,
+        bytes: Vec<u8>,
+    ) -> Result<Artifact> {
+        let url = self.url(&["jobs", id, "artifacts", "upload"]);
+        let file_name = name.rsplit('/').next().unwrap_or(name).to_string();
+        let form = reqwest::multipart::Form::new()
+            .text("attempt", attempt.to_string())
+            .text("name", name.to_string())
+            .text("contentType", content_type.to_string())
+            .part(
+                "file",
+                reqwest::multipart::Part::bytes(bytes).file_name(file_name),
+            );
+        let builder = self.request(Method::POST, &url).multipart(form);
+        self.fetch(builder, &url).await
+    }
+
+    /// `GET /jobs/{id}/artifacts`.
+    pub async fn list_artifacts(&self, id: &str) -> Result<Vec<Artifact>> {
+        let url = self.url(&["jobs", id, "artifacts"]);
+        let list: Items<Artifact> = self.fetch(self.request(Method::GET, &url), &url).await?;
+        Ok(list.items)
+    }
+
+    /// `GET /jobs/{id}/artifacts/{artifact_id}/download`: the stored bytes.
+    pub async fn download_artifact(&self, id: &str, artifact_id: &str) -> Result<Vec<u8>> {
+        let url = self.url(&["jobs", id, "artifacts", artifact_id, "download"]);
+        let response = self.send(self.request(Method::GET, &url), &url).await?;
+        let bytes = response
+            .bytes()
+            .await
+            .map_err(|e| self.transport(&url, e))?;
+        Ok(bytes.to_vec())
+    }
+
+    /// `{base}/api/queue/{segments…}`, each segment percent-encoded, so an id holding
+    /// `/` or `?` cannot reach another route.
+    fn url(&self, segments: &[&str]) -> Url {
+        let mut url = self.base.clone();
+        // `new` refused URLs that cannot be a base, so this always succeeds.
+        if let Ok(mut path) = url.path_segments_mut() {
+            path.pop_if_empty()
+                .extend(["api", "queue"])
+                .extend(segments);
+        }
+        url
+    }
+
+    fn request(&self, method: Method, url: &Url) -> RequestBuilder {
+        self.http
+            .request(method, url.clone())
+            .header(header::AUTHORIZATION, self.token.header.clone())
+    }
+
+    /// Sends and turns any non-2xx answer into the API's error.
+    async fn send(&self, builder: RequestBuilder, url: &Url) -> Result<Response> {
+        let response = builder.send().await.map_err(|e| self.transport(url, e))?;
+        let status = response.status();
+        if status.is_success() {
+            return Ok(response);
+        }
+        let location = response
+            .headers()
+            .get(header::LOCATION)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+        let body = response.bytes().await.map_err(|e| self.transport(url, e))?;
+        Err(
+            ClientError::from_response(status, &body, url.as_str(), location.as_deref())
+                .redacted(&self.token.secret),
+        )
+    }
+
+    async fn fetch<T: DeserializeOwned>(&self, builder: RequestBuilder, url: &Url) -> Result<T> {
+        let response = self.send(builder, url).await?;
+        let body = response.bytes().await.map_err(|e| self.transport(url, e))?;
+        serde_json::from_slice(&body).map_err(|e| {
+            ClientError::Decode {
+                url: url.to_string(),
+                detail: e.to_string(),
+            }
+            .redacted(&self.token.secret)
+        })
+    }
+
+    fn transport(&self, url: &Url, error: reqwest::Error) -> ClientError {
+        // reqwest repeats the URL in its own message; ours already names it.
+        ClientError::Transport {
+            url: url.to_string(),
+            error: error.without_url(),
+        }
+    }
+
+    fn secret(&self) -> &str {
+        &self.token.secret
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SECRET: &str = "swu_abcdefghijklmnopqrstuvwxyz0123456789";
+
+    #[test]
+    fn debug_output_never_shows_the_token() {
+        let client = QueueClient::new("http://127.0.0.1:3000", SECRET).unwrap();
+        let shown = format!("{client:?} {client:#?}");
+        assert!(!shown.contains(SECRET), "{shown}");
+        assert!(!shown.contains("abcdefghij"), "{shown}");
+        assert!(shown.contains("[redacted]"));
+        assert!(shown.contains("127.0.0.1:3000"));
+    }
+
+    #[test]
+    fn the_authorization_header_is_marked_sensitive() {
+        let client = QueueClient::new("http://127.0.0.1:3000", SECRET).unwrap();
+        let request = client
+            .request(Method::GET, &client.url(&["jobs"]))
+            .build()
+            .unwrap();
+        let value = &request.headers()[header::AUTHORIZATION];
+        assert!(value.is_sensitive());
+        assert!(!format!("{request:?}").contains(SECRET));
+    }
+
+    #[test]
+    fn ids_are_path_segments_and_cannot_reach_another_route() {
+        let client = QueueClient::new("https://queue.example/stepwise/", SECRET).unwrap();
+        assert_eq!(
+            client.url(&["jobs", "a/../b?c#d", "events"]).as_str(),
+            "https://queue.example/stepwise/api/queue/jobs/a%2F..%2Fb%3Fc%23d/events"
+        );
+        let plain = QueueClient::new("http://127.0.0.1:3000", SECRET).unwrap();
+        assert_eq!(
+            plain.url(&["jobs", "claim"]).as_str(),
+            "http://127.0.0.1:3000/api/queue/jobs/claim"
+        );
+    }
+
+    #[test]
+    fn a_bad_server_url_or_token_is_refused_with_what_to_pass_instead() {
+        let error = QueueClient::new("127.0.0.1:3000", SECRET).unwrap_err();
+        assert!(
+            error.to_string().contains("http://127.0.0.1:3000"),
+            "{error}"
+        );
+        let error = QueueClient::new("ftp://host", SECRET).unwrap_err();
+        assert!(error.to_string().contains("http://"), "{error}");
+        let error = QueueClient::new("http://127.0.0.1:3000", "  ").unwrap_err();
+        assert!(error.to_string().contains("STEPWISE_TOKEN"), "{error}");
+        let error = QueueClient::new("http://127.0.0.1:3000", "swu_a\nb").unwrap_err();
+        assert!(!error.to_string().contains("swu_a"), "{error}");
+    }
+
+    #[tokio::test]
+    async fn an_unreachable_server_names_its_url_and_what_to_check_without_the_token() {
+        // Bind then drop: the port is (almost certainly) closed when the client connects.
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        drop(listener);
+        let client = QueueClient::new(&format!("http://{addr}"), SECRET).unwrap();
+        let error = client.get_job("x").await.unwrap_err();
+        assert!(matches!(error, ClientError::Transport { .. }), "{error:?}");
+        assert!(error.is_retryable());
+        let shown = format!("{error} {error:?}");
+        assert!(
+            shown.contains(&format!("http://{addr}/api/queue/jobs/x")),
+            "{shown}"
+        );
+        assert!(shown.contains("--server"), "{shown}");
+        assert!(shown.contains("stepwise serve"), "{shown}");
+        assert!(!shown.contains(SECRET), "{shown}");
+    }
+
+    #[test]
+    fn claim_params_send_only_what_was_set_in_camel_case() {
+        let params = ClaimParams {
+            capabilities: vec!["codex".into(), "git".into()],
+            lease_seconds: Some(60),
+            wait_seconds: Some(2.5),
+            ..ClaimParams::default()
+        };
+        assert_eq!(
+            serde_json::to_value(&params).unwrap(),
+            serde_json::json!({"capabilities": ["codex", "git"], "leaseSeconds": 60, "waitSeconds": 2.5})
+        );
+    }
+}
