@@ -3,6 +3,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 use crate::config::{Config, ConfigError};
+use crate::jobs_cli::{self, JobsCommand, SubmitArgs};
 use crate::serve;
 use crate::tokens::TokenCommand;
 
@@ -28,6 +29,23 @@ enum Command {
     /// STEPWISE_DEFAULT_RUNTIME (codex, claude or gemini; default codex), and per runtime
     /// STEPWISE_{CODEX,CLAUDE,GEMINI}_{MODEL,EFFORT}. An invalid value stops the start.
     Serve(ServeArgs),
+    /// Submit a task to a running server: a JSON job request, or one built from flags.
+    ///
+    /// Talks to --server (STEPWISE_SERVER) with --token (STEPWISE_TOKEN), like every
+    /// `jobs` command. Prints the job's id, status and page; --json prints the whole job.
+    Submit(SubmitArgs),
+    /// Read and cancel jobs on a running server: list, show, cancel, events (--follow).
+    #[command(subcommand)]
+    Jobs(JobsCommand),
+    /// Measure the queue and print the figures (throughput, enqueue → claim latency).
+    #[command(subcommand)]
+    Bench(BenchCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum BenchCommand {
+    /// Enqueue, claim and complete no-op jobs on a scratch database; time a long-polling worker.
+    Queue(crate::bench::BenchArgs),
 }
 
 /// Where the state lives; shared by every command that opens the database.
@@ -69,6 +87,15 @@ impl Cli {
                 Ok(())
             }
             Command::Token(command) => command.run().await,
+            Command::Submit(args) => {
+                jobs_cli::ignore_broken_pipe(args.run(&mut std::io::stdout()).await)?;
+                Ok(())
+            }
+            Command::Jobs(command) => {
+                jobs_cli::ignore_broken_pipe(command.run(&mut std::io::stdout()).await)?;
+                Ok(())
+            }
+            Command::Bench(BenchCommand::Queue(args)) => crate::bench::run(args).await,
         }
     }
 }
@@ -94,6 +121,10 @@ pub enum CliError {
     Bootstrap(crate::api::ApiError),
     #[error("{0}")]
     Usage(String),
+    #[error(transparent)]
+    Jobs(#[from] jobs_cli::JobsCliError),
+    #[error("the benchmark stopped: {0}")]
+    Bench(String),
 }
 
 /// Logs go to stderr, filtered by RUST_LOG (default: info for stepwise, warn otherwise).

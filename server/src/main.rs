@@ -2,9 +2,13 @@
 
 mod api;
 mod auth;
+mod bench;
 mod cli;
 mod config;
+mod jobs_cli;
 mod serve;
+#[cfg(test)]
+mod testing;
 mod tokens;
 
 use clap::Parser;

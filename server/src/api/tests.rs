@@ -5,42 +5,24 @@ use std::time::Duration;
 use axum::Router;
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode, header};
-use queue::{Queue, Role, TokenKind};
+use queue::{Role, TokenKind};
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
-use super::*;
-use crate::auth::{Scope, mint};
+use crate::testing::{Fixture, fixture};
 
 struct Api {
     router: Router,
-    queue: Queue,
-    _dir: tempfile::TempDir,
+    fixture: Fixture,
 }
 
 const ARTIFACT_LIMIT: u64 = 1024;
 
 async fn api() -> Api {
-    let dir = tempfile::tempdir().unwrap();
-    let db = queue::Database::open_data_dir(&dir.path().join("data"))
-        .await
-        .unwrap();
-    let mut config = queue::QueueConfig::new(dir.path().join("artifacts"));
-    config.max_artifact_bytes = ARTIFACT_LIMIT;
-    let queue = Queue::open(db, config).await.unwrap();
-    queue.migrate().await.unwrap();
-    let limits = Limits {
-        keep_alive: Duration::from_secs(1),
-        ..Limits::default()
-    };
-    let router = router(ARTIFACT_LIMIT).with_state(AppState {
-        queue: queue.clone(),
-        limits,
-    });
+    let fixture = fixture(ARTIFACT_LIMIT).await;
     Api {
-        router,
-        queue,
-        _dir: dir,
+        router: fixture.router.clone(),
+        fixture,
     }
 }
 
@@ -52,15 +34,7 @@ impl Api {
         role: Option<Role>,
         capabilities: Option<Vec<&str>>,
     ) -> String {
-        let scope = Scope {
-            role,
-            capabilities: capabilities.map(|c| c.into_iter().map(String::from).collect()),
-            allowed_repositories: None,
-            allowed_job_types: None,
-        };
-        let minted = mint(name, kind, scope).unwrap();
-        self.queue.create_token(minted.record).await.unwrap();
-        minted.secret
+        self.fixture.token(name, kind, role, capabilities).await
     }
 
     async fn user(&self, role: Role) -> String {
@@ -988,4 +962,70 @@ async fn the_event_stream_replays_after_last_event_id_then_pushes_live_over_a_re
     read_until(&mut stream, &mut seen, "event: task.step.started").await;
     assert!(seen.contains("\"message\":\"live\""), "{seen}");
     server.abort();
+}
+
+#[tokio::test]
+async fn the_openapi_document_describes_every_route() {
+    let api = api().await;
+    let viewer = api.user(Role::Viewer).await;
+    let (status, _) = api.call(Method::GET, "/api/openapi.json", None, None).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let (status, doc) = api
+        .call(Method::GET, "/api/openapi.json", Some(&viewer), None)
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let expected = [
+        ("post", "/api/queue/jobs"),
+        ("get", "/api/queue/jobs"),
+        ("get", "/api/queue/jobs/{id}"),
+        ("post", "/api/queue/jobs/{id}/cancel"),
+        ("get", "/api/queue/jobs/{id}/events"),
+        ("get", "/api/queue/jobs/{id}/events/stream"),
+        ("get", "/api/queue/jobs/{id}/artifacts"),
+        (
+            "get",
+            "/api/queue/jobs/{id}/artifacts/{artifact_id}/download",
+        ),
+        ("post", "/api/queue/jobs/{id}/artifacts/upload"),
+        ("post", "/api/queue/jobs/claim"),
+        ("post", "/api/queue/jobs/{id}/heartbeat"),
+        ("post", "/api/queue/jobs/{id}/complete"),
+        ("post", "/api/queue/jobs/{id}/fail"),
+        ("post", "/api/queue/jobs/{id}/events"),
+        ("post", "/api/queue/jobs/{id}/cancel/ack"),
+    ];
+    for (method, path) in expected {
+        assert!(
+            doc["paths"][path][method].is_object(),
+            "{method} {path} is not documented"
+        );
+    }
+    let documented: usize = doc["paths"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|p| p.as_object().unwrap().len())
+        .sum();
+    assert_eq!(
+        documented,
+        expected.len(),
+        "a documented route the test does not know"
+    );
+    let job = &doc["components"]["schemas"]["Job"]["properties"];
+    for field in [
+        "cancelRequestedAt",
+        "cancelRequestedByUserId",
+        "cancelReason",
+        "requiredCapabilities",
+        "attempt",
+    ] {
+        assert!(
+            job[field].is_object(),
+            "Job.{field} is missing from the schema"
+        );
+    }
+    assert_eq!(
+        doc["components"]["securitySchemes"]["bearer"]["scheme"],
+        "bearer"
+    );
 }

@@ -1,0 +1,315 @@
+//! `stepwise bench queue`: figures for the queue on either backend, printed, never asserted
+//! (on a shared 2-core machine a timed assert is a coin toss).
+//!
+//! 1. enqueue: N no-op tasks through `create_job` (normalization included), sequentially;
+//! 2. claim + complete: W workers drain them through the service;
+//! 3. end to end: a producer enqueues N more while W workers claim and complete them;
+//! 4. enqueue → claim latency: one idle worker long-polls over real HTTP; each job is
+//!    created in-process and timed until the worker's claim answer arrives.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use clap::{Args, ValueEnum};
+use queue::{ClaimRequest, Database, Fence, Queue, QueueConfig, ScratchPostgres, TokenKind};
+use serde_json::json;
+
+use crate::api::{self, AppState, Limits};
+use crate::auth::{Scope, mint};
+use crate::cli::CliError;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    #[arg(long, value_enum, default_value = "sqlite")]
+    backend: Backend,
+    /// Jobs per throughput phase.
+    #[arg(long, default_value_t = 5000)]
+    jobs: usize,
+    /// Concurrent workers in the throughput phases.
+    #[arg(long, default_value_t = 4)]
+    workers: usize,
+    /// Jobs timed in the latency phase.
+    #[arg(long, default_value_t = 500)]
+    samples: usize,
+    /// For `--backend postgres`: a server where this user may create (and drop) a scratch database.
+    #[arg(
+        long,
+        env = "STEPWISE_BENCH_PG_URL",
+        default_value = "postgres://postgres@127.0.0.1:5432/postgres",
+        hide_env_values = true
+    )]
+    pg_url: String,
+}
+
+const CAPABILITIES: [&str; 3] = ["codex", "git", "gh"];
+
+fn noop_task(i: usize) -> serde_json::Value {
+    json!({ "payload": { "repository": "bench/noop", "task": { "instructions": format!("no-op {i}"), "publish": { "mode": "none" } } } })
+}
+
+fn claim_request(worker: usize) -> ClaimRequest {
+    ClaimRequest {
+        worker_id: format!("bench-{worker}"),
+        capabilities: CAPABILITIES.iter().map(|c| c.to_string()).collect(),
+        allowed_types: None,
+        allowed_repositories: None,
+        lease: Duration::from_secs(300),
+    }
+}
+
+pub async fn run(args: BenchArgs) -> Result<(), CliError> {
+    if args.jobs == 0 || args.workers == 0 || args.samples == 0 {
+        return Err(CliError::Usage(
+            "--jobs, --workers and --samples must be at least 1".into(),
+        ));
+    }
+    let (db, scratch, dir) = match args.backend {
+        Backend::Sqlite => {
+            let dir = std::env::temp_dir().join(format!("stepwise-bench-{}", std::process::id()));
+            (Database::open_data_dir(&dir).await?, None, Some(dir))
+        }
+        Backend::Postgres => {
+            let scratch = ScratchPostgres::create(&args.pg_url, "stepwise_bench").await?;
+            (
+                Database::open_url(scratch.url()).await?,
+                Some(scratch),
+                None,
+            )
+        }
+    };
+    let artifacts = dir
+        .clone()
+        .unwrap_or_else(std::env::temp_dir)
+        .join("bench-artifacts");
+    let queue = Queue::open(db, QueueConfig::new(artifacts)).await?;
+    queue.migrate().await?;
+    let outcome = measure(&queue, &args).await;
+    drop(queue);
+    if let Some(scratch) = scratch {
+        scratch.drop_database().await?;
+    }
+    if let Some(dir) = dir {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+    outcome
+}
+
+async fn measure(queue: &Queue, args: &BenchArgs) -> Result<(), CliError> {
+    let durability = match args.backend {
+        Backend::Sqlite => "sqlite (WAL, synchronous=NORMAL)",
+        Backend::Postgres => "postgres (server defaults)",
+    };
+    println!(
+        "backend: {durability}   jobs: {}   workers: {}   latency samples: {}",
+        args.jobs, args.workers, args.samples
+    );
+
+    let started = Instant::now();
+    for i in 0..args.jobs {
+        queue.create_job(&noop_task(i), Some("bench")).await?;
+    }
+    report("enqueue (sequential)", args.jobs, started.elapsed());
+
+    let started = Instant::now();
+    let done = drain(queue, args.workers, None).await?;
+    report(
+        &format!("claim + complete ({} workers)", args.workers),
+        done,
+        started.elapsed(),
+    );
+
+    let started = Instant::now();
+    let producer = {
+        let queue = queue.clone();
+        let jobs = args.jobs;
+        tokio::spawn(async move {
+            for i in 0..jobs {
+                queue.create_job(&noop_task(i), Some("bench")).await?;
+            }
+            Ok::<_, queue::QueueError>(())
+        })
+    };
+    let done = drain(queue, args.workers, Some(args.jobs)).await?;
+    producer
+        .await
+        .map_err(|e| CliError::Bench(format!("the producer task failed: {e}")))??;
+    report(
+        &format!(
+            "end to end: enqueue → claim → complete ({} workers)",
+            args.workers
+        ),
+        done,
+        started.elapsed(),
+    );
+
+    let latencies = claim_latency(queue, args.samples).await?;
+    println!(
+        "enqueue → claim over HTTP long-poll ({} samples): p50 {:.2} ms   p99 {:.2} ms   max {:.2} ms",
+        latencies.len(),
+        percentile(&latencies, 50.0),
+        percentile(&latencies, 99.0),
+        latencies.last().copied().unwrap_or_default(),
+    );
+    Ok(())
+}
+
+fn report(what: &str, jobs: usize, took: Duration) {
+    println!(
+        "{what:<58} {jobs:>7} jobs in {:>7.2} s = {:>8.0} jobs/s",
+        took.as_secs_f64(),
+        jobs as f64 / took.as_secs_f64()
+    );
+}
+
+/// Runs `workers` claim-and-complete loops until `target` jobs are done (or, without a
+/// target, until the queue is empty); returns how many were completed.
+async fn drain(queue: &Queue, workers: usize, target: Option<usize>) -> Result<usize, CliError> {
+    let completed = Arc::new(AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for w in 0..workers {
+        let queue = queue.clone();
+        let completed = completed.clone();
+        tasks.push(tokio::spawn(async move {
+            let request = claim_request(w);
+            loop {
+                if target.is_some_and(|t| completed.load(Ordering::Relaxed) >= t) {
+                    return Ok::<_, queue::QueueError>(());
+                }
+                let job = match target {
+                    None => queue.claim(&request).await?,
+                    Some(_) => {
+                        queue
+                            .claim_wait(&request, Duration::from_millis(200))
+                            .await?
+                    }
+                };
+                match job {
+                    Some(job) => {
+                        let fence = Fence::new(request.worker_id.clone(), job.attempt);
+                        queue.complete(&job.id, &fence, None).await?;
+                        completed.fetch_add(1, Ordering::Relaxed);
+                    }
+                    None if target.is_none() => return Ok(()),
+                    None => {}
+                }
+            }
+        }));
+    }
+    for task in tasks {
+        task.await
+            .map_err(|e| CliError::Bench(format!("a worker task failed: {e}")))??;
+    }
+    Ok(completed.load(Ordering::Relaxed))
+}
+
+/// Milliseconds from `create_job` being called to the idle worker's HTTP claim answer, sorted.
+async fn claim_latency(queue: &Queue, samples: usize) -> Result<Vec<f64>, CliError> {
+    let minted = mint(
+        "bench-worker",
+        TokenKind::Worker,
+        Scope {
+            role: None,
+            capabilities: None,
+            allowed_repositories: None,
+            allowed_job_types: None,
+        },
+    )
+    .map_err(CliError::Bootstrap)?;
+    queue.create_token(minted.record).await?;
+    let router = api::router(queue.config().max_artifact_bytes).with_state(AppState {
+        queue: queue.clone(),
+        limits: Limits::default(),
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .map_err(|source| CliError::Bind {
+            addr: "127.0.0.1:0".into(),
+            source,
+        })?;
+    let addr = listener.local_addr().map_err(CliError::Serve)?;
+    let server = tokio::spawn(axum::serve(listener, router).into_future());
+    let client = worker::client::QueueClient::new(&format!("http://{addr}"), &minted.secret)
+        .map_err(|e| CliError::Bench(e.to_string()))?;
+
+    // The worker reports the instant each claim answer arrived; the producer waits for it.
+    let (claimed_tx, mut claimed_rx) = tokio::sync::mpsc::channel::<Instant>(1);
+    let worker = tokio::spawn(async move {
+        let params = worker::client::ClaimParams {
+            capabilities: CAPABILITIES.iter().map(|c| c.to_string()).collect(),
+            wait_seconds: Some(30.0),
+            ..Default::default()
+        };
+        loop {
+            let Some(job) = client.claim(&params).await? else {
+                continue;
+            };
+            let at = Instant::now();
+            client.complete(&job.id, job.attempt, None).await?;
+            if claimed_tx.send(at).await.is_err() {
+                return Ok::<_, worker::client::ClientError>(());
+            }
+        }
+    });
+
+    let mut latencies = Vec::with_capacity(samples);
+    for i in 0..samples {
+        // Let the worker's next long-poll reach the server and park before the job exists.
+        tokio::time::sleep(Duration::from_millis(3)).await;
+        let created = Instant::now();
+        queue.create_job(&noop_task(i), Some("bench")).await?;
+        let claimed = tokio::time::timeout(Duration::from_secs(10), claimed_rx.recv())
+            .await
+            .ok()
+            .flatten()
+            .ok_or_else(|| CliError::Bench("the long-polling worker stopped answering".into()))?;
+        latencies.push(claimed.saturating_duration_since(created).as_secs_f64() * 1000.0);
+    }
+    drop(claimed_rx);
+    worker.abort();
+    server.abort();
+    latencies.sort_by(f64::total_cmp);
+    Ok(latencies)
+}
+
+/// The nearest-rank percentile of sorted values.
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_are_nearest_rank() {
+        let values: Vec<f64> = (1..=100).map(f64::from).collect();
+        assert_eq!(percentile(&values, 50.0), 50.0);
+        assert_eq!(percentile(&values, 99.0), 99.0);
+        assert_eq!(percentile(&values, 100.0), 100.0);
+        assert_eq!(percentile(&[7.0], 99.0), 7.0);
+        assert_eq!(percentile(&[], 50.0), 0.0);
+    }
+
+    #[tokio::test]
+    async fn a_small_sqlite_run_completes_every_job() {
+        let args = BenchArgs {
+            backend: Backend::Sqlite,
+            jobs: 20,
+            workers: 2,
+            samples: 3,
+            pg_url: String::new(),
+        };
+        run(args).await.unwrap();
+    }
+}

@@ -1,0 +1,65 @@
+//! Test fixtures shared by the API, CLI and bench tests: a real queue on a temporary SQLite
+//! file, the API router over it, and tokens minted straight into it.
+
+use std::time::Duration;
+
+use axum::Router;
+use queue::{Queue, Role, TokenKind};
+
+use crate::api::{AppState, Limits, router};
+use crate::auth::{Scope, mint};
+
+pub struct Fixture {
+    pub queue: Queue,
+    pub router: Router,
+    _dir: tempfile::TempDir,
+}
+
+pub async fn fixture(artifact_limit: u64) -> Fixture {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let db = queue::Database::open_data_dir(&dir.path().join("data"))
+        .await
+        .expect("the SQLite database opens");
+    let mut config = queue::QueueConfig::new(dir.path().join("artifacts"));
+    config.max_artifact_bytes = artifact_limit;
+    let queue = Queue::open(db, config).await.expect("the queue opens");
+    queue.migrate().await.expect("migrations run");
+    // Short keep-alives, so stream tests see traffic without waiting.
+    let limits = Limits {
+        keep_alive: Duration::from_secs(1),
+        ..Limits::default()
+    };
+    let router = router(artifact_limit).with_state(AppState {
+        queue: queue.clone(),
+        limits,
+    });
+    Fixture {
+        queue,
+        router,
+        _dir: dir,
+    }
+}
+
+impl Fixture {
+    /// A stored token's secret; `capabilities` scopes a worker token.
+    pub async fn token(
+        &self,
+        name: &str,
+        kind: TokenKind,
+        role: Option<Role>,
+        capabilities: Option<Vec<&str>>,
+    ) -> String {
+        let scope = Scope {
+            role,
+            capabilities: capabilities.map(|c| c.into_iter().map(String::from).collect()),
+            allowed_repositories: None,
+            allowed_job_types: None,
+        };
+        let minted = mint(name, kind, scope).expect("a token");
+        self.queue
+            .create_token(minted.record)
+            .await
+            .expect("the token is stored");
+        minted.secret
+    }
+}
