@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 /// Envelope fields are named as is (`priority`); payload fields are relative to the
 /// payload (`task.steps[2].runtime`), because that is what the submit form edits.
 /// An empty path means the whole document.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FieldError {
     pub path: String,

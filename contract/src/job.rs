@@ -19,6 +19,7 @@ use crate::modes::ParseModeError;
 ///
 /// Each variant says which named queue operation moves a job into that state (In) and
 /// which moves it out again (Out).
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum JobState {
@@ -113,6 +114,7 @@ impl FromStr for JobState {
 }
 
 /// One queued unit of work: a normalized task plus its lease, retry and cancel bookkeeping.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Job {
@@ -158,6 +160,7 @@ impl Job {
 }
 
 /// How loud an event is; the UI colours by it.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum EventLevel {
@@ -202,6 +205,7 @@ impl FromStr for EventLevel {
 
 /// One line of a job's timeline: the queue's own transitions (`job.*`, see [`events`])
 /// and whatever the worker reports (`task.step.started`, ...).
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct JobEvent {
@@ -216,6 +220,7 @@ pub struct JobEvent {
 }
 
 /// An event a worker appends to the job it holds.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct NewEvent {
@@ -229,6 +234,7 @@ pub struct NewEvent {
 }
 
 /// A file a worker stored for a job (a step log, a patch, `task_context.json`, ...).
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Artifact {

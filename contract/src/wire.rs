@@ -14,6 +14,7 @@ use crate::modes::{PublishMode, RuntimeMode};
 
 /// The kind of queue job. Only tasks exist today; the field is kept so the envelope can
 /// grow other job kinds without a breaking change.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum JobType {
@@ -30,6 +31,7 @@ impl JobType {
 }
 
 /// The job-create request envelope.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct JobRequest {
@@ -53,6 +55,7 @@ impl Default for JobRequest {
     }
 }
 
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct PayloadInput {
@@ -65,6 +68,7 @@ pub struct PayloadInput {
     pub task: TaskInput,
 }
 
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct TaskInput {
@@ -78,6 +82,7 @@ pub struct TaskInput {
     pub container: ContainerSpec,
 }
 
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct RuntimeInput {
@@ -86,6 +91,7 @@ pub struct RuntimeInput {
     pub effort: Option<String>,
 }
 
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct PublishInput {
@@ -96,6 +102,7 @@ pub struct PublishInput {
     pub pr_body: Option<String>,
 }
 
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct StepInput {
@@ -107,6 +114,7 @@ pub struct StepInput {
 
 /// A skill choice: `auto` lets the agent decide, anything else names a directory of
 /// procedure files materialized under `.agents/skills/`.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SkillSelection {
@@ -143,6 +151,7 @@ impl Default for SkillSelection {
     }
 }
 
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct GitSettings {
@@ -151,6 +160,7 @@ pub struct GitSettings {
 }
 
 /// Where the worker finds credentials: references (`env://NAME`, `file:///path`), never secrets.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct AuthRefs {
@@ -160,6 +170,7 @@ pub struct AuthRefs {
 
 /// Container execution settings. Only the fields the contract checks are typed; the
 /// rest belongs to the container runner and is carried through untouched.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct ContainerSpec {

@@ -10,6 +10,7 @@ use contract::{Artifact, FieldError};
 use queue::Fence;
 use serde::Serialize;
 
+use super::error::ErrorBody;
 use super::{ApiError, AppState};
 use crate::auth::{User, Worker};
 
@@ -34,11 +35,13 @@ fn upload_limit(max_artifact_bytes: u64) -> DefaultBodyLimit {
     )
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 struct ArtifactList {
     items: Vec<Artifact>,
 }
 
+#[utoipa::path(get, path = "/api/queue/jobs/{id}/artifacts", tag = "artifacts", params(("id" = String, Path, description = "the job id")),
+    responses((status = 200, body = ArtifactList), (status = 404, body = ErrorBody), (status = 401, description = "no valid token", body = ErrorBody), (status = 403, description = "the token may not do this", body = ErrorBody)))]
 async fn list(
     State(state): State<AppState>,
     _user: User,
@@ -49,6 +52,9 @@ async fn list(
     }))
 }
 
+#[utoipa::path(get, path = "/api/queue/jobs/{id}/artifacts/{artifact_id}/download", tag = "artifacts",
+    params(("id" = String, Path), ("artifact_id" = String, Path)),
+    responses((status = 200, description = "the bytes, as an attachment", content_type = "application/octet-stream", body = Vec<u8>), (status = 404, body = ErrorBody), (status = 401, description = "no valid token", body = ErrorBody), (status = 403, description = "the token may not do this", body = ErrorBody)))]
 async fn download(
     State(state): State<AppState>,
     _user: User,
@@ -100,9 +106,28 @@ async fn download(
     Ok(response)
 }
 
+/// The upload's form fields, for the API document (the handler reads them one by one).
+#[allow(dead_code)]
+#[derive(utoipa::ToSchema)]
+#[schema(rename_all = "camelCase")]
+struct UploadForm {
+    /// The artifact's relative path, e.g. `logs/steps/step-0001.log`.
+    name: String,
+    /// The attempt the job was claimed with.
+    attempt: u32,
+    worker_id: Option<String>,
+    /// Default: the file part's content type.
+    content_type: Option<String>,
+    #[schema(value_type = String, format = Binary)]
+    file: Vec<u8>,
+}
+
 /// `multipart/form-data` with the fields `name` (the artifact's relative path), `attempt`,
 /// optionally `workerId` and `contentType`, and `file` (the bytes; its part's content type
 /// is used when `contentType` is absent).
+#[utoipa::path(post, path = "/api/queue/jobs/{id}/artifacts/upload", tag = "workers", params(("id" = String, Path, description = "the job id")),
+    request_body(content = UploadForm, content_type = "multipart/form-data"),
+    responses((status = 201, body = Artifact), (status = 413, description = "larger than the artifact limit", body = ErrorBody), (status = 409, description = "the lease is not this worker's and attempt's, or the job's state forbids it", body = ErrorBody), (status = 404, body = ErrorBody), (status = 422, body = ErrorBody), (status = 401, description = "no valid worker token", body = ErrorBody), (status = 403, description = "not this worker's token", body = ErrorBody)))]
 async fn upload(
     State(state): State<AppState>,
     worker: Worker,

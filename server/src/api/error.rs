@@ -15,12 +15,16 @@ pub struct ApiError {
     errors: Vec<FieldError>,
 }
 
-#[derive(Serialize)]
-struct Body<'a> {
-    code: &'a str,
-    message: &'a str,
-    #[serde(skip_serializing_if = "<[FieldError]>::is_empty")]
-    errors: &'a [FieldError],
+/// The body of every error answer.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct ErrorBody {
+    /// Stable, for programs: `job_not_found`, `invalid_queue_payload`, …
+    code: &'static str,
+    /// For people: what went wrong and what to do.
+    message: String,
+    /// For 422: every invalid field, with its path.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    errors: Vec<FieldError>,
 }
 
 impl ApiError {
@@ -108,19 +112,20 @@ impl IntoResponse for ApiError {
         if self.status.is_server_error() {
             // The cause stays in the log: it may hold paths, SQL or other internals.
             tracing::error!(code = self.code, error = %self.message, "request failed");
-            let body = Body {
+            let body = ErrorBody {
                 code: self.code,
-                message: "internal error; the server log has the details",
-                errors: &[],
+                message: "internal error; the server log has the details".into(),
+                errors: Vec::new(),
             };
             return (self.status_code(), Json(body)).into_response();
         }
-        let body = Body {
+        let status = self.status_code();
+        let body = ErrorBody {
             code: self.code,
-            message: &self.message,
-            errors: &self.errors,
+            message: self.message,
+            errors: self.errors,
         };
-        (self.status_code(), Json(body)).into_response()
+        (status, Json(body)).into_response()
     }
 }
 

@@ -8,6 +8,7 @@ use contract::{FieldError, Job, JobEvent, JobState};
 use queue::JobFilter;
 use serde::{Deserialize, Serialize};
 
+use super::error::ErrorBody;
 use super::{ApiError, ApiJson, AppState};
 use crate::auth::User;
 
@@ -19,6 +20,10 @@ pub fn router() -> Router<AppState> {
         .route("/jobs/{id}/events", get(events))
 }
 
+#[utoipa::path(post, path = "/api/queue/jobs", tag = "jobs",
+    request_body(content = contract::JobRequest, description = "A task; `payload.task.steps` may also be a markdown checklist string."),
+    responses((status = 201, description = "queued; the normalized job", body = Job),
+        (status = 422, description = "every invalid field", body = ErrorBody), (status = 401, description = "no valid token", body = ErrorBody), (status = 403, description = "the token may not do this", body = ErrorBody)))]
 async fn create(
     State(state): State<AppState>,
     user: User,
@@ -29,8 +34,9 @@ async fn create(
     Ok((StatusCode::CREATED, Json(job)))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 struct ListQuery {
     status: Option<String>,
     #[serde(rename = "type")]
@@ -39,13 +45,15 @@ struct ListQuery {
     cursor: Option<String>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 struct JobList {
     items: Vec<Job>,
     next_cursor: Option<String>,
 }
 
+#[utoipa::path(get, path = "/api/queue/jobs", tag = "jobs", params(ListQuery),
+    responses((status = 200, description = "newest first", body = JobList), (status = 422, body = ErrorBody), (status = 401, description = "no valid token", body = ErrorBody), (status = 403, description = "the token may not do this", body = ErrorBody)))]
 async fn list(
     State(state): State<AppState>,
     _user: User,
@@ -75,6 +83,8 @@ async fn list(
     }))
 }
 
+#[utoipa::path(get, path = "/api/queue/jobs/{id}", tag = "jobs", params(("id" = String, Path, description = "the job id")),
+    responses((status = 200, body = Job), (status = 404, body = ErrorBody), (status = 401, description = "no valid token", body = ErrorBody), (status = 403, description = "the token may not do this", body = ErrorBody)))]
 async fn show(
     State(state): State<AppState>,
     _user: User,
@@ -83,12 +93,16 @@ async fn show(
     Ok(Json(state.queue.get_job(&id).await?))
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct CancelBody {
     reason: Option<String>,
 }
 
+#[utoipa::path(post, path = "/api/queue/jobs/{id}/cancel", tag = "jobs", params(("id" = String, Path, description = "the job id")),
+    request_body(content = CancelBody, description = "optional"),
+    responses((status = 200, description = "cancelled if it was queued; cancel requested if running; unchanged if already cancelled", body = Job),
+        (status = 409, description = "the job already finished otherwise", body = ErrorBody), (status = 404, body = ErrorBody), (status = 401, description = "no valid token", body = ErrorBody), (status = 403, description = "the token may not do this", body = ErrorBody)))]
 async fn cancel(
     State(state): State<AppState>,
     user: User,
@@ -107,20 +121,23 @@ async fn cancel(
     ))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 struct EventsQuery {
     after: Option<i64>,
     limit: Option<u32>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 struct EventList {
     items: Vec<JobEvent>,
 }
 
 const DEFAULT_EVENTS_PAGE: u32 = 200;
 
+#[utoipa::path(get, path = "/api/queue/jobs/{id}/events", tag = "jobs", params(("id" = String, Path), EventsQuery),
+    responses((status = 200, description = "oldest first, after the cursor", body = EventList), (status = 404, body = ErrorBody), (status = 401, description = "no valid token", body = ErrorBody), (status = 403, description = "the token may not do this", body = ErrorBody)))]
 async fn events(
     State(state): State<AppState>,
     _user: User,

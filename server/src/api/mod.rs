@@ -5,6 +5,7 @@ mod artifacts;
 mod error;
 mod jobs;
 mod json;
+mod openapi;
 mod stream;
 mod worker;
 
@@ -52,7 +53,9 @@ pub fn router(max_artifact_bytes: u64) -> Router<AppState> {
         .merge(worker::router())
         .merge(artifacts::router(max_artifact_bytes))
         .merge(stream::router());
-    Router::new().nest("/api/queue", queue_routes)
+    Router::new()
+        .nest("/api/queue", queue_routes)
+        .merge(openapi::router())
 }
 
 #[cfg(test)]

@@ -14,6 +14,7 @@ use queue::{NotificationKind, Queue};
 use serde::Deserialize;
 use tokio::sync::broadcast::error::RecvError;
 
+use super::error::ErrorBody;
 use super::{ApiError, AppState};
 use crate::auth::User;
 
@@ -24,12 +25,17 @@ pub fn router() -> Router<AppState> {
     Router::new().route("/jobs/{id}/events/stream", get(stream_events))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 struct StreamQuery {
     after: Option<i64>,
 }
 
+#[utoipa::path(get, path = "/api/queue/jobs/{id}/events/stream", tag = "jobs",
+    params(("id" = String, Path), ("Last-Event-ID" = Option<i64>, Header, description = "resume after this event id"), StreamQuery),
+    responses((status = 200, description = "Server-Sent Events: `id` is the event id, `event` its kind, `data` the JobEvent JSON", content_type = "text/event-stream", body = String),
+        (status = 404, body = ErrorBody), (status = 401, description = "no valid token", body = ErrorBody), (status = 403, description = "the token may not do this", body = ErrorBody)))]
 async fn stream_events(
     State(state): State<AppState>,
     _user: User,

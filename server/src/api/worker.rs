@@ -10,6 +10,7 @@ use contract::{EventLevel, FieldError, Job, JobEvent, NewEvent};
 use queue::{ClaimRequest, Fence};
 use serde::{Deserialize, Serialize};
 
+use super::error::ErrorBody;
 use super::{ApiError, ApiJson, AppState, Limits};
 use crate::auth::Worker;
 
@@ -23,7 +24,7 @@ pub fn router() -> Router<AppState> {
         .route("/jobs/{id}/cancel/ack", post(ack_cancel))
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct ClaimBody {
     worker_id: Option<String>,
@@ -35,7 +36,7 @@ struct ClaimBody {
     wait_seconds: Option<f64>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 struct Claimed {
     job: Option<Job>,
 }
@@ -56,6 +57,8 @@ fn field(path: &str, message: impl Into<String>) -> ApiError {
     ApiError::invalid(vec![FieldError::new(path, message)])
 }
 
+#[utoipa::path(post, path = "/api/queue/jobs/claim", tag = "workers", request_body = ClaimBody,
+    responses((status = 200, description = "the claimed job, or null when none came within waitSeconds", body = Claimed), (status = 422, body = ErrorBody), (status = 401, description = "no valid worker token", body = ErrorBody), (status = 403, description = "not this worker's token", body = ErrorBody)))]
 async fn claim(
     State(state): State<AppState>,
     worker: Worker,
@@ -95,7 +98,7 @@ async fn claim(
 }
 
 /// The part of every worker write that proves the lease.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 struct FenceBody {
     worker_id: Option<String>,
@@ -115,7 +118,7 @@ impl FenceBody {
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct HeartbeatBody {
     worker_id: Option<String>,
@@ -123,6 +126,8 @@ struct HeartbeatBody {
     lease_seconds: Option<u64>,
 }
 
+#[utoipa::path(post, path = "/api/queue/jobs/{id}/heartbeat", tag = "workers", params(("id" = String, Path, description = "the job id")), request_body = HeartbeatBody,
+    responses((status = 200, body = Job), (status = 409, description = "the lease is not this worker's and attempt's, or the job's state forbids it", body = ErrorBody), (status = 404, body = ErrorBody), (status = 422, body = ErrorBody), (status = 401, description = "no valid worker token", body = ErrorBody), (status = 403, description = "not this worker's token", body = ErrorBody)))]
 async fn heartbeat(
     State(state): State<AppState>,
     worker: Worker,
@@ -138,7 +143,7 @@ async fn heartbeat(
     Ok(Json(state.queue.heartbeat(&id, &fence, lease).await?))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct CompleteBody {
     worker_id: Option<String>,
@@ -146,6 +151,8 @@ struct CompleteBody {
     result_summary: Option<String>,
 }
 
+#[utoipa::path(post, path = "/api/queue/jobs/{id}/complete", tag = "workers", params(("id" = String, Path, description = "the job id")), request_body = CompleteBody,
+    responses((status = 200, body = Job), (status = 409, description = "the lease is not this worker's and attempt's, or the job's state forbids it", body = ErrorBody), (status = 404, body = ErrorBody), (status = 422, body = ErrorBody), (status = 401, description = "no valid worker token", body = ErrorBody), (status = 403, description = "not this worker's token", body = ErrorBody)))]
 async fn complete(
     State(state): State<AppState>,
     worker: Worker,
@@ -165,7 +172,7 @@ async fn complete(
     ))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct FailBody {
     worker_id: Option<String>,
@@ -176,6 +183,8 @@ struct FailBody {
     retryable: bool,
 }
 
+#[utoipa::path(post, path = "/api/queue/jobs/{id}/fail", tag = "workers", params(("id" = String, Path, description = "the job id")), request_body = FailBody,
+    responses((status = 200, body = Job), (status = 409, description = "the lease is not this worker's and attempt's, or the job's state forbids it", body = ErrorBody), (status = 404, body = ErrorBody), (status = 422, body = ErrorBody), (status = 401, description = "no valid worker token", body = ErrorBody), (status = 403, description = "not this worker's token", body = ErrorBody)))]
 async fn fail(
     State(state): State<AppState>,
     worker: Worker,
@@ -195,7 +204,7 @@ async fn fail(
     ))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct EventBody {
     worker_id: Option<String>,
@@ -206,9 +215,12 @@ struct EventBody {
     #[serde(default)]
     message: String,
     #[serde(default)]
+    #[schema(value_type = Object)]
     payload: serde_json::Map<String, serde_json::Value>,
 }
 
+#[utoipa::path(post, path = "/api/queue/jobs/{id}/events", tag = "workers", params(("id" = String, Path, description = "the job id")), request_body = EventBody,
+    responses((status = 200, body = JobEvent), (status = 409, description = "the lease is not this worker's and attempt's, or the job's state forbids it", body = ErrorBody), (status = 404, body = ErrorBody), (status = 422, body = ErrorBody), (status = 401, description = "no valid worker token", body = ErrorBody), (status = 403, description = "not this worker's token", body = ErrorBody)))]
 async fn append_event(
     State(state): State<AppState>,
     worker: Worker,
@@ -229,6 +241,8 @@ async fn append_event(
     Ok(Json(state.queue.append_event(&id, &fence, event).await?))
 }
 
+#[utoipa::path(post, path = "/api/queue/jobs/{id}/cancel/ack", tag = "workers", params(("id" = String, Path, description = "the job id")), request_body = FenceBody,
+    responses((status = 200, body = Job), (status = 409, description = "the lease is not this worker's and attempt's, or the job's state forbids it", body = ErrorBody), (status = 404, body = ErrorBody), (status = 422, body = ErrorBody), (status = 401, description = "no valid worker token", body = ErrorBody), (status = 403, description = "not this worker's token", body = ErrorBody)))]
 async fn ack_cancel(
     State(state): State<AppState>,
     worker: Worker,
