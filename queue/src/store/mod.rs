@@ -465,11 +465,14 @@ impl Tx {
             .await?
             .map(|row| job_from_row!(&row))
             .transpose()?,
+            // INDEXED BY: left to itself SQLite picks jobs_by_status and sorts every queued
+            // row (a temp B-tree per claim, so claims slow down as the queue grows); walking
+            // jobs_claim_order stops at the first claimable job.
             TxConn::Sqlite(t) => sqlx::query(concat!(
                 "UPDATE jobs SET status = 'running', claimed_by = $1, lease_expires_at = $2, \
                      attempt = attempt + 1, started_at = COALESCE(started_at, $3), updated_at = $3 \
                      WHERE id = (\
-                       SELECT j.id FROM jobs j \
+                       SELECT j.id FROM jobs j INDEXED BY jobs_claim_order \
                        WHERE j.status = 'queued' AND j.next_attempt_at <= $3 \
                          AND j.cancel_requested_at IS NULL \
                          AND NOT EXISTS (\
