@@ -198,10 +198,6 @@ macro_rules! token_from_row {
     }};
 }
 
-/// The key of the PostgreSQL advisory lock that orders event inserts (see
-/// [`Tx::insert_event`]); an arbitrary constant ("stepwise" in ASCII, truncated).
-const EVENT_ORDER_LOCK: i64 = 0x7374_6570_7769_7365;
-
 enum TxConn {
     Sqlite(Transaction<'static, Sqlite>),
     Postgres(Transaction<'static, Postgres>),
@@ -212,7 +208,6 @@ pub(crate) struct Tx {
     conn: TxConn,
     origin: Uuid,
     notes: Vec<Notification>,
-    events_ordered: bool,
 }
 
 impl Tx {
@@ -229,7 +224,6 @@ impl Tx {
             conn,
             origin,
             notes: Vec::new(),
-            events_ordered: false,
         })
     }
 
@@ -362,28 +356,21 @@ impl Tx {
 
     /// Appends an event and queues its notification.
     ///
-    /// Event ids are the cursor of every event stream, so they must become visible in id
-    /// order: a reader that has seen id N must never later find a smaller id appear. SQLite
-    /// has one writer at a time, so that holds by itself. PostgreSQL hands out sequence values
-    /// at insert time, and concurrent transactions may commit out of that order; holding a
-    /// transaction-scoped advisory lock from just before the insert until commit makes the
-    /// insert-and-commit of events one at a time. Every transaction takes it after its row
-    /// locks, as its last lock, so it cannot take part in a deadlock.
+    /// Event ids are the cursor of a job's event stream, so within one job they must become
+    /// visible in id order: a reader that has seen id N of a job must never later find a
+    /// smaller id of that job appear. Every caller holds the job's row lock (or inserts the
+    /// job's first event with the row itself, invisible until commit), so two transactions
+    /// of one job insert and commit one after the other, and the second draws its id after
+    /// the first committed. Across jobs ids may commit out of order (PostgreSQL hands out
+    /// sequence values at insert time); no reader pages events across jobs by id, and one
+    /// that ever must needs a visibility watermark rather than a global lock, which would
+    /// serialize every write of the cluster.
     pub(crate) async fn insert_event(
         &mut self,
         job_id: &str,
         event: &PendingEvent,
         now: DateTime<Utc>,
     ) -> Result<JobEvent, sqlx::Error> {
-        if let TxConn::Postgres(t) = &mut self.conn
-            && !self.events_ordered
-        {
-            sqlx::query("SELECT pg_advisory_xact_lock($1)")
-                .bind(EVENT_ORDER_LOCK)
-                .execute(&mut **t)
-                .await?;
-            self.events_ordered = true;
-        }
         let id = parse_id(job_id)?;
         let event_id: i64 = on_tx!(self, c => {
             sqlx::query_scalar(

@@ -118,3 +118,57 @@ pub async fn reserved_and_malformed_event_kinds_are_refused(h: Harness) {
         [events::JOB_CREATED, events::JOB_CLAIMED]
     );
 }
+
+/// A reader paging one job's events by cursor, while that job and others are written
+/// concurrently, ends up with every event of the job: ids never appear behind its cursor.
+pub async fn a_cursor_reader_never_skips_events_written_concurrently(h: Harness) {
+    const PER_WRITER: usize = 40;
+    let watched = h
+        .claim_exactly("w0", &h.create(Spec::default()).await)
+        .await;
+    let mut others = Vec::new();
+    for i in 1..=3 {
+        let job = h.create(Spec::default()).await;
+        others.push(h.claim_exactly(&format!("w{i}"), &job).await);
+    }
+    let mut writers = Vec::new();
+    for job in std::iter::once(watched.clone()).chain(others) {
+        for _ in 0..2 {
+            let queue = h.queue.clone();
+            let job = job.clone();
+            writers.push(tokio::spawn(async move {
+                let f = fence(&job);
+                for _ in 0..PER_WRITER {
+                    queue
+                        .append_event(&job.id, &f, step_event("task.step.log"))
+                        .await
+                        .unwrap();
+                }
+            }));
+        }
+    }
+    let mut seen = Vec::new();
+    let mut cursor = 0;
+    let expected = 2 + 2 * PER_WRITER; // created, claimed, and both writers' events
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while seen.len() < expected && std::time::Instant::now() < deadline {
+        for event in h.queue.list_events(&watched.id, cursor, 7).await.unwrap() {
+            cursor = event.id;
+            seen.push(event.id);
+        }
+        tokio::task::yield_now().await;
+    }
+    for writer in writers {
+        writer.await.unwrap();
+    }
+    let all: Vec<i64> = h
+        .queue
+        .list_events(&watched.id, 0, 1000)
+        .await
+        .unwrap()
+        .iter()
+        .map(|e| e.id)
+        .collect();
+    assert_eq!(all.len(), expected);
+    assert_eq!(seen, all, "the cursor reader skipped or repeated events");
+}

@@ -87,6 +87,7 @@ conformance! {
     rescuer::heartbeating_job_is_never_rescued,
     rescuer::rescuer_handles_more_jobs_than_one_batch,
     rescuer::rescuer_runs_in_the_background_until_stopped,
+    events::a_cursor_reader_never_skips_events_written_concurrently,
     events::worker_events_are_listed_in_order_with_cursor_paging,
     events::event_ids_grow_across_jobs,
     events::reserved_and_malformed_event_kinds_are_refused,
