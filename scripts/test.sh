@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Runs every test: clippy, the Rust unit and integration tests (the queue conformance suite
-# on SQLite and on PostgreSQL), the release build (with the
-# wasm bundle's gzip size), and the browser tests in headless Chromium.
+# Runs every test: clippy, the Rust unit and integration tests (the queue conformance
+# suite on SQLite and on PostgreSQL), the release build (with the wasm bundle's gzip
+# size), and the browser tests in headless Chromium.
 source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
 
 setup_build

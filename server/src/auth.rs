@@ -4,7 +4,8 @@
 use axum::extract::FromRequestParts;
 use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
-use queue::{NewToken, Queue, Role, TokenKind, TokenRecord};
+use contract::FieldError;
+use queue::{Fence, NewToken, Queue, Role, TokenKind, TokenRecord};
 use sha2::{Digest, Sha256};
 
 use crate::api::{ApiError, AppState};
@@ -169,6 +170,18 @@ impl Worker {
             ))),
             _ => Ok(()),
         }
+    }
+
+    /// The fence of a worker write: the job's lease must be this worker's, at `attempt`.
+    pub fn fence(&self, claimed: Option<&str>, attempt: Option<u32>) -> Result<Fence, ApiError> {
+        self.check_worker_id(claimed)?;
+        let attempt = attempt.ok_or_else(|| {
+            ApiError::invalid(vec![FieldError::new(
+                "attempt",
+                "required: the attempt number the job was claimed with",
+            )])
+        })?;
+        Ok(Fence::new(self.worker_id(), attempt))
     }
 
     /// The token's lists narrow what the worker asks for; `None` in the token is no limit.

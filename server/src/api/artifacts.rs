@@ -7,7 +7,6 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use contract::{Artifact, FieldError};
-use queue::Fence;
 use serde::Serialize;
 
 use super::error::ErrorBody;
@@ -188,8 +187,7 @@ async fn upload(
     else {
         return Err(ApiError::invalid(errors));
     };
-    worker.check_worker_id(worker_id.as_deref())?;
-    let fence = Fence::new(worker.worker_id(), attempt);
+    let fence = worker.fence(worker_id.as_deref(), Some(attempt))?;
     let content_type = content_type
         .or(part_type)
         .unwrap_or_else(|| "application/octet-stream".to_string());

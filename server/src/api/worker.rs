@@ -7,7 +7,7 @@ use axum::extract::{Path, State};
 use axum::routing::post;
 use axum::{Json, Router};
 use contract::{EventLevel, FieldError, Job, JobEvent, NewEvent};
-use queue::{ClaimRequest, Fence};
+use queue::ClaimRequest;
 use serde::{Deserialize, Serialize};
 
 use super::error::ErrorBody;
@@ -105,19 +105,6 @@ struct FenceBody {
     attempt: Option<u32>,
 }
 
-impl FenceBody {
-    fn fence(&self, worker: &Worker) -> Result<Fence, ApiError> {
-        worker.check_worker_id(self.worker_id.as_deref())?;
-        let attempt = self.attempt.ok_or_else(|| {
-            field(
-                "attempt",
-                "required: the attempt number the job was claimed with",
-            )
-        })?;
-        Ok(Fence::new(worker.worker_id(), attempt))
-    }
-}
-
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct HeartbeatBody {
@@ -134,11 +121,7 @@ async fn heartbeat(
     Path(id): Path<String>,
     ApiJson(body): ApiJson<HeartbeatBody>,
 ) -> Result<Json<Job>, ApiError> {
-    let fence = FenceBody {
-        worker_id: body.worker_id,
-        attempt: body.attempt,
-    }
-    .fence(&worker)?;
+    let fence = worker.fence(body.worker_id.as_deref(), body.attempt)?;
     let lease = lease(&state.limits, body.lease_seconds)?;
     Ok(Json(state.queue.heartbeat(&id, &fence, lease).await?))
 }
@@ -159,11 +142,7 @@ async fn complete(
     Path(id): Path<String>,
     ApiJson(body): ApiJson<CompleteBody>,
 ) -> Result<Json<Job>, ApiError> {
-    let fence = FenceBody {
-        worker_id: body.worker_id,
-        attempt: body.attempt,
-    }
-    .fence(&worker)?;
+    let fence = worker.fence(body.worker_id.as_deref(), body.attempt)?;
     Ok(Json(
         state
             .queue
@@ -191,11 +170,7 @@ async fn fail(
     Path(id): Path<String>,
     ApiJson(body): ApiJson<FailBody>,
 ) -> Result<Json<Job>, ApiError> {
-    let fence = FenceBody {
-        worker_id: body.worker_id,
-        attempt: body.attempt,
-    }
-    .fence(&worker)?;
+    let fence = worker.fence(body.worker_id.as_deref(), body.attempt)?;
     Ok(Json(
         state
             .queue
@@ -227,11 +202,7 @@ async fn append_event(
     Path(id): Path<String>,
     ApiJson(body): ApiJson<EventBody>,
 ) -> Result<Json<JobEvent>, ApiError> {
-    let fence = FenceBody {
-        worker_id: body.worker_id,
-        attempt: body.attempt,
-    }
-    .fence(&worker)?;
+    let fence = worker.fence(body.worker_id.as_deref(), body.attempt)?;
     let event = NewEvent {
         kind: body.kind,
         level: body.level,
@@ -249,6 +220,6 @@ async fn ack_cancel(
     Path(id): Path<String>,
     ApiJson(body): ApiJson<FenceBody>,
 ) -> Result<Json<Job>, ApiError> {
-    let fence = body.fence(&worker)?;
+    let fence = worker.fence(body.worker_id.as_deref(), body.attempt)?;
     Ok(Json(state.queue.ack_cancel(&id, &fence).await?))
 }
