@@ -6,11 +6,28 @@ use sqlx::postgres::PgPoolOptions;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{PgPool, SqlitePool};
 
+use crate::store::SqliteWriter;
+
 /// A connection pool to one of the two supported backends.
 #[derive(Clone, Debug)]
 pub enum Database {
-    Sqlite(SqlitePool),
+    Sqlite(SqliteDb),
     Postgres(PgPool),
+}
+
+/// An SQLite file: a pool for reads, and the one connection every write takes in turn
+/// (see `store/sqlite.rs` for why writes do not go through the pool).
+#[derive(Clone, Debug)]
+pub struct SqliteDb {
+    pub(crate) pool: SqlitePool,
+    pub(crate) writer: SqliteWriter,
+}
+
+impl SqliteDb {
+    /// The read pool, for callers that run their own queries (migrations, tests).
+    pub fn pool(&self) -> &SqlitePool {
+        &self.pool
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -22,6 +39,11 @@ pub enum DatabaseError {
     },
     #[error("cannot open the database {target}: {source}")]
     Connect { target: String, source: sqlx::Error },
+    #[error("cannot open the write connection of {target}: {source}")]
+    ConnectWriter {
+        target: String,
+        source: rusqlite::Error,
+    },
     #[error("unsupported DATABASE_URL scheme in {0:?}: use sqlite://PATH or postgres://…")]
     UnsupportedUrl(String),
 }
@@ -45,6 +67,19 @@ impl Database {
             let pool = PgPoolOptions::new()
                 .max_connections(16)
                 .acquire_timeout(Duration::from_secs(10))
+                // Every statement of the queue is written to walk an index in the order it
+                // wants, and none needs a sort. With statistics that lag a burst of jobs
+                // into a fresh table (autovacuum analyzes a minute later), the planner was
+                // measured choosing a bitmap scan plus a sort of every queued job for each
+                // claim: 3.8 ms at 5,000 queued instead of 0.2 ms walking jobs_claim_order.
+                // Discouraging sorts on the queue's own connections keeps the index plan
+                // whatever the statistics say.
+                .after_connect(|conn, _meta| {
+                    Box::pin(async move {
+                        sqlx::Executor::execute(conn, "SET enable_sort = off").await?;
+                        Ok(())
+                    })
+                })
                 .connect(url)
                 .await
                 .map_err(|source| DatabaseError::Connect {
@@ -61,6 +96,7 @@ impl Database {
 
     async fn open_sqlite(path: &Path) -> Result<Self, DatabaseError> {
         let target = path.display().to_string();
+        let busy_timeout = Duration::from_secs(5);
         let options = SqliteConnectOptions::from_str("sqlite://")
             .map_err(|source| DatabaseError::Connect {
                 target: target.clone(),
@@ -71,14 +107,20 @@ impl Database {
             // WAL lets readers (the dashboard, SSE) run beside the single writer.
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(SqliteSynchronous::Normal)
-            .busy_timeout(Duration::from_secs(5))
+            .busy_timeout(busy_timeout)
             .foreign_keys(true);
         let pool = SqlitePoolOptions::new()
             .max_connections(8)
             .connect_with(options)
             .await
-            .map_err(|source| DatabaseError::Connect { target, source })?;
-        Ok(Database::Sqlite(pool))
+            .map_err(|source| DatabaseError::Connect {
+                target: target.clone(),
+                source,
+            })?;
+        // Opened after the pool, which created the file and switched it to WAL.
+        let writer = SqliteWriter::open(path, busy_timeout)
+            .map_err(|source| DatabaseError::ConnectWriter { target, source })?;
+        Ok(Database::Sqlite(SqliteDb { pool, writer }))
     }
 
     /// The backend's name, for logs and the health endpoint.
@@ -92,7 +134,7 @@ impl Database {
     /// Round-trips one query: proves the pool is alive.
     pub async fn ping(&self) -> Result<(), sqlx::Error> {
         match self {
-            Database::Sqlite(pool) => sqlx::query("SELECT 1").execute(pool).await.map(drop),
+            Database::Sqlite(db) => sqlx::query("SELECT 1").execute(&db.pool).await.map(drop),
             Database::Postgres(pool) => sqlx::query("SELECT 1").execute(pool).await.map(drop),
         }
     }
@@ -100,9 +142,9 @@ impl Database {
     /// The journal mode SQLite reports; `None` on PostgreSQL.
     pub async fn sqlite_journal_mode(&self) -> Result<Option<String>, sqlx::Error> {
         match self {
-            Database::Sqlite(pool) => {
+            Database::Sqlite(db) => {
                 let mode: (String,) = sqlx::query_as("PRAGMA journal_mode")
-                    .fetch_one(pool)
+                    .fetch_one(&db.pool)
                     .await?;
                 Ok(Some(mode.0))
             }

@@ -45,6 +45,8 @@ pub enum QueueError {
     },
     #[error("database error: {0}")]
     Database(#[from] sqlx::Error),
+    #[error("database error: {0}")]
+    Sqlite(#[from] rusqlite::Error),
     #[error("migration failed: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
     #[error("artifact storage error: {0}")]
@@ -69,7 +71,10 @@ impl QueueError {
             QueueError::StateConflict { .. } => "job_state_conflict",
             QueueError::Invalid(_) => "invalid_queue_payload",
             QueueError::TooLarge { .. } => "payload_too_large",
-            QueueError::Database(_) | QueueError::Migrate(_) | QueueError::Storage(_) => "internal",
+            QueueError::Database(_)
+            | QueueError::Sqlite(_)
+            | QueueError::Migrate(_)
+            | QueueError::Storage(_) => "internal",
         }
     }
 

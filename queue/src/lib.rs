@@ -56,7 +56,7 @@ mod tokens;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::QueueConfig;
 pub use contract::job::events;
-pub use database::{Database, DatabaseError};
+pub use database::{Database, DatabaseError, SqliteDb};
 pub use error::{Entity, QueueError};
 pub use notify::{Notification, NotificationKind};
 pub use rescuer::{RescueReport, Rescuer, RescuerConfig};

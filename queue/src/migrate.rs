@@ -60,7 +60,7 @@ fn migrator(embedded: &[Embedded]) -> Migrator {
 /// Applies what has not been applied yet; a changed applied migration is an error.
 pub(crate) async fn run(db: &Database) -> Result<(), sqlx::migrate::MigrateError> {
     match db {
-        Database::Sqlite(pool) => migrator(SQLITE).run(pool).await,
+        Database::Sqlite(db) => migrator(SQLITE).run(&db.pool).await,
         Database::Postgres(pool) => migrator(POSTGRES).run(pool).await,
     }
 }

@@ -1,10 +1,17 @@
 //! Change notifications: what feeds the SSE streams and wakes long-polling workers.
 //!
-//! Every replica broadcasts its own changes in-process after they commit. On PostgreSQL
-//! each change also sends `pg_notify` inside its transaction (so it is delivered exactly
-//! when the change becomes visible, and never for a rolled-back one), and a listener task
-//! re-broadcasts what *other* replicas sent; its own are recognised by the origin id in the
-//! payload and skipped, having already been broadcast locally.
+//! Every replica broadcasts its own changes in-process after they commit. On PostgreSQL a
+//! relay task also hands them to `pg_notify`, batched, after the commit, and a listener
+//! task re-broadcasts what *other* replicas sent; its own are recognised by the origin id
+//! in the payload and skipped, having already been broadcast locally.
+//!
+//! Why after the commit, not inside the transaction: a transaction that notifies takes a
+//! database-wide lock at commit and holds it through its WAL flush, so every notifying
+//! commit of the cluster waits for the previous one's fsync (seen as `Lock:object` waits
+//! on COMMIT under `stepwise bench queue`), and commits can no longer share a flush. The
+//! relay sends one `pg_notify` statement for whatever accumulated meanwhile. The cost: a
+//! replica that dies between a commit and its relay loses those hints, which the periodic
+//! re-checks below cover, as they cover a listener that reconnects.
 //!
 //! Notifications are hints, not a log: a subscriber that lags or a listener that
 //! reconnects may miss some, so consumers re-read state (events after their last id, a
@@ -14,7 +21,7 @@ use std::time::Duration;
 
 use sqlx::PgPool;
 use sqlx::postgres::PgListener;
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, mpsc};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
@@ -67,11 +74,16 @@ impl Notification {
     }
 }
 
-/// The in-process side: one broadcast sender and this replica's origin id.
+/// Most notifications one relayed `pg_notify` statement carries.
+const RELAY_BATCH: usize = 512;
+
+/// The in-process side: one broadcast sender, this replica's origin id and, on
+/// PostgreSQL, the relay's inbox.
 #[derive(Debug, Clone)]
 pub(crate) struct Notifier {
     sender: broadcast::Sender<Notification>,
     pub(crate) origin: Uuid,
+    relay: Option<mpsc::UnboundedSender<Notification>>,
 }
 
 impl Notifier {
@@ -80,18 +92,59 @@ impl Notifier {
         Notifier {
             sender,
             origin: Uuid::now_v7(),
+            relay: None,
         }
+    }
+
+    /// Starts relaying every published notification to the other replicas through
+    /// `pg_notify`, until `stop` is cancelled.
+    pub(crate) fn relay_postgres(mut self, pool: PgPool, stop: CancellationToken) -> Self {
+        let (relay, mut inbox) = mpsc::unbounded_channel::<Notification>();
+        let origin = self.origin;
+        tokio::spawn(async move {
+            let mut batch = Vec::with_capacity(RELAY_BATCH);
+            loop {
+                let received = tokio::select! {
+                    _ = stop.cancelled() => break,
+                    received = inbox.recv_many(&mut batch, RELAY_BATCH) => received,
+                };
+                if received == 0 {
+                    break;
+                }
+                let payloads: Vec<String> = batch.drain(..).map(|n| n.encode(origin)).collect();
+                let sent = sqlx::query("SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p")
+                    .bind(CHANNEL)
+                    .bind(&payloads)
+                    .execute(&pool)
+                    .await;
+                if let Err(error) = sent {
+                    tracing::warn!(%error, lost = payloads.len(), "relaying queue notifications to other replicas failed");
+                }
+            }
+        });
+        self.relay = Some(relay);
+        self
     }
 
     pub(crate) fn subscribe(&self) -> broadcast::Receiver<Notification> {
         self.sender.subscribe()
     }
 
+    /// Broadcasts changes this replica committed, and relays them to the others.
     pub(crate) fn publish(&self, notes: Vec<Notification>) {
         for note in notes {
+            if let Some(relay) = &self.relay {
+                // Fails only once the relay stopped, with the queue.
+                let _ = relay.send(note.clone());
+            }
             // An error only means nobody is subscribed right now, which is fine.
             let _ = self.sender.send(note);
         }
+    }
+
+    /// Broadcasts what another replica committed (never relayed back).
+    fn rebroadcast(&self, note: Notification) {
+        let _ = self.sender.send(note);
     }
 
     /// LISTENs before returning, so that nothing committed after `Queue::open` returns is
@@ -113,7 +166,7 @@ impl Notifier {
                 match received {
                     Ok(Some(message)) => match Notification::decode(message.payload()) {
                         Some((origin, note)) if origin != notifier.origin => {
-                            notifier.publish(vec![note]);
+                            notifier.rebroadcast(note);
                         }
                         Some(_) => {}
                         None => tracing::warn!(

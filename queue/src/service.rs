@@ -121,10 +121,11 @@ impl Queue {
     /// Wraps an open database. On PostgreSQL this also starts listening for other
     /// replicas' notifications, and returns only once LISTEN is in place.
     pub async fn open(db: Database, config: QueueConfig) -> Result<Queue, QueueError> {
-        let notifier = Notifier::new();
+        let mut notifier = Notifier::new();
         let stop = CancellationToken::new();
         if let Database::Postgres(pool) = &db {
             notifier.listen_postgres(pool, stop.clone()).await?;
+            notifier = notifier.relay_postgres(pool.clone(), stop.clone());
         }
         Ok(Queue {
             inner: Arc::new(Inner {
@@ -161,7 +162,7 @@ impl Queue {
     }
 
     async fn begin(&self) -> Result<Tx, QueueError> {
-        Ok(Tx::begin(&self.inner.db, self.inner.notifier.origin).await?)
+        Tx::begin(&self.inner.db).await
     }
 
     async fn commit(&self, tx: Tx) -> Result<(), QueueError> {
@@ -188,7 +189,7 @@ impl Queue {
         now: DateTime<Utc>,
     ) -> Result<(), QueueError> {
         match outcome {
-            Outcome::Unchanged => return Ok(tx.rollback().await?),
+            Outcome::Unchanged => return tx.rollback().await,
             Outcome::Touched => tx.save_job(job).await?,
             Outcome::Changed { events, available } => {
                 tx.save_job(job).await?;

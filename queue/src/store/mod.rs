@@ -1,44 +1,37 @@
-//! The SQL of the queue, and the only place that has any. Statements that both backends
-//! understand verbatim (sqlx binds `$N` on SQLite too) are written once and run through
-//! [`on_tx!`] / [`on_pool!`], which expand the same code for each connection type; only the
-//! row locking and the claim differ per backend.
+//! The SQL of the queue, and the only place that has any. Statements are written once with
+//! `$N` placeholders, which every driver here binds by number; only the row locking and
+//! the claim differ per backend. Reads go through the sqlx pools ([`on_pool!`] expands the
+//! same code for each); writes go through [`Tx`], on PostgreSQL a pooled sqlx transaction
+//! and on SQLite the single write connection of [`sqlite`].
 
+mod sqlite;
 mod types;
 
 use chrono::{DateTime, Utc};
 use contract::{Artifact, EventLevel, Job, JobEvent, JobState};
 use serde_json::{Map, Value};
+use sqlx::postgres::PgRow;
 use sqlx::types::Json;
-use sqlx::{PgConnection, Postgres, Row, Sqlite, SqliteConnection, Transaction};
+use sqlx::{PgConnection, Postgres, Row, Transaction};
 use uuid::Uuid;
 
+use crate::QueueError;
 use crate::database::Database;
 use crate::machine::PendingEvent;
-use crate::notify::{CHANNEL, Notification, NotificationKind};
+use crate::notify::{Notification, NotificationKind};
 use crate::tokens::{NewToken, Role, TokenKind, TokenRecord};
+pub(crate) use sqlite::SqliteWriter;
+use sqlite::{RowExt, SqliteTx};
 pub(crate) use types::{Id, Ts, ts};
-
-/// Runs `$body` with `$c` bound to the transaction's connection, whichever the backend.
-macro_rules! on_tx {
-    ($tx:expr, $c:ident => $body:expr) => {
-        match &mut $tx.conn {
-            TxConn::Sqlite(t) => {
-                let $c: &mut SqliteConnection = &mut **t;
-                $body
-            }
-            TxConn::Postgres(t) => {
-                let $c: &mut PgConnection = &mut **t;
-                $body
-            }
-        }
-    };
-}
 
 /// Runs `$body` with `$p` bound to the pool, whichever the backend.
 macro_rules! on_pool {
     ($db:expr, $p:ident => $body:expr) => {
         match $db {
-            Database::Sqlite($p) => $body,
+            Database::Sqlite(db) => {
+                let $p = &db.pool;
+                $body
+            }
             Database::Postgres($p) => $body,
         }
     };
@@ -84,8 +77,9 @@ fn int(n: u32) -> i32 {
     i32::try_from(n).unwrap_or(i32::MAX)
 }
 
-// Decoders are macros rather than generic functions: expanded inside an `on_tx!`/`on_pool!`
-// arm, the row type is concrete, which spares a page of trait bounds per decoder.
+// Decoders are macros rather than generic functions: expanded where the row type is
+// concrete (an sqlx row, or a rusqlite row through `sqlite::RowExt`), they spare a page of
+// trait bounds per decoder.
 macro_rules! job_from_row {
     ($row:expr) => {{
         let row = $row;
@@ -199,30 +193,212 @@ macro_rules! token_from_row {
 }
 
 enum TxConn {
-    Sqlite(Transaction<'static, Sqlite>),
+    Sqlite(SqliteTx),
     Postgres(Transaction<'static, Postgres>),
 }
 
 /// One write transaction, collecting the notifications to send when it commits.
 pub(crate) struct Tx {
     conn: TxConn,
-    origin: Uuid,
     notes: Vec<Notification>,
 }
 
+/// The fields a transition may change, in the order of `$2`..`$14` of [`SAVE_JOB`] and
+/// [`INSERT_JOB`].
+fn state_args(job: &Job) -> [Arg<'_>; 13] {
+    [
+        Arg::text(job.status.as_str()),
+        Arg::Int(int(job.attempt)),
+        Arg::at(job.next_attempt_at),
+        Arg::opt(&job.claimed_by),
+        Arg::Ts(job.lease_expires_at),
+        Arg::Ts(job.cancel_requested_at),
+        Arg::opt(&job.cancel_requested_by_user_id),
+        Arg::opt(&job.cancel_reason),
+        Arg::opt(&job.result_summary),
+        Arg::opt(&job.error_message),
+        Arg::Ts(job.started_at),
+        Arg::Ts(job.finished_at),
+        Arg::at(job.updated_at),
+    ]
+}
+
+/// One bound value of a write statement; each driver binds it its own way, so a statement's
+/// arguments are listed once for both backends.
+pub(crate) enum Arg<'a> {
+    Id(Uuid),
+    Text(Option<&'a str>),
+    Int(i32),
+    BigInt(i64),
+    Ts(Option<DateTime<Utc>>),
+    /// PostgreSQL `jsonb`; SQLite JSON `TEXT`.
+    Json(Value),
+    /// PostgreSQL `text[]`; SQLite a JSON array as `TEXT` (read with `json_each`).
+    TextList(Option<&'a [String]>),
+}
+
+impl<'a> Arg<'a> {
+    fn text(value: &'a str) -> Self {
+        Arg::Text(Some(value))
+    }
+
+    fn opt(value: &'a Option<String>) -> Self {
+        Arg::Text(value.as_deref())
+    }
+
+    fn at(value: DateTime<Utc>) -> Self {
+        Arg::Ts(Some(value))
+    }
+
+    fn json(value: &impl serde::Serialize) -> Result<Self, sqlx::Error> {
+        serde_json::to_value(value)
+            .map(Arg::Json)
+            .map_err(decode_err)
+    }
+}
+
+fn bind_pg<'q>(
+    mut query: sqlx::query::Query<'q, Postgres, sqlx::postgres::PgArguments>,
+    args: &'q [Arg<'q>],
+) -> sqlx::query::Query<'q, Postgres, sqlx::postgres::PgArguments> {
+    for arg in args {
+        query = match arg {
+            Arg::Id(id) => query.bind(Id(*id)),
+            Arg::Text(text) => query.bind(*text),
+            Arg::Int(n) => query.bind(*n),
+            Arg::BigInt(n) => query.bind(*n),
+            Arg::Ts(at) => query.bind(ts(*at)),
+            Arg::Json(value) => query.bind(Json(value)),
+            Arg::TextList(list) => query.bind(*list),
+        };
+    }
+    query
+}
+
+/// Runs one statement in a PostgreSQL transaction and decodes every row it returns.
+async fn pg_rows<T>(
+    conn: &mut PgConnection,
+    sql: &str,
+    args: &[Arg<'_>],
+    decode: impl FnMut(&PgRow) -> Result<T, sqlx::Error>,
+) -> Result<Vec<T>, QueueError> {
+    let rows = bind_pg(sqlx::query(sql), args).fetch_all(conn).await?;
+    Ok(rows.iter().map(decode).collect::<Result<_, _>>()?)
+}
+
+/// Runs one statement on the SQLite writer and decodes every row it returns.
+fn sqlite_rows<T>(
+    tx: &SqliteTx,
+    sql: &str,
+    args: &[Arg<'_>],
+    mut decode: impl FnMut(&rusqlite::Row<'_>) -> Result<T, sqlx::Error>,
+) -> Result<Vec<T>, QueueError> {
+    let mut stmt = tx.conn().prepare_cached(sql)?;
+    sqlite::bind(&mut stmt, args)?;
+    let mut rows = stmt.raw_query();
+    let mut out = Vec::new();
+    while let Some(row) = rows.next()? {
+        out.push(decode(row)?);
+    }
+    Ok(out)
+}
+
+const LOCK_JOB_SQLITE: &str = concat!("SELECT ", job_columns!(), " FROM jobs WHERE id = $1");
+const LOCK_JOB_POSTGRES: &str = concat!(
+    "SELECT ",
+    job_columns!(),
+    " FROM jobs WHERE id = $1 FOR UPDATE"
+);
+
+/// The columns of [`state_args`] come first, in its order, so both writes share it.
+const INSERT_JOB: &str = "INSERT INTO jobs (id, status, attempt, next_attempt_at, claimed_by, \
+     lease_expires_at, cancel_requested_at, cancel_requested_by_user_id, cancel_reason, \
+     result_summary, error_message, started_at, finished_at, updated_at, job_type, priority, \
+     payload, affinity_key, required_capabilities, created_by_user_id, max_attempts, \
+     created_at, repository) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, \
+     $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23)";
+
+const SAVE_JOB: &str = "UPDATE jobs SET status = $2, attempt = $3, next_attempt_at = $4, \
+     claimed_by = $5, lease_expires_at = $6, cancel_requested_at = $7, \
+     cancel_requested_by_user_id = $8, cancel_reason = $9, result_summary = $10, \
+     error_message = $11, started_at = $12, finished_at = $13, updated_at = $14 \
+     WHERE id = $1";
+
+const INSERT_EVENT: &str = "INSERT INTO job_events (job_id, kind, level, message, payload, created_at) \
+     VALUES ($1, $2, $3, $4, $5, $6) RETURNING id";
+
+const LAST_EVENT: &str = concat!(
+    "SELECT ",
+    event_columns!(),
+    " FROM job_events WHERE job_id = $1 AND kind = $2 ORDER BY id DESC LIMIT 1"
+);
+
+/// PostgreSQL: the subquery locks its pick `FOR UPDATE SKIP LOCKED`, so concurrent
+/// claimers each skip rows another is taking and never block on or double-claim one. The
+/// lock re-checks the subquery's conditions on the row's latest version, so the update
+/// needs no second `status = 'queued'` test, which made the planner reach the row through
+/// jobs_by_status and its dead entries instead of the primary key.
+const CLAIM_POSTGRES: &str = concat!(
+    "UPDATE jobs SET status = 'running', claimed_by = $1, lease_expires_at = $2, \
+         attempt = attempt + 1, started_at = COALESCE(started_at, $3), updated_at = $3 \
+         WHERE id = (\
+           SELECT id FROM jobs \
+           WHERE status = 'queued' AND next_attempt_at <= $3 \
+             AND cancel_requested_at IS NULL \
+             AND required_capabilities <@ $4 \
+             AND ($5::text[] IS NULL OR job_type = ANY($5)) \
+             AND ($6::text[] IS NULL OR repository = ANY($6)) \
+           ORDER BY priority DESC, created_at, id \
+           LIMIT 1 \
+           FOR UPDATE SKIP LOCKED) \
+         RETURNING ",
+    job_columns!()
+);
+
+/// SQLite: the statement runs inside `BEGIN IMMEDIATE`, and SQLite admits one writer at a
+/// time, so no other claim can run between the subquery's pick and the update.
+/// INDEXED BY: left to itself SQLite picks jobs_by_status and sorts every queued row (a
+/// temp B-tree per claim, so claims slow down as the queue grows); walking
+/// jobs_claim_order stops at the first claimable job.
+const CLAIM_SQLITE: &str = concat!(
+    "UPDATE jobs SET status = 'running', claimed_by = $1, lease_expires_at = $2, \
+         attempt = attempt + 1, started_at = COALESCE(started_at, $3), updated_at = $3 \
+         WHERE id = (\
+           SELECT j.id FROM jobs j INDEXED BY jobs_claim_order \
+           WHERE j.status = 'queued' AND j.next_attempt_at <= $3 \
+             AND j.cancel_requested_at IS NULL \
+             AND NOT EXISTS (\
+               SELECT 1 FROM json_each(j.required_capabilities) AS r \
+               WHERE r.value NOT IN (SELECT value FROM json_each($4))) \
+             AND ($5 IS NULL OR j.job_type IN (SELECT value FROM json_each($5))) \
+             AND ($6 IS NULL OR j.repository IN (SELECT value FROM json_each($6))) \
+           ORDER BY j.priority DESC, j.created_at, j.id \
+           LIMIT 1) \
+         AND status = 'queued' \
+         RETURNING ",
+    job_columns!()
+);
+
+const UPSERT_ARTIFACT: &str = concat!(
+    "INSERT INTO artifacts (",
+    artifact_columns!(),
+    ") VALUES ($1, $2, $3, $4, $5, $6, $7) \
+     ON CONFLICT (job_id, name) DO UPDATE SET size = excluded.size, \
+     content_type = excluded.content_type, sha256 = excluded.sha256, \
+     created_at = excluded.created_at \
+     RETURNING ",
+    artifact_columns!()
+);
+
 impl Tx {
-    /// SQLite: `BEGIN IMMEDIATE` takes the write lock up front. A deferred transaction that
-    /// reads and then writes could fail with SQLITE_BUSY when another writer got in between
-    /// (WAL cannot upgrade a stale read snapshot); with IMMEDIATE, writers queue on the busy
-    /// timeout instead, and a row read inside is as good as locked.
-    pub(crate) async fn begin(db: &Database, origin: Uuid) -> Result<Tx, sqlx::Error> {
+    /// SQLite: the writer's turn, then `BEGIN IMMEDIATE` (see [`SqliteWriter::begin`]).
+    pub(crate) async fn begin(db: &Database) -> Result<Tx, QueueError> {
         let conn = match db {
-            Database::Sqlite(pool) => TxConn::Sqlite(pool.begin_with("BEGIN IMMEDIATE").await?),
+            Database::Sqlite(db) => TxConn::Sqlite(db.writer.begin().await?),
             Database::Postgres(pool) => TxConn::Postgres(pool.begin().await?),
         };
         Ok(Tx {
             conn,
-            origin,
             notes: Vec::new(),
         })
     }
@@ -234,20 +410,9 @@ impl Tx {
         });
     }
 
-    /// Commits, and returns the notifications for the caller to broadcast in-process.
-    /// On PostgreSQL they are first handed to `pg_notify`, which delivers them to the other
-    /// replicas exactly when this commit becomes visible.
-    pub(crate) async fn commit(mut self) -> Result<Vec<Notification>, sqlx::Error> {
-        if let TxConn::Postgres(t) = &mut self.conn
-            && !self.notes.is_empty()
-        {
-            let payloads: Vec<String> = self.notes.iter().map(|n| n.encode(self.origin)).collect();
-            sqlx::query("SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p")
-                .bind(CHANNEL)
-                .bind(&payloads)
-                .execute(&mut **t)
-                .await?;
-        }
+    /// Commits, and returns the notifications for the caller to publish (see `notify.rs`
+    /// for why they are not sent from inside the transaction).
+    pub(crate) async fn commit(self) -> Result<Vec<Notification>, QueueError> {
         match self.conn {
             TxConn::Sqlite(t) => t.commit().await?,
             TxConn::Postgres(t) => t.commit().await?,
@@ -255,103 +420,61 @@ impl Tx {
         Ok(self.notes)
     }
 
-    pub(crate) async fn rollback(self) -> Result<(), sqlx::Error> {
+    pub(crate) async fn rollback(self) -> Result<(), QueueError> {
         match self.conn {
-            TxConn::Sqlite(t) => t.rollback().await,
-            TxConn::Postgres(t) => t.rollback().await,
+            TxConn::Sqlite(t) => t.rollback()?,
+            TxConn::Postgres(t) => t.rollback().await?,
         }
+        Ok(())
     }
 
     /// The job, locked until commit: `FOR UPDATE` on PostgreSQL; on SQLite the IMMEDIATE
     /// transaction already excludes every other writer.
-    pub(crate) async fn lock_job(&mut self, id: Uuid) -> Result<Option<Job>, sqlx::Error> {
-        let sql = match self.conn {
-            TxConn::Sqlite(_) => concat!("SELECT ", job_columns!(), " FROM jobs WHERE id = $1"),
-            TxConn::Postgres(_) => concat!(
-                "SELECT ",
-                job_columns!(),
-                " FROM jobs WHERE id = $1 FOR UPDATE"
-            ),
-        };
-        on_tx!(self, c => {
-            match sqlx::query(sql).bind(Id(id)).fetch_optional(&mut *c).await? {
-                Some(row) => Ok(Some(job_from_row!(&row)?)),
-                None => Ok(None),
+    pub(crate) async fn lock_job(&mut self, id: Uuid) -> Result<Option<Job>, QueueError> {
+        let args = [Arg::Id(id)];
+        let jobs = match &mut self.conn {
+            TxConn::Sqlite(t) => sqlite_rows(t, LOCK_JOB_SQLITE, &args, |r| job_from_row!(r))?,
+            TxConn::Postgres(t) => {
+                pg_rows(t, LOCK_JOB_POSTGRES, &args, |r| job_from_row!(r)).await?
             }
-        })
+        };
+        Ok(jobs.into_iter().next())
     }
 
     pub(crate) async fn insert_job(
         &mut self,
         job: &Job,
         repository: &str,
-    ) -> Result<(), sqlx::Error> {
-        let id = parse_id(&job.id)?;
-        on_tx!(self, c => {
-            sqlx::query(concat!(
-                "INSERT INTO jobs (",
-                job_columns!(),
-                ", repository) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, \
-                 $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23)"
-            ))
-            .bind(Id(id))
-            .bind(&job.job_type)
-            .bind(job.status.as_str())
-            .bind(job.priority)
-            .bind(Json(&job.payload))
-            .bind(&job.affinity_key)
-            .bind(Json(&job.required_capabilities))
-            .bind(&job.created_by_user_id)
-            .bind(int(job.attempt))
-            .bind(int(job.max_attempts))
-            .bind(Ts(job.next_attempt_at))
-            .bind(&job.claimed_by)
-            .bind(ts(job.lease_expires_at))
-            .bind(ts(job.cancel_requested_at))
-            .bind(&job.cancel_requested_by_user_id)
-            .bind(&job.cancel_reason)
-            .bind(&job.result_summary)
-            .bind(&job.error_message)
-            .bind(ts(job.started_at))
-            .bind(ts(job.finished_at))
-            .bind(Ts(job.created_at))
-            .bind(Ts(job.updated_at))
-            .bind(repository)
-            .execute(&mut *c)
-            .await
-            .map(drop)
-        })
+    ) -> Result<(), QueueError> {
+        let mut args = vec![Arg::Id(parse_id(&job.id)?)];
+        args.extend(state_args(job));
+        args.extend([
+            Arg::text(&job.job_type),
+            Arg::Int(job.priority),
+            Arg::json(&job.payload)?,
+            Arg::opt(&job.affinity_key),
+            Arg::json(&job.required_capabilities)?,
+            Arg::opt(&job.created_by_user_id),
+            Arg::Int(int(job.max_attempts)),
+            Arg::at(job.created_at),
+            Arg::text(repository),
+        ]);
+        self.execute(INSERT_JOB, &args).await
     }
 
     /// Writes back every field a transition may change.
-    pub(crate) async fn save_job(&mut self, job: &Job) -> Result<(), sqlx::Error> {
-        let id = parse_id(&job.id)?;
-        on_tx!(self, c => {
-            sqlx::query(
-                "UPDATE jobs SET status = $2, attempt = $3, next_attempt_at = $4, \
-                 claimed_by = $5, lease_expires_at = $6, cancel_requested_at = $7, \
-                 cancel_requested_by_user_id = $8, cancel_reason = $9, result_summary = $10, \
-                 error_message = $11, started_at = $12, finished_at = $13, updated_at = $14 \
-                 WHERE id = $1",
-            )
-            .bind(Id(id))
-            .bind(job.status.as_str())
-            .bind(int(job.attempt))
-            .bind(Ts(job.next_attempt_at))
-            .bind(&job.claimed_by)
-            .bind(ts(job.lease_expires_at))
-            .bind(ts(job.cancel_requested_at))
-            .bind(&job.cancel_requested_by_user_id)
-            .bind(&job.cancel_reason)
-            .bind(&job.result_summary)
-            .bind(&job.error_message)
-            .bind(ts(job.started_at))
-            .bind(ts(job.finished_at))
-            .bind(Ts(job.updated_at))
-            .execute(&mut *c)
-            .await
-            .map(drop)
-        })
+    pub(crate) async fn save_job(&mut self, job: &Job) -> Result<(), QueueError> {
+        let mut args = vec![Arg::Id(parse_id(&job.id)?)];
+        args.extend(state_args(job));
+        self.execute(SAVE_JOB, &args).await
+    }
+
+    async fn execute(&mut self, sql: &str, args: &[Arg<'_>]) -> Result<(), QueueError> {
+        match &mut self.conn {
+            TxConn::Sqlite(t) => sqlite_rows(t, sql, args, |_| Ok(()))?,
+            TxConn::Postgres(t) => pg_rows(t, sql, args, |_| Ok(())).await?,
+        };
+        Ok(())
     }
 
     /// Appends an event and queues its notification.
@@ -370,22 +493,20 @@ impl Tx {
         job_id: &str,
         event: &PendingEvent,
         now: DateTime<Utc>,
-    ) -> Result<JobEvent, sqlx::Error> {
-        let id = parse_id(job_id)?;
-        let event_id: i64 = on_tx!(self, c => {
-            sqlx::query_scalar(
-                "INSERT INTO job_events (job_id, kind, level, message, payload, created_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
-            )
-            .bind(Id(id))
-            .bind(&event.kind)
-            .bind(event.level.as_str())
-            .bind(&event.message)
-            .bind(Json(&event.payload))
-            .bind(Ts(now))
-            .fetch_one(&mut *c)
-            .await?
-        });
+    ) -> Result<JobEvent, QueueError> {
+        let args = [
+            Arg::Id(parse_id(job_id)?),
+            Arg::text(&event.kind),
+            Arg::text(event.level.as_str()),
+            Arg::text(&event.message),
+            Arg::json(&event.payload)?,
+            Arg::at(now),
+        ];
+        let ids: Vec<i64> = match &mut self.conn {
+            TxConn::Sqlite(t) => sqlite_rows(t, INSERT_EVENT, &args, |r| r.try_get("id"))?,
+            TxConn::Postgres(t) => pg_rows(t, INSERT_EVENT, &args, |r| r.try_get("id")).await?,
+        };
+        let event_id = ids.into_iter().next().ok_or(sqlx::Error::RowNotFound)?;
         self.notify(job_id, NotificationKind::EventAppended { event_id });
         Ok(JobEvent {
             id: event_id,
@@ -402,118 +523,51 @@ impl Tx {
         &mut self,
         job_id: Uuid,
         kind: &str,
-    ) -> Result<Option<JobEvent>, sqlx::Error> {
-        on_tx!(self, c => {
-            let row = sqlx::query(concat!(
-                "SELECT ",
-                event_columns!(),
-                " FROM job_events WHERE job_id = $1 AND kind = $2 ORDER BY id DESC LIMIT 1"
-            ))
-            .bind(Id(job_id))
-            .bind(kind)
-            .fetch_optional(&mut *c)
-            .await?;
-            row.map(|row| event_from_row!(&row)).transpose()
-        })
+    ) -> Result<Option<JobEvent>, QueueError> {
+        let args = [Arg::Id(job_id), Arg::text(kind)];
+        let events = match &mut self.conn {
+            TxConn::Sqlite(t) => sqlite_rows(t, LAST_EVENT, &args, |r| event_from_row!(r))?,
+            TxConn::Postgres(t) => pg_rows(t, LAST_EVENT, &args, |r| event_from_row!(r)).await?,
+        };
+        Ok(events.into_iter().next())
     }
 
-    /// Picks the best claimable job and leases it, in one statement.
-    ///
-    /// PostgreSQL: the subquery locks its pick `FOR UPDATE SKIP LOCKED`, so concurrent
-    /// claimers each skip rows another is taking and never block on or double-claim one.
-    /// SQLite: the statement runs inside `BEGIN IMMEDIATE`, and SQLite admits one writer at
-    /// a time, so no other claim can run between the subquery's pick and the update.
-    pub(crate) async fn claim(&mut self, claim: &ClaimSql<'_>) -> Result<Option<Job>, sqlx::Error> {
-        let row = match &mut self.conn {
-            TxConn::Postgres(t) => sqlx::query(concat!(
-                "UPDATE jobs SET status = 'running', claimed_by = $1, lease_expires_at = $2, \
-                     attempt = attempt + 1, started_at = COALESCE(started_at, $3), updated_at = $3 \
-                     WHERE id = (\
-                       SELECT id FROM jobs \
-                       WHERE status = 'queued' AND next_attempt_at <= $3 \
-                         AND cancel_requested_at IS NULL \
-                         AND required_capabilities <@ $4 \
-                         AND ($5::text[] IS NULL OR job_type = ANY($5)) \
-                         AND ($6::text[] IS NULL OR repository = ANY($6)) \
-                       ORDER BY priority DESC, created_at, id \
-                       LIMIT 1 \
-                       FOR UPDATE SKIP LOCKED) \
-                     AND status = 'queued' \
-                     RETURNING ",
-                job_columns!()
-            ))
-            .bind(claim.worker_id)
-            .bind(Ts(claim.lease_until))
-            .bind(Ts(claim.now))
-            .bind(Json(claim.capabilities))
-            .bind(claim.allowed_types)
-            .bind(claim.allowed_repositories)
-            .fetch_optional(&mut **t)
-            .await?
-            .map(|row| job_from_row!(&row))
-            .transpose()?,
-            // INDEXED BY: left to itself SQLite picks jobs_by_status and sorts every queued
-            // row (a temp B-tree per claim, so claims slow down as the queue grows); walking
-            // jobs_claim_order stops at the first claimable job.
-            TxConn::Sqlite(t) => sqlx::query(concat!(
-                "UPDATE jobs SET status = 'running', claimed_by = $1, lease_expires_at = $2, \
-                     attempt = attempt + 1, started_at = COALESCE(started_at, $3), updated_at = $3 \
-                     WHERE id = (\
-                       SELECT j.id FROM jobs j INDEXED BY jobs_claim_order \
-                       WHERE j.status = 'queued' AND j.next_attempt_at <= $3 \
-                         AND j.cancel_requested_at IS NULL \
-                         AND NOT EXISTS (\
-                           SELECT 1 FROM json_each(j.required_capabilities) AS r \
-                           WHERE r.value NOT IN (SELECT value FROM json_each($4))) \
-                         AND ($5 IS NULL OR j.job_type IN (SELECT value FROM json_each($5))) \
-                         AND ($6 IS NULL OR j.repository IN (SELECT value FROM json_each($6))) \
-                       ORDER BY j.priority DESC, j.created_at, j.id \
-                       LIMIT 1) \
-                     AND status = 'queued' \
-                     RETURNING ",
-                job_columns!()
-            ))
-            .bind(claim.worker_id)
-            .bind(Ts(claim.lease_until))
-            .bind(Ts(claim.now))
-            .bind(Json(claim.capabilities))
-            .bind(claim.allowed_types.map(Json))
-            .bind(claim.allowed_repositories.map(Json))
-            .fetch_optional(&mut **t)
-            .await?
-            .map(|row| job_from_row!(&row))
-            .transpose()?,
+    /// Picks the best claimable job and leases it, in one statement (see [`CLAIM_POSTGRES`]
+    /// and [`CLAIM_SQLITE`] for how each backend keeps two claimers apart).
+    pub(crate) async fn claim(&mut self, claim: &ClaimSql<'_>) -> Result<Option<Job>, QueueError> {
+        let args = [
+            Arg::text(claim.worker_id),
+            Arg::at(claim.lease_until),
+            Arg::at(claim.now),
+            Arg::json(&claim.capabilities)?,
+            Arg::TextList(claim.allowed_types),
+            Arg::TextList(claim.allowed_repositories),
+        ];
+        let jobs = match &mut self.conn {
+            TxConn::Sqlite(t) => sqlite_rows(t, CLAIM_SQLITE, &args, |r| job_from_row!(r))?,
+            TxConn::Postgres(t) => pg_rows(t, CLAIM_POSTGRES, &args, |r| job_from_row!(r)).await?,
         };
-        Ok(row)
+        Ok(jobs.into_iter().next())
     }
 
     /// Inserts or, for a name the job already has, replaces (keeping the artifact's id).
-    pub(crate) async fn upsert_artifact(&mut self, a: &Artifact) -> Result<Artifact, sqlx::Error> {
-        let id = parse_id(&a.id)?;
-        let job_id = parse_id(&a.job_id)?;
-        let size = i64::try_from(a.size).map_err(decode_err)?;
-        on_tx!(self, c => {
-            let row = sqlx::query(concat!(
-                "INSERT INTO artifacts (",
-                artifact_columns!(),
-                ") VALUES ($1, $2, $3, $4, $5, $6, $7) \
-                 ON CONFLICT (job_id, name) DO UPDATE SET size = excluded.size, \
-                 content_type = excluded.content_type, sha256 = excluded.sha256, \
-                 created_at = excluded.created_at \
-                 RETURNING ",
-                artifact_columns!()
-            ))
-            .bind(Id(id))
-            .bind(Id(job_id))
-            .bind(&a.name)
-            .bind(size)
-            .bind(&a.content_type)
-            .bind(&a.sha256)
-            .bind(Ts(a.created_at))
-            .fetch_one(&mut *c)
-            .await?;
-            artifact_from_row!(&row)
-        })
+    pub(crate) async fn upsert_artifact(&mut self, a: &Artifact) -> Result<Artifact, QueueError> {
+        let args = [
+            Arg::Id(parse_id(&a.id)?),
+            Arg::Id(parse_id(&a.job_id)?),
+            Arg::text(&a.name),
+            Arg::BigInt(i64::try_from(a.size).map_err(decode_err)?),
+            Arg::text(&a.content_type),
+            Arg::text(&a.sha256),
+            Arg::at(a.created_at),
+        ];
+        let rows = match &mut self.conn {
+            TxConn::Sqlite(t) => sqlite_rows(t, UPSERT_ARTIFACT, &args, |r| artifact_from_row!(r))?,
+            TxConn::Postgres(t) => {
+                pg_rows(t, UPSERT_ARTIFACT, &args, |r| artifact_from_row!(r)).await?
+            }
+        };
+        Ok(rows.into_iter().next().ok_or(sqlx::Error::RowNotFound)?)
     }
 }
 
@@ -772,5 +826,51 @@ impl Database {
                 .fetch_one(p)
                 .await
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ScratchPostgres;
+
+    /// A burst of jobs into a table the planner has no statistics for yet: the claim must
+    /// still walk jobs_claim_order rather than sort every queued job.
+    #[tokio::test]
+    async fn postgres_claim_walks_the_claim_index_before_statistics_exist() {
+        let admin = std::env::var("STEPWISE_TEST_PG_URL")
+            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_string());
+        let scratch = ScratchPostgres::create(&admin, "stepwise_t_plan")
+            .await
+            .unwrap();
+        let db = Database::open_url(scratch.url()).await.unwrap();
+        crate::migrate::run(&db).await.unwrap();
+        let Database::Postgres(pool) = &db else {
+            unreachable!("a postgres URL opens PostgreSQL")
+        };
+        sqlx::query(
+            "INSERT INTO jobs (id, job_type, status, priority, payload, repository, \
+             required_capabilities, max_attempts, next_attempt_at, created_at, updated_at) \
+             SELECT gen_random_uuid(), 'task', 'queued', 0, '{}', 'o/r', '[\"codex\"]', 3, \
+             now(), now() + g * interval '1 ms', now() FROM generate_series(1, 5000) AS g",
+        )
+        .execute(pool)
+        .await
+        .unwrap();
+        let plan: Vec<String> = sqlx::query_scalar(&format!("EXPLAIN {CLAIM_POSTGRES}"))
+            .bind("w")
+            .bind(Ts(Utc::now()))
+            .bind(Ts(Utc::now()))
+            .bind(Json(vec!["codex".to_string()]))
+            .bind(None::<Vec<String>>)
+            .bind(None::<Vec<String>>)
+            .fetch_all(pool)
+            .await
+            .unwrap();
+        let plan = plan.join("\n");
+        assert!(plan.contains("Index Scan using jobs_claim_order"), "{plan}");
+        assert!(!plan.contains("Sort"), "{plan}");
+        pool.close().await;
+        scratch.drop_database().await.unwrap();
     }
 }
