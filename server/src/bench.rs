@@ -3,7 +3,8 @@
 //!
 //! 1. enqueue: N no-op tasks through `create_job` (normalization included), sequentially;
 //! 2. claim + complete: W workers drain them through the service;
-//! 3. end to end: a producer enqueues N more while W workers claim and complete them;
+//! 3. end to end: P producers enqueue N more between them while W workers claim and
+//!    complete them;
 //! 4. enqueue → claim latency: one idle worker long-polls over real HTTP; each job is
 //!    created in-process and timed until the worker's claim answer arrives.
 
@@ -35,6 +36,9 @@ pub struct BenchArgs {
     /// Concurrent workers in the throughput phases.
     #[arg(long, default_value_t = 4)]
     workers: usize,
+    /// Concurrent producers in the end-to-end phase (clients submitting tasks).
+    #[arg(long, default_value_t = 2)]
+    producers: usize,
     /// Jobs timed in the latency phase.
     #[arg(long, default_value_t = 500)]
     samples: usize,
@@ -65,9 +69,9 @@ fn claim_request(worker: usize) -> ClaimRequest {
 }
 
 pub async fn run(args: BenchArgs) -> Result<(), CliError> {
-    if args.jobs == 0 || args.workers == 0 || args.samples == 0 {
+    if args.jobs == 0 || args.workers == 0 || args.producers == 0 || args.samples == 0 {
         return Err(CliError::Usage(
-            "--jobs, --workers and --samples must be at least 1".into(),
+            "--jobs, --workers, --producers and --samples must be at least 1".into(),
         ));
     }
     let (db, scratch, dir) = match args.backend {
@@ -126,24 +130,29 @@ async fn measure(queue: &Queue, args: &BenchArgs) -> Result<(), CliError> {
     );
 
     let started = Instant::now();
-    let producer = {
-        let queue = queue.clone();
-        let jobs = args.jobs;
-        tokio::spawn(async move {
-            for i in 0..jobs {
-                queue.create_job(&noop_task(i), Some("bench")).await?;
-            }
-            Ok::<_, queue::QueueError>(())
+    let producers: Vec<_> = (0..args.producers)
+        .map(|p| {
+            let queue = queue.clone();
+            // Producer p enqueues jobs p, p + P, p + 2P, ...: N in all between them.
+            let mine: Vec<usize> = (p..args.jobs).step_by(args.producers).collect();
+            tokio::spawn(async move {
+                for i in mine {
+                    queue.create_job(&noop_task(i), Some("bench")).await?;
+                }
+                Ok::<_, queue::QueueError>(())
+            })
         })
-    };
+        .collect();
     let done = drain(queue, args.workers, Some(args.jobs)).await?;
-    producer
-        .await
-        .map_err(|e| CliError::Bench(format!("the producer task failed: {e}")))??;
+    for producer in producers {
+        producer
+            .await
+            .map_err(|e| CliError::Bench(format!("a producer task failed: {e}")))??;
+    }
     report(
         &format!(
-            "end to end: enqueue → claim → complete ({} workers)",
-            args.workers
+            "end to end: enqueue → claim → complete ({}p, {}w)",
+            args.producers, args.workers
         ),
         done,
         started.elapsed(),
@@ -307,6 +316,7 @@ mod tests {
             backend: Backend::Sqlite,
             jobs: 20,
             workers: 2,
+            producers: 3,
             samples: 3,
             pg_url: String::new(),
         };

@@ -21,6 +21,9 @@ use crate::auth::User;
 /// Events are read from the store in pages of this size while catching up.
 const PAGE: u32 = 500;
 
+/// A caught-up stream re-reads the store at least this often, notification or not.
+const RECHECK: std::time::Duration = std::time::Duration::from_secs(5);
+
 pub fn router() -> Router<AppState> {
     Router::new().route("/jobs/{id}/events/stream", get(stream_events))
 }
@@ -100,22 +103,30 @@ impl Tail {
                     return Some((Ok(event), self));
                 }
             }
-            // Caught up: sleep until something about this job happens.
-            loop {
-                match self.notes.recv().await {
-                    Ok(note) if note.job_id == self.job_id => {
-                        if matches!(
-                            note.kind,
-                            NotificationKind::EventAppended { .. } | NotificationKind::JobChanged
-                        ) {
-                            break;
+            // Caught up: sleep until something about this job happens, or at most RECHECK:
+            // notifications are hints that can be lost (another replica's, relayed after
+            // its commit), and the store is the truth.
+            let woken = async {
+                loop {
+                    match self.notes.recv().await {
+                        Ok(note) if note.job_id == self.job_id => {
+                            if matches!(
+                                note.kind,
+                                NotificationKind::EventAppended { .. }
+                                    | NotificationKind::JobChanged
+                            ) {
+                                return true;
+                            }
                         }
+                        Ok(_) => {}
+                        // Missed some: re-read from the store.
+                        Err(RecvError::Lagged(_)) => return true,
+                        Err(RecvError::Closed) => return false,
                     }
-                    Ok(_) => {}
-                    // Missed some: re-read from the store, which is the truth anyway.
-                    Err(RecvError::Lagged(_)) => break,
-                    Err(RecvError::Closed) => return None,
                 }
+            };
+            if let Ok(false) = tokio::time::timeout(RECHECK, woken).await {
+                return None;
             }
         }
     }
