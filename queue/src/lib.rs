@@ -61,5 +61,5 @@ pub use error::{Entity, QueueError};
 pub use notify::{Notification, NotificationKind};
 pub use rescuer::{RescueReport, Rescuer, RescuerConfig};
 pub use scratch::ScratchPostgres;
-pub use service::{ClaimRequest, Fence, JobFilter, JobPage, Queue};
+pub use service::{ClaimRequest, Completion, Fence, JobFilter, JobPage, MAX_CLAIM_BATCH, Queue};
 pub use tokens::{NewToken, Role, TokenKind, TokenRecord, UnknownName};

@@ -1,6 +1,7 @@
 //! [`Queue`]: the one service layer over the store. REST handlers, server functions and MCP
 //! tools call these methods and nothing below them.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -46,6 +47,21 @@ impl Fence {
     pub fn of(job: &Job) -> Option<Fence> {
         Some(Fence::new(job.claimed_by.clone()?, job.attempt))
     }
+}
+
+/// Most jobs one [`Queue::claim_many`] may lease.
+pub const MAX_CLAIM_BATCH: u32 = 1000;
+
+/// One transition of [`Queue::transition_many`]: checks its guard and edits the job.
+type Apply<'a> =
+    Box<dyn FnOnce(&mut Job, DateTime<Utc>) -> Result<Outcome, QueueError> + Send + 'a>;
+
+/// One job of [`Queue::complete_many`].
+#[derive(Debug, Clone)]
+pub struct Completion {
+    pub id: String,
+    pub fence: Fence,
+    pub summary: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -206,21 +222,91 @@ impl Queue {
     }
 
     /// Locks the job, lets `apply` check its guard and edit it, and settles the outcome.
-    async fn transition(
+    async fn transition<'a>(
         &self,
-        id: &str,
-        apply: impl FnOnce(&mut Job, DateTime<Utc>) -> Result<Outcome, QueueError>,
+        id: &'a str,
+        apply: impl FnOnce(&mut Job, DateTime<Utc>) -> Result<Outcome, QueueError> + Send + 'a,
     ) -> Result<Job, QueueError> {
-        let uuid = parse_job_id(id)?;
+        parse_job_id(id)?;
+        let mut results = self.transition_many(vec![(id, Box::new(apply))]).await?;
+        results.pop().expect("one answer per transition")
+    }
+
+    /// Several transitions in one transaction: every job locked at once (in id order), each
+    /// `apply` run on its job in the order given (two on one job see each other's result),
+    /// then one write of the changed rows and one of the events. Each transition gets its
+    /// own answer; one refused leaves the others to commit. The outer error is the
+    /// transaction's own failure, which none of them survived.
+    async fn transition_many<'a>(
+        &self,
+        ops: Vec<(&'a str, Apply<'a>)>,
+    ) -> Result<Vec<Result<Job, QueueError>>, QueueError> {
         let now = self.now();
+        let mut ids: Vec<Uuid> = ops
+            .iter()
+            .filter_map(|(id, _)| Uuid::parse_str(id).ok())
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
         let mut tx = self.begin().await?;
-        let mut job = tx
-            .lock_job(uuid)
-            .await?
-            .ok_or_else(|| QueueError::job_not_found(id))?;
-        let outcome = apply(&mut job, now)?;
-        self.settle(tx, &job, outcome, now).await?;
-        Ok(job)
+        let mut jobs: HashMap<Uuid, Job> = HashMap::with_capacity(ids.len());
+        for job in tx.lock_jobs(&ids).await? {
+            jobs.insert(parse_job_id(&job.id)?, job);
+        }
+        let mut results = Vec::with_capacity(ops.len());
+        let mut dirty: Vec<Uuid> = Vec::new();
+        let mut events: Vec<(String, PendingEvent)> = Vec::new();
+        let mut notes: Vec<(String, NotificationKind)> = Vec::new();
+        for (id, apply) in ops {
+            let Some(job) = parse_job_id(id).ok().and_then(|uuid| jobs.get_mut(&uuid)) else {
+                results.push(Err(parse_job_id(id)
+                    .err()
+                    .unwrap_or_else(|| QueueError::job_not_found(id))));
+                continue;
+            };
+            // On a copy: a refused transition leaves the job exactly as it was.
+            let mut draft = job.clone();
+            let outcome = match apply(&mut draft, now) {
+                Ok(outcome) => outcome,
+                Err(refused) => {
+                    results.push(Err(refused));
+                    continue;
+                }
+            };
+            if outcome != Outcome::Unchanged {
+                *job = draft;
+                let uuid = parse_job_id(&job.id)?;
+                if !dirty.contains(&uuid) {
+                    dirty.push(uuid);
+                }
+            }
+            if let Outcome::Changed {
+                events: appended,
+                available,
+            } = outcome
+            {
+                events.extend(appended.into_iter().map(|e| (job.id.clone(), e)));
+                notes.push((job.id.clone(), NotificationKind::JobChanged));
+                if available {
+                    notes.push((job.id.clone(), NotificationKind::JobAvailable));
+                }
+            }
+            results.push(Ok(job.clone()));
+        }
+        if dirty.is_empty() {
+            tx.rollback().await?;
+            return Ok(results);
+        }
+        let saved: Vec<&Job> = dirty.iter().filter_map(|uuid| jobs.get(uuid)).collect();
+        tx.save_jobs(&saved).await?;
+        let appended: Vec<(&str, &PendingEvent)> =
+            events.iter().map(|(id, e)| (id.as_str(), e)).collect();
+        tx.insert_events(&appended, now).await?;
+        for (id, kind) in notes {
+            tx.notify(&id, kind);
+        }
+        self.commit(tx).await?;
+        Ok(results)
     }
 
     /// Validates and normalizes `raw` (the job-create envelope) and queues it.
@@ -315,8 +401,24 @@ impl Queue {
     /// required capabilities a subset of the worker's, its type and repository allowed;
     /// highest priority first, then oldest.
     pub async fn claim(&self, request: &ClaimRequest) -> Result<Option<Job>, QueueError> {
+        Ok(self.claim_many(request, 1).await?.into_iter().next())
+    }
+
+    /// [`claim`](Self::claim) for up to `limit` jobs (1 to [`MAX_CLAIM_BATCH`]) in one
+    /// transaction, in claim order: for a worker that runs jobs in batches.
+    pub async fn claim_many(
+        &self,
+        request: &ClaimRequest,
+        limit: u32,
+    ) -> Result<Vec<Job>, QueueError> {
         if request.worker_id.trim().is_empty() {
             return Err(QueueError::invalid("workerId", "must not be empty"));
+        }
+        if !(1..=MAX_CLAIM_BATCH).contains(&limit) {
+            return Err(QueueError::invalid(
+                "limit",
+                format!("must be between 1 and {MAX_CLAIM_BATCH}"),
+            ));
         }
         let lease = chrono::Duration::from_std(request.lease)
             .ok()
@@ -324,7 +426,7 @@ impl Queue {
             .ok_or_else(|| QueueError::invalid("lease", "must be a positive duration"))?;
         let now = self.now();
         let mut tx = self.begin().await?;
-        let claimed = tx
+        let jobs = tx
             .claim(&ClaimSql {
                 worker_id: &request.worker_id,
                 capabilities: &request.capabilities,
@@ -332,17 +434,25 @@ impl Queue {
                 allowed_repositories: request.allowed_repositories.as_deref(),
                 now,
                 lease_until: now.checked_add_signed(lease).unwrap_or(now),
+                limit,
             })
             .await?;
-        let Some(job) = claimed else {
+        if jobs.is_empty() {
             tx.rollback().await?;
-            return Ok(None);
-        };
-        tx.insert_event(&job.id, &machine::claimed_event(&job), now)
-            .await?;
-        tx.notify(&job.id, NotificationKind::JobChanged);
+            return Ok(jobs);
+        }
+        let claimed: Vec<PendingEvent> = jobs.iter().map(machine::claimed_event).collect();
+        let appended: Vec<(&str, &PendingEvent)> = jobs
+            .iter()
+            .zip(&claimed)
+            .map(|(job, event)| (job.id.as_str(), event))
+            .collect();
+        tx.insert_events(&appended, now).await?;
+        for job in &jobs {
+            tx.notify(&job.id, NotificationKind::JobChanged);
+        }
         self.commit(tx).await?;
-        Ok(Some(job))
+        Ok(jobs)
     }
 
     /// [`claim`](Self::claim), waiting up to `wait` for a job to become claimable: woken at
@@ -411,6 +521,25 @@ impl Queue {
     ) -> Result<Job, QueueError> {
         self.transition(id, |job, now| machine::complete(job, fence, now, summary))
             .await
+    }
+
+    /// [`complete`](Self::complete) for several jobs in one transaction: for a worker that
+    /// finishes jobs in batches. Each completion gets its own answer, in the order given;
+    /// one refused (a stale fence, say) does not hold back the others.
+    pub async fn complete_many(
+        &self,
+        completions: Vec<Completion>,
+    ) -> Result<Vec<Result<Job, QueueError>>, QueueError> {
+        let ops = completions
+            .iter()
+            .map(|done| {
+                let apply: Apply<'_> = Box::new(move |job: &mut Job, now| {
+                    machine::complete(job, &done.fence, now, done.summary.clone())
+                });
+                (done.id.as_str(), apply)
+            })
+            .collect();
+        self.transition_many(ops).await
     }
 
     /// running → queued after a backoff (retryable, attempts left), dead_letter (retryable,

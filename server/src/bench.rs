@@ -3,9 +3,11 @@
 //!
 //! 1. enqueue: N no-op tasks through `create_job` (normalization included), sequentially;
 //! 2. claim + complete: W workers drain them through the service;
-//! 3. end to end: P producers enqueue N more between them while W workers claim and
-//!    complete them;
-//! 4. enqueue → claim latency: one idle worker long-polls over real HTTP; each job is
+//! 3. batched: P producers enqueue N more, then W workers claim and complete them B at a
+//!    time ([`Queue::claim_many`], [`Queue::complete_many`]);
+//! 4. end to end: P producers enqueue N more between them while W workers claim and
+//!    complete them one at a time;
+//! 5. enqueue → claim latency: one idle worker long-polls over real HTTP; each job is
 //!    created in-process and timed until the worker's claim answer arrives.
 
 use std::sync::Arc;
@@ -13,7 +15,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use clap::{Args, ValueEnum};
-use queue::{ClaimRequest, Database, Fence, Queue, QueueConfig, ScratchPostgres, TokenKind};
+use queue::{
+    ClaimRequest, Completion, Database, Fence, Queue, QueueConfig, ScratchPostgres, TokenKind,
+};
 use serde_json::json;
 
 use crate::api::{self, AppState, Limits};
@@ -39,6 +43,9 @@ pub struct BenchArgs {
     /// Concurrent producers in the end-to-end phase (clients submitting tasks).
     #[arg(long, default_value_t = 2)]
     producers: usize,
+    /// Jobs per claim and per completion in the batched phase.
+    #[arg(long, default_value_t = 32)]
+    batch: u32,
     /// Jobs timed in the latency phase.
     #[arg(long, default_value_t = 500)]
     samples: usize,
@@ -73,6 +80,12 @@ pub async fn run(args: BenchArgs) -> Result<(), CliError> {
         return Err(CliError::Usage(
             "--jobs, --workers, --producers and --samples must be at least 1".into(),
         ));
+    }
+    if !(1..=queue::MAX_CLAIM_BATCH).contains(&args.batch) {
+        return Err(CliError::Usage(format!(
+            "--batch must be between 1 and {}",
+            queue::MAX_CLAIM_BATCH
+        )));
     }
     let (db, scratch, dir) = match args.backend {
         Backend::Sqlite => {
@@ -122,7 +135,7 @@ async fn measure(queue: &Queue, args: &BenchArgs) -> Result<(), CliError> {
     report("enqueue (sequential)", args.jobs, started.elapsed());
 
     let started = Instant::now();
-    let done = drain(queue, args.workers, None).await?;
+    let done = drain(queue, args.workers, None, 1).await?;
     report(
         &format!("claim + complete ({} workers)", args.workers),
         done,
@@ -130,20 +143,31 @@ async fn measure(queue: &Queue, args: &BenchArgs) -> Result<(), CliError> {
     );
 
     let started = Instant::now();
-    let producers: Vec<_> = (0..args.producers)
-        .map(|p| {
-            let queue = queue.clone();
-            // Producer p enqueues jobs p, p + P, p + 2P, ...: N in all between them.
-            let mine: Vec<usize> = (p..args.jobs).step_by(args.producers).collect();
-            tokio::spawn(async move {
-                for i in mine {
-                    queue.create_job(&noop_task(i), Some("bench")).await?;
-                }
-                Ok::<_, queue::QueueError>(())
-            })
-        })
-        .collect();
-    let done = drain(queue, args.workers, Some(args.jobs)).await?;
+    for producer in produce(queue, args.producers, args.jobs) {
+        producer
+            .await
+            .map_err(|e| CliError::Bench(format!("a producer task failed: {e}")))??;
+    }
+    report(
+        &format!("enqueue ({} producers)", args.producers),
+        args.jobs,
+        started.elapsed(),
+    );
+
+    let started = Instant::now();
+    let done = drain(queue, args.workers, None, args.batch).await?;
+    report(
+        &format!(
+            "claim + complete, batched ({} workers, {} per batch)",
+            args.workers, args.batch
+        ),
+        done,
+        started.elapsed(),
+    );
+
+    let started = Instant::now();
+    let producers = produce(queue, args.producers, args.jobs);
+    let done = drain(queue, args.workers, Some(args.jobs), 1).await?;
     for producer in producers {
         producer
             .await
@@ -177,9 +201,36 @@ fn report(what: &str, jobs: usize, took: Duration) {
     );
 }
 
+/// Starts `producers` tasks enqueueing `jobs` no-op tasks between them.
+fn produce(
+    queue: &Queue,
+    producers: usize,
+    jobs: usize,
+) -> Vec<tokio::task::JoinHandle<Result<(), queue::QueueError>>> {
+    (0..producers)
+        .map(|p| {
+            let queue = queue.clone();
+            // Producer p enqueues jobs p, p + P, p + 2P, ...: N in all between them.
+            let mine: Vec<usize> = (p..jobs).step_by(producers).collect();
+            tokio::spawn(async move {
+                for i in mine {
+                    queue.create_job(&noop_task(i), Some("bench")).await?;
+                }
+                Ok(())
+            })
+        })
+        .collect()
+}
+
 /// Runs `workers` claim-and-complete loops until `target` jobs are done (or, without a
-/// target, until the queue is empty); returns how many were completed.
-async fn drain(queue: &Queue, workers: usize, target: Option<usize>) -> Result<usize, CliError> {
+/// target, until the queue is empty); returns how many were completed. With `batch` above
+/// 1, each loop claims and completes up to that many jobs per call (no target then).
+async fn drain(
+    queue: &Queue,
+    workers: usize,
+    target: Option<usize>,
+    batch: u32,
+) -> Result<usize, CliError> {
     let completed = Arc::new(AtomicUsize::new(0));
     let mut tasks = Vec::new();
     for w in 0..workers {
@@ -189,7 +240,26 @@ async fn drain(queue: &Queue, workers: usize, target: Option<usize>) -> Result<u
             let request = claim_request(w);
             loop {
                 if target.is_some_and(|t| completed.load(Ordering::Relaxed) >= t) {
-                    return Ok::<_, queue::QueueError>(());
+                    return Ok::<_, CliError>(());
+                }
+                if batch > 1 {
+                    let jobs = queue.claim_many(&request, batch).await?;
+                    if jobs.is_empty() {
+                        return Ok(());
+                    }
+                    let completions = jobs
+                        .iter()
+                        .map(|job| Completion {
+                            id: job.id.clone(),
+                            fence: Fence::new(request.worker_id.clone(), job.attempt),
+                            summary: None,
+                        })
+                        .collect();
+                    for answer in queue.complete_many(completions).await? {
+                        answer?;
+                        completed.fetch_add(1, Ordering::Relaxed);
+                    }
+                    continue;
                 }
                 let job = match target {
                     None => queue.claim(&request).await?,
@@ -317,6 +387,7 @@ mod tests {
             jobs: 20,
             workers: 2,
             producers: 3,
+            batch: 4,
             samples: 3,
             pg_url: String::new(),
         };

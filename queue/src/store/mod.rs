@@ -324,6 +324,36 @@ const SAVE_JOB: &str = "UPDATE jobs SET status = $2, attempt = $3, next_attempt_
      error_message = $11, started_at = $12, finished_at = $13, updated_at = $14 \
      WHERE id = $1";
 
+const LOCK_JOBS_POSTGRES: &str = concat!(
+    "SELECT ",
+    job_columns!(),
+    " FROM jobs WHERE id = ANY($1) ORDER BY id FOR UPDATE"
+);
+
+/// [`SAVE_JOB`] for many rows: one array per column, zipped by `unnest`.
+const SAVE_JOBS_POSTGRES: &str = "UPDATE jobs AS j SET status = u.status, attempt = u.attempt, \
+     next_attempt_at = u.next_attempt_at, claimed_by = u.claimed_by, \
+     lease_expires_at = u.lease_expires_at, cancel_requested_at = u.cancel_requested_at, \
+     cancel_requested_by_user_id = u.cancel_requested_by_user_id, \
+     cancel_reason = u.cancel_reason, result_summary = u.result_summary, \
+     error_message = u.error_message, started_at = u.started_at, \
+     finished_at = u.finished_at, updated_at = u.updated_at \
+     FROM unnest($1::uuid[], $2::text[], $3::int[], $4::timestamptz[], $5::text[], \
+       $6::timestamptz[], $7::timestamptz[], $8::text[], $9::text[], $10::text[], $11::text[], \
+       $12::timestamptz[], $13::timestamptz[], $14::timestamptz[]) \
+       AS u(id, status, attempt, next_attempt_at, claimed_by, lease_expires_at, \
+       cancel_requested_at, cancel_requested_by_user_id, cancel_reason, result_summary, \
+       error_message, started_at, finished_at, updated_at) \
+     WHERE j.id = u.id";
+
+/// [`INSERT_EVENT`] for many rows, inserted in the order of the arrays.
+const INSERT_EVENTS_POSTGRES: &str = "INSERT INTO job_events \
+     (job_id, kind, level, message, payload, created_at) \
+     SELECT e.job_id, e.kind, e.level, e.message, e.payload, $6 \
+     FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::jsonb[]) \
+       WITH ORDINALITY AS e(job_id, kind, level, message, payload, n) \
+     ORDER BY e.n RETURNING id";
+
 const INSERT_EVENT: &str = "INSERT INTO job_events (job_id, kind, level, message, payload, created_at) \
      VALUES ($1, $2, $3, $4, $5, $6) RETURNING id";
 
@@ -333,6 +363,8 @@ const LAST_EVENT: &str = concat!(
     " FROM job_events WHERE job_id = $1 AND kind = $2 ORDER BY id DESC LIMIT 1"
 );
 
+/// Both claims lease up to `$7` jobs at once (the batched claim; a single claim is 1).
+///
 /// PostgreSQL: the subquery locks its pick `FOR UPDATE SKIP LOCKED`, so concurrent
 /// claimers each skip rows another is taking and never block on or double-claim one. The
 /// lock re-checks the subquery's conditions on the row's latest version, so the update
@@ -341,7 +373,7 @@ const LAST_EVENT: &str = concat!(
 const CLAIM_POSTGRES: &str = concat!(
     "UPDATE jobs SET status = 'running', claimed_by = $1, lease_expires_at = $2, \
          attempt = attempt + 1, started_at = COALESCE(started_at, $3), updated_at = $3 \
-         WHERE id = (\
+         WHERE id = ANY(ARRAY(\
            SELECT id FROM jobs \
            WHERE status = 'queued' AND next_attempt_at <= $3 \
              AND cancel_requested_at IS NULL \
@@ -349,8 +381,8 @@ const CLAIM_POSTGRES: &str = concat!(
              AND ($5::text[] IS NULL OR job_type = ANY($5)) \
              AND ($6::text[] IS NULL OR repository = ANY($6)) \
            ORDER BY priority DESC, created_at, id \
-           LIMIT 1 \
-           FOR UPDATE SKIP LOCKED) \
+           LIMIT $7 \
+           FOR UPDATE SKIP LOCKED)) \
          RETURNING ",
     job_columns!()
 );
@@ -363,7 +395,7 @@ const CLAIM_POSTGRES: &str = concat!(
 const CLAIM_SQLITE: &str = concat!(
     "UPDATE jobs SET status = 'running', claimed_by = $1, lease_expires_at = $2, \
          attempt = attempt + 1, started_at = COALESCE(started_at, $3), updated_at = $3 \
-         WHERE id = (\
+         WHERE id IN (\
            SELECT j.id FROM jobs j INDEXED BY jobs_claim_order \
            WHERE j.status = 'queued' AND j.next_attempt_at <= $3 \
              AND j.cancel_requested_at IS NULL \
@@ -373,7 +405,7 @@ const CLAIM_SQLITE: &str = concat!(
              AND ($5 IS NULL OR j.job_type IN (SELECT value FROM json_each($5))) \
              AND ($6 IS NULL OR j.repository IN (SELECT value FROM json_each($6))) \
            ORDER BY j.priority DESC, j.created_at, j.id \
-           LIMIT 1) \
+           LIMIT $7) \
          AND status = 'queued' \
          RETURNING ",
     job_columns!()
@@ -532,9 +564,10 @@ impl Tx {
         Ok(events.into_iter().next())
     }
 
-    /// Picks the best claimable job and leases it, in one statement (see [`CLAIM_POSTGRES`]
-    /// and [`CLAIM_SQLITE`] for how each backend keeps two claimers apart).
-    pub(crate) async fn claim(&mut self, claim: &ClaimSql<'_>) -> Result<Option<Job>, QueueError> {
+    /// Picks the best claimable jobs, up to `claim.limit`, and leases them in one statement
+    /// (see [`CLAIM_POSTGRES`] and [`CLAIM_SQLITE`] for how each backend keeps two
+    /// claimers apart); returned in claim order.
+    pub(crate) async fn claim(&mut self, claim: &ClaimSql<'_>) -> Result<Vec<Job>, QueueError> {
         let args = [
             Arg::text(claim.worker_id),
             Arg::at(claim.lease_until),
@@ -542,12 +575,144 @@ impl Tx {
             Arg::json(&claim.capabilities)?,
             Arg::TextList(claim.allowed_types),
             Arg::TextList(claim.allowed_repositories),
+            Arg::BigInt(i64::from(claim.limit)),
         ];
-        let jobs = match &mut self.conn {
+        let mut jobs = match &mut self.conn {
             TxConn::Sqlite(t) => sqlite_rows(t, CLAIM_SQLITE, &args, |r| job_from_row!(r))?,
             TxConn::Postgres(t) => pg_rows(t, CLAIM_POSTGRES, &args, |r| job_from_row!(r)).await?,
         };
-        Ok(jobs.into_iter().next())
+        // RETURNING follows no order; callers get the claim order.
+        jobs.sort_by(|a, b| {
+            (b.priority, a.created_at, &a.id).cmp(&(a.priority, b.created_at, &b.id))
+        });
+        Ok(jobs)
+    }
+
+    /// The jobs among `ids` that exist, each locked until commit (on PostgreSQL in id
+    /// order, so two transactions locking overlapping sets cannot deadlock).
+    pub(crate) async fn lock_jobs(&mut self, ids: &[Uuid]) -> Result<Vec<Job>, QueueError> {
+        match &mut self.conn {
+            TxConn::Sqlite(t) => {
+                let mut jobs = Vec::with_capacity(ids.len());
+                for id in ids {
+                    let args = [Arg::Id(*id)];
+                    jobs.extend(sqlite_rows(t, LOCK_JOB_SQLITE, &args, |r| {
+                        job_from_row!(r)
+                    })?);
+                }
+                Ok(jobs)
+            }
+            TxConn::Postgres(t) => {
+                let rows = sqlx::query(LOCK_JOBS_POSTGRES)
+                    .bind(ids)
+                    .fetch_all(&mut **t)
+                    .await?;
+                Ok(rows
+                    .iter()
+                    .map(|r| job_from_row!(r))
+                    .collect::<Result<_, _>>()?)
+            }
+        }
+    }
+
+    /// [`save_job`](Self::save_job) for several jobs; one statement on PostgreSQL.
+    pub(crate) async fn save_jobs(&mut self, jobs: &[&Job]) -> Result<(), QueueError> {
+        let TxConn::Postgres(t) = &mut self.conn else {
+            for job in jobs {
+                self.save_job(job).await?;
+            }
+            return Ok(());
+        };
+        if jobs.is_empty() {
+            return Ok(());
+        }
+        let column = |f: fn(&Job) -> Option<String>| jobs.iter().map(|j| f(j)).collect::<Vec<_>>();
+        let at =
+            |f: fn(&Job) -> Option<DateTime<Utc>>| jobs.iter().map(|j| f(j)).collect::<Vec<_>>();
+        let ids = jobs
+            .iter()
+            .map(|j| parse_id(&j.id))
+            .collect::<Result<Vec<_>, _>>()?;
+        sqlx::query(SAVE_JOBS_POSTGRES)
+            .bind(ids)
+            .bind(column(|j| Some(j.status.as_str().to_string())))
+            .bind(jobs.iter().map(|j| int(j.attempt)).collect::<Vec<_>>())
+            .bind(at(|j| Some(j.next_attempt_at)))
+            .bind(column(|j| j.claimed_by.clone()))
+            .bind(at(|j| j.lease_expires_at))
+            .bind(at(|j| j.cancel_requested_at))
+            .bind(column(|j| j.cancel_requested_by_user_id.clone()))
+            .bind(column(|j| j.cancel_reason.clone()))
+            .bind(column(|j| j.result_summary.clone()))
+            .bind(column(|j| j.error_message.clone()))
+            .bind(at(|j| j.started_at))
+            .bind(at(|j| j.finished_at))
+            .bind(at(|j| Some(j.updated_at)))
+            .execute(&mut **t)
+            .await?;
+        Ok(())
+    }
+
+    /// [`insert_event`](Self::insert_event) for several events, appended in the order given;
+    /// one statement on PostgreSQL.
+    pub(crate) async fn insert_events(
+        &mut self,
+        events: &[(&str, &PendingEvent)],
+        now: DateTime<Utc>,
+    ) -> Result<Vec<JobEvent>, QueueError> {
+        let TxConn::Postgres(t) = &mut self.conn else {
+            let mut appended = Vec::with_capacity(events.len());
+            for (job_id, event) in events {
+                appended.push(self.insert_event(job_id, event, now).await?);
+            }
+            return Ok(appended);
+        };
+        if events.is_empty() {
+            return Ok(Vec::new());
+        }
+        let job_ids = events
+            .iter()
+            .map(|(id, _)| parse_id(id))
+            .collect::<Result<Vec<_>, _>>()?;
+        let text =
+            |f: fn(&PendingEvent) -> &str| events.iter().map(|(_, e)| f(e)).collect::<Vec<_>>();
+        let payloads: Vec<Json<&Map<String, Value>>> =
+            events.iter().map(|(_, e)| Json(&e.payload)).collect();
+        let mut ids: Vec<i64> = sqlx::query_scalar(INSERT_EVENTS_POSTGRES)
+            .bind(job_ids)
+            .bind(text(|e| &e.kind))
+            .bind(text(|e| e.level.as_str()))
+            .bind(text(|e| &e.message))
+            .bind(payloads)
+            .bind(Ts(now))
+            .fetch_all(&mut **t)
+            .await?;
+        // Rows are inserted in ordinality order, so the identity hands out ascending ids in
+        // that order whatever order RETURNING lists them in.
+        ids.sort_unstable();
+        if ids.len() != events.len() {
+            return Err(sqlx::Error::RowNotFound.into());
+        }
+        let appended: Vec<JobEvent> = events
+            .iter()
+            .zip(ids)
+            .map(|((job_id, event), id)| JobEvent {
+                id,
+                job_id: job_id.to_string(),
+                kind: event.kind.clone(),
+                level: event.level,
+                message: event.message.clone(),
+                payload: event.payload.clone(),
+                created_at: now,
+            })
+            .collect();
+        for event in &appended {
+            self.notify(
+                &event.job_id,
+                NotificationKind::EventAppended { event_id: event.id },
+            );
+        }
+        Ok(appended)
     }
 
     /// Inserts or, for a name the job already has, replaces (keeping the artifact's id).
@@ -579,6 +744,7 @@ pub(crate) struct ClaimSql<'a> {
     pub allowed_repositories: Option<&'a [String]>,
     pub now: DateTime<Utc>,
     pub lease_until: DateTime<Utc>,
+    pub limit: u32,
 }
 
 fn parse_id(id: &str) -> Result<Uuid, sqlx::Error> {
@@ -864,6 +1030,7 @@ mod tests {
             .bind(Json(vec!["codex".to_string()]))
             .bind(None::<Vec<String>>)
             .bind(None::<Vec<String>>)
+            .bind(1_i64)
             .fetch_all(pool)
             .await
             .unwrap();

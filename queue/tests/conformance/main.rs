@@ -7,6 +7,7 @@
 mod harness;
 
 mod artifacts;
+mod batches;
 mod cancel;
 mod claim;
 mod concurrency;
@@ -104,6 +105,10 @@ conformance! {
     notify::second_replica_hears_changes_through_the_database,
     notify::own_notifications_are_not_repeated,
     concurrency::concurrent_claimers_claim_every_job_exactly_once,
+    batches::claim_many_leases_up_to_the_limit_in_claim_order,
+    batches::claim_many_refuses_a_limit_out_of_range,
+    batches::complete_many_answers_each_job_and_a_refused_one_holds_back_no_other,
+    batches::batch_claimers_and_completers_run_every_job_exactly_once,
     tokens::token_is_found_by_hash_until_revoked,
     tokens::worker_token_keeps_its_scopes,
     tokens::inconsistent_tokens_are_refused,
