@@ -5,7 +5,7 @@
 
 use chrono::{DateTime, Utc};
 use contract::job::events;
-use contract::{EventLevel, Job, JobState};
+use contract::{EventLevel, Job, JobEvent, JobState};
 use serde_json::{Map, Value, json};
 
 use crate::error::QueueError;
@@ -21,6 +21,19 @@ pub(crate) struct PendingEvent {
 }
 
 impl PendingEvent {
+    /// The event as stored: its id and time assigned.
+    pub(crate) fn stored(&self, job_id: &str, id: i64, at: DateTime<Utc>) -> JobEvent {
+        JobEvent {
+            id,
+            job_id: job_id.to_string(),
+            kind: self.kind.clone(),
+            level: self.level,
+            message: self.message.clone(),
+            payload: self.payload.clone(),
+            created_at: at,
+        }
+    }
+
     fn new(kind: &str, level: EventLevel, message: String, payload: Value) -> Self {
         PendingEvent {
             kind: kind.to_string(),

@@ -36,6 +36,15 @@ pub struct Notification {
     pub kind: NotificationKind,
 }
 
+impl Notification {
+    pub(crate) fn new(job_id: &str, kind: NotificationKind) -> Self {
+        Notification {
+            job_id: job_id.to_string(),
+            kind,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NotificationKind {
     /// The job's row changed (state, lease owner, cancel request, ...).

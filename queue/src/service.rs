@@ -344,13 +344,25 @@ impl Queue {
             created_at: now,
             updated_at: now,
         };
-        let mut tx = self.begin().await?;
-        tx.insert_job(&job, &task.payload.repository).await?;
-        tx.insert_event(&job.id, &machine::created_event(&job), now)
+        let created = self
+            .inner
+            .db
+            .create_job(
+                &job,
+                &task.payload.repository,
+                &machine::created_event(&job),
+            )
             .await?;
-        tx.notify(&job.id, NotificationKind::JobChanged);
-        tx.notify(&job.id, NotificationKind::JobAvailable);
-        self.commit(tx).await?;
+        self.inner.notifier.publish(vec![
+            Notification::new(
+                &job.id,
+                NotificationKind::EventAppended {
+                    event_id: created.id,
+                },
+            ),
+            Notification::new(&job.id, NotificationKind::JobChanged),
+            Notification::new(&job.id, NotificationKind::JobAvailable),
+        ]);
         Ok(job)
     }
 
@@ -425,9 +437,10 @@ impl Queue {
             .filter(|lease| *lease > chrono::Duration::zero())
             .ok_or_else(|| QueueError::invalid("lease", "must be a positive duration"))?;
         let now = self.now();
-        let mut tx = self.begin().await?;
-        let jobs = tx
-            .claim(&ClaimSql {
+        let claimed = self
+            .inner
+            .db
+            .claim_jobs(&ClaimSql {
                 worker_id: &request.worker_id,
                 capabilities: &request.capabilities,
                 allowed_types: request.allowed_types.as_deref(),
@@ -437,21 +450,17 @@ impl Queue {
                 limit,
             })
             .await?;
-        if jobs.is_empty() {
-            tx.rollback().await?;
-            return Ok(jobs);
+        let mut notes = Vec::with_capacity(claimed.len() * 2);
+        let mut jobs = Vec::with_capacity(claimed.len());
+        for (job, event) in claimed {
+            notes.push(Notification::new(
+                &job.id,
+                NotificationKind::EventAppended { event_id: event.id },
+            ));
+            notes.push(Notification::new(&job.id, NotificationKind::JobChanged));
+            jobs.push(job);
         }
-        let claimed: Vec<PendingEvent> = jobs.iter().map(machine::claimed_event).collect();
-        let appended: Vec<(&str, &PendingEvent)> = jobs
-            .iter()
-            .zip(&claimed)
-            .map(|(job, event)| (job.id.as_str(), event))
-            .collect();
-        tx.insert_events(&appended, now).await?;
-        for job in &jobs {
-            tx.notify(&job.id, NotificationKind::JobChanged);
-        }
-        self.commit(tx).await?;
+        self.inner.notifier.publish(notes);
         Ok(jobs)
     }
 

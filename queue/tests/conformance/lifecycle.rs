@@ -74,8 +74,18 @@ pub async fn claim_leases_the_job_and_records_the_claim(h: Harness) {
     assert_eq!(h.get(&job).await, claimed);
     let events = h.queue.list_events(&job.id, 0, 10).await.unwrap();
     assert_eq!(events[1].kind, events::JOB_CLAIMED);
-    assert_eq!(events[1].payload["workerId"], "w1");
-    assert_eq!(events[1].payload["attempt"], 1);
+    // Exactly, field for field: PostgreSQL writes this event in SQL, SQLite from Rust.
+    assert_eq!(events[1].level, contract::EventLevel::Info);
+    assert_eq!(events[1].message, "claimed by w1 (attempt 1 of 3)");
+    assert_eq!(
+        serde_json::Value::Object(events[1].payload.clone()),
+        serde_json::json!({
+            "workerId": "w1",
+            "attempt": 1,
+            "leaseExpiresAt": now + LEASE,
+        })
+    );
+    assert_eq!(events[1].created_at, now);
 }
 
 pub async fn heartbeat_extends_the_lease_without_an_event(h: Harness) {
