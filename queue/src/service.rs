@@ -49,6 +49,10 @@ impl Fence {
     }
 }
 
+/// How often a PostgreSQL transition re-reads a row that changed under it before it
+/// takes the row lock instead (see `Queue::transition`).
+const SWAP_ATTEMPTS: usize = 3;
+
 /// Most jobs one [`Queue::claim_many`] may lease.
 pub const MAX_CLAIM_BATCH: u32 = 1000;
 
@@ -221,13 +225,57 @@ impl Queue {
         self.commit(tx).await
     }
 
-    /// Locks the job, lets `apply` check its guard and edit it, and settles the outcome.
+    /// Lets `apply` check its guard on the job and edit it, and writes the outcome.
+    ///
+    /// PostgreSQL first tries without a lock: read the row, decide, then write it back only
+    /// if it is still exactly as read, with the events, in one statement ([`Database::swap_job`]):
+    /// two round trips instead of five. A row that changed meanwhile is read again and
+    /// decided again (`apply` may run more than once; it must only edit the job it is given),
+    /// and after [`SWAP_ATTEMPTS`] the transition takes the row lock like SQLite always
+    /// does, where the write lock makes locking free.
     async fn transition<'a>(
         &self,
         id: &'a str,
-        apply: impl FnOnce(&mut Job, DateTime<Utc>) -> Result<Outcome, QueueError> + Send + 'a,
+        apply: impl Fn(&mut Job, DateTime<Utc>) -> Result<Outcome, QueueError> + Send + Sync + 'a,
     ) -> Result<Job, QueueError> {
-        parse_job_id(id)?;
+        let uuid = parse_job_id(id)?;
+        if matches!(self.inner.db, Database::Postgres(_)) {
+            for _ in 0..SWAP_ATTEMPTS {
+                let now = self.now();
+                let current = self
+                    .inner
+                    .db
+                    .get_job(uuid)
+                    .await?
+                    .ok_or_else(|| QueueError::job_not_found(id))?;
+                let mut job = current.clone();
+                let (events, notes) = match apply(&mut job, now)? {
+                    Outcome::Unchanged => return Ok(job),
+                    Outcome::Touched => (Vec::new(), Vec::new()),
+                    Outcome::Changed { events, available } => {
+                        let mut notes =
+                            vec![Notification::new(&job.id, NotificationKind::JobChanged)];
+                        if available {
+                            notes.push(Notification::new(&job.id, NotificationKind::JobAvailable));
+                        }
+                        (events, notes)
+                    }
+                };
+                let Some(event_ids) = self.inner.db.swap_job(&current, &job, &events, now).await?
+                else {
+                    continue;
+                };
+                let mut published: Vec<Notification> = event_ids
+                    .into_iter()
+                    .map(|event_id| {
+                        Notification::new(&job.id, NotificationKind::EventAppended { event_id })
+                    })
+                    .collect();
+                published.extend(notes);
+                self.inner.notifier.publish(published);
+                return Ok(job);
+            }
+        }
         let mut results = self.transition_many(vec![(id, Box::new(apply))]).await?;
         results.pop().expect("one answer per transition")
     }
@@ -528,8 +576,10 @@ impl Queue {
         fence: &Fence,
         summary: Option<String>,
     ) -> Result<Job, QueueError> {
-        self.transition(id, |job, now| machine::complete(job, fence, now, summary))
-            .await
+        self.transition(id, |job, now| {
+            machine::complete(job, fence, now, summary.clone())
+        })
+        .await
     }
 
     /// [`complete`](Self::complete) for several jobs in one transaction: for a worker that
@@ -562,7 +612,7 @@ impl Queue {
     ) -> Result<Job, QueueError> {
         self.transition(id, |job, now| {
             let retry = self.retry_after(job.attempt, now);
-            machine::fail(job, fence, now, error, retryable, retry)
+            machine::fail(job, fence, now, error.clone(), retryable, retry)
         })
         .await
     }
@@ -577,7 +627,7 @@ impl Queue {
         reason: Option<String>,
     ) -> Result<Job, QueueError> {
         self.transition(id, |job, now| {
-            machine::request_cancel(job, user_id, reason, now)
+            machine::request_cancel(job, user_id, reason.clone(), now)
         })
         .await
     }

@@ -394,6 +394,31 @@ const SAVE_JOBS_POSTGRES: &str = "UPDATE jobs AS j SET status = u.status, attemp
        error_message, started_at, finished_at, updated_at) \
      WHERE j.id = u.id";
 
+/// [`SAVE_JOB`] guarded by the row's previous state (`$15`..`$27`, the same columns), with
+/// the transition's events (`$28`..`$31` arrays, `$32` the time) appended in the same
+/// statement; see `Database::swap_job`.
+const SWAP_JOB_POSTGRES: &str = "WITH updated AS (\
+       UPDATE jobs SET status = $2, attempt = $3, next_attempt_at = $4, claimed_by = $5, \
+         lease_expires_at = $6, cancel_requested_at = $7, cancel_requested_by_user_id = $8, \
+         cancel_reason = $9, result_summary = $10, error_message = $11, started_at = $12, \
+         finished_at = $13, updated_at = $14 \
+       WHERE id = $1 AND (status, attempt, next_attempt_at, claimed_by, lease_expires_at, \
+         cancel_requested_at, cancel_requested_by_user_id, cancel_reason, result_summary, \
+         error_message, started_at, finished_at, updated_at) \
+         IS NOT DISTINCT FROM ($15::text, $16::int, $17::timestamptz, $18::text, \
+         $19::timestamptz, $20::timestamptz, $21::text, $22::text, $23::text, $24::text, \
+         $25::timestamptz, $26::timestamptz, $27::timestamptz) \
+       RETURNING id), \
+     appended AS (\
+       INSERT INTO job_events (job_id, kind, level, message, payload, created_at) \
+       SELECT updated.id, e.kind, e.level, e.message, e.payload, $32 \
+       FROM updated, unnest($28::text[], $29::text[], $30::text[], $31::jsonb[]) \
+         WITH ORDINALITY AS e(kind, level, message, payload, n) \
+       ORDER BY e.n \
+       RETURNING id) \
+     SELECT (SELECT count(*) FROM updated) AS updated, \
+       ARRAY(SELECT id FROM appended ORDER BY id) AS event_ids";
+
 /// [`INSERT_EVENT`] for many rows, inserted in the order of the arrays.
 const INSERT_EVENTS_POSTGRES: &str = "INSERT INTO job_events \
      (job_id, kind, level, message, payload, created_at) \
@@ -831,6 +856,45 @@ impl Database {
         .await?;
         let id = ids.into_iter().next().ok_or(sqlx::Error::RowNotFound)?;
         Ok(event.stored(&job.id, id, job.created_at))
+    }
+
+    /// PostgreSQL: writes `new` over the row only if the row still equals `old` in every
+    /// field a transition may change, and appends `events` in the same statement. `None`
+    /// when the row changed meanwhile (nothing written); otherwise the new event ids, in
+    /// order. The update takes the row lock before the insert draws its ids (the insert
+    /// reads the update's output), so a job's event ids still become visible in order.
+    pub(crate) async fn swap_job(
+        &self,
+        old: &Job,
+        new: &Job,
+        events: &[PendingEvent],
+        now: DateTime<Utc>,
+    ) -> Result<Option<Vec<i64>>, QueueError> {
+        let Database::Postgres(pool) = self else {
+            unreachable!("swap_job is PostgreSQL's path; SQLite transitions hold the write lock")
+        };
+        let mut args = vec![Arg::Id(parse_id(&new.id)?)];
+        args.extend(state_args(new));
+        args.extend(state_args(old));
+        let mut conn = pool.acquire().await?;
+        let row = bind_pg(sqlx::query(SWAP_JOB_POSTGRES), &args)
+            .bind(events.iter().map(|e| e.kind.as_str()).collect::<Vec<_>>())
+            .bind(events.iter().map(|e| e.level.as_str()).collect::<Vec<_>>())
+            .bind(
+                events
+                    .iter()
+                    .map(|e| e.message.as_str())
+                    .collect::<Vec<_>>(),
+            )
+            .bind(events.iter().map(|e| Json(&e.payload)).collect::<Vec<_>>())
+            .bind(Ts(now))
+            .fetch_one(&mut *conn)
+            .await?;
+        let updated: i64 = row.try_get("updated")?;
+        if updated == 0 {
+            return Ok(None);
+        }
+        Ok(Some(row.try_get("event_ids")?))
     }
 
     /// Leases up to `claim.limit` jobs and records each claim's `job.claimed` event,

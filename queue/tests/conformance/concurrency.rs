@@ -58,3 +58,45 @@ pub async fn concurrent_claimers_claim_every_job_exactly_once(h: Harness) {
     assert_eq!(page.jobs.len(), JOBS);
     assert!(page.jobs.iter().all(|j| j.attempt == 1));
 }
+
+/// Heartbeats racing a cancel request on one job: every write must land on the state the
+/// previous one left, so no heartbeat puts back a job without its cancel request.
+pub async fn racing_heartbeats_never_undo_a_cancel_request(h: Harness) {
+    for round in 0..5 {
+        let job = h.create(Spec::default()).await;
+        let claimed = h.claim_exactly("w1", &job).await;
+        let mut tasks = Vec::new();
+        for beat in 0..8_u64 {
+            let queue = h.queue.clone();
+            let (id, f) = (job.id.clone(), fence(&claimed));
+            tasks.push(tokio::spawn(async move {
+                let lease = Duration::from_secs(60 + beat);
+                queue.heartbeat(&id, &f, lease).await.map(drop)
+            }));
+        }
+        let queue = h.queue.clone();
+        let id = job.id.clone();
+        tasks.push(tokio::spawn(async move {
+            queue
+                .request_cancel(&id, Some("alice"), Some(format!("round {round}")))
+                .await
+                .map(drop)
+        }));
+        for task in tasks {
+            task.await.unwrap().unwrap();
+        }
+        let after = h.get(&job).await;
+        assert_eq!(after.status, JobState::Running);
+        assert!(
+            after.cancel_requested_at.is_some(),
+            "round {round}: {after:?}"
+        );
+        assert_eq!(after.cancel_reason, Some(format!("round {round}")));
+        let kinds = h.event_kinds(&job).await;
+        let requested = kinds
+            .iter()
+            .filter(|k| k.as_str() == queue::events::JOB_CANCEL_REQUESTED)
+            .count();
+        assert_eq!(requested, 1, "{kinds:?}");
+    }
+}

@@ -105,6 +105,7 @@ conformance! {
     notify::second_replica_hears_changes_through_the_database,
     notify::own_notifications_are_not_repeated,
     concurrency::concurrent_claimers_claim_every_job_exactly_once,
+    concurrency::racing_heartbeats_never_undo_a_cancel_request,
     batches::claim_many_leases_up_to_the_limit_in_claim_order,
     batches::claim_many_refuses_a_limit_out_of_range,
     batches::complete_many_answers_each_job_and_a_refused_one_holds_back_no_other,
