@@ -23,6 +23,11 @@ const SQLITE: &[Embedded] = &[
         "api tokens",
         include_str!("../../migrations/sqlite/0002_api_tokens.sql"),
     ),
+    (
+        3,
+        "lean job writes",
+        include_str!("../../migrations/sqlite/0003_lean_job_writes.sql"),
+    ),
 ];
 
 const POSTGRES: &[Embedded] = &[
@@ -35,6 +40,11 @@ const POSTGRES: &[Embedded] = &[
         2,
         "api tokens",
         include_str!("../../migrations/postgres/0002_api_tokens.sql"),
+    ),
+    (
+        3,
+        "lean job writes",
+        include_str!("../../migrations/postgres/0003_lean_job_writes.sql"),
     ),
 ];
 
