@@ -537,8 +537,20 @@ mod tests {
         assert_eq!(count(&dir), 100);
     }
 
-    #[tokio::test]
-    async fn a_commit_returns_only_once_its_writes_are_visible_to_readers() {
+    /// A writer whose first transaction holds the connection (one row written) while a
+    /// task running `then` is counted as waiting for it.
+    async fn first_with_one_waiting<F, Fut>(
+        then: F,
+    ) -> (
+        tempfile::TempDir,
+        SqliteWriter,
+        SqliteTx,
+        tokio::task::JoinHandle<()>,
+    )
+    where
+        F: FnOnce(SqliteWriter) -> Fut,
+        Fut: std::future::Future<Output = ()> + Send + 'static,
+    {
         let dir = tempfile::tempdir().unwrap();
         let writer = table(&dir).await;
         let first = writer.begin().await.unwrap();
@@ -546,19 +558,24 @@ mod tests {
             .conn()
             .execute("INSERT INTO t VALUES (1)", [])
             .unwrap();
-        // A second transaction queues for the writer, so the first leaves its batch open
-        // for it; the first commit must still not return before the batch committed.
-        let second = tokio::spawn({
-            let writer = writer.clone();
-            async move {
-                let tx = writer.begin().await.unwrap();
-                tx.conn().execute("INSERT INTO t VALUES (2)", []).unwrap();
-                tx.commit().await.unwrap();
-            }
-        });
+        let waiter = tokio::spawn(then(writer.clone()));
         while writer.shared.waiting.load(Ordering::SeqCst) == 0 {
             tokio::task::yield_now().await;
         }
+        (dir, writer, first, waiter)
+    }
+
+    #[tokio::test]
+    async fn a_commit_returns_only_once_its_writes_are_visible_to_readers() {
+        // A second transaction queues for the writer, so the first leaves its batch open
+        // for it; the first commit must still not return before the batch committed.
+        let (dir, writer, first, second) = first_with_one_waiting(|writer| async move {
+            let tx = writer.begin().await.unwrap();
+            tx.conn().execute("INSERT INTO t VALUES (2)", []).unwrap();
+            tx.commit().await.unwrap();
+        })
+        .await;
+        drop(writer);
         first.commit().await.unwrap();
         assert!(count(&dir) >= 1);
         second.await.unwrap();
@@ -567,20 +584,10 @@ mod tests {
 
     #[tokio::test]
     async fn a_waiter_that_gives_up_does_not_strand_an_open_batch() {
-        let dir = tempfile::tempdir().unwrap();
-        let writer = table(&dir).await;
-        let first = writer.begin().await.unwrap();
-        first
-            .conn()
-            .execute("INSERT INTO t VALUES (1)", [])
-            .unwrap();
-        let quitter = tokio::spawn({
-            let writer = writer.clone();
-            async move { writer.begin().await.map(drop) }
-        });
-        while writer.shared.waiting.load(Ordering::SeqCst) == 0 {
-            tokio::task::yield_now().await;
-        }
+        let (dir, _writer, first, quitter) = first_with_one_waiting(|writer| async move {
+            let _ = writer.begin().await;
+        })
+        .await;
         // Counted as waiting when the first commits, so the batch is left open for it;
         // then it gives up without ever taking the connection.
         let committing = tokio::spawn(first.commit());
