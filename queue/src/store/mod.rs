@@ -16,7 +16,7 @@ use sqlx::{PgConnection, Postgres, Row, Transaction};
 use uuid::Uuid;
 
 use crate::QueueError;
-use crate::database::Database;
+use crate::database::{Database, SqliteDb};
 use crate::machine::{self, PendingEvent};
 use crate::notify::{Notification, NotificationKind};
 use crate::tokens::{NewToken, Role, TokenKind, TokenRecord};
@@ -436,7 +436,8 @@ const LAST_EVENT: &str = concat!(
     " FROM job_events WHERE job_id = $1 AND kind = $2 ORDER BY id DESC LIMIT 1"
 );
 
-/// Both claims lease up to `$7` jobs at once (the batched claim; a single claim is 1).
+/// Both claims lease up to `$7` jobs at once (the batched claim; a single claim is 1), and
+/// return them in no particular order.
 ///
 /// PostgreSQL: the subquery locks its pick `FOR UPDATE SKIP LOCKED`, so concurrent
 /// claimers each skip rows another is taking and never block on or double-claim one. The
@@ -464,9 +465,7 @@ macro_rules! claim_postgres_sql {
     };
 }
 
-const CLAIM_POSTGRES: &str = claim_postgres_sql!();
-
-/// [`CLAIM_POSTGRES`] with the claims' `job.claimed` events, in one statement outside an
+/// The PostgreSQL claim with the claims' `job.claimed` events, in one statement outside an
 /// explicit transaction: one round trip instead of four. The event is the one
 /// `machine::claimed_event` builds, written in SQL (the conformance suite compares them on
 /// both backends); `$8` is the lease end as the JSON text Rust gives it.
@@ -645,20 +644,6 @@ impl Tx {
         Ok(events.into_iter().next())
     }
 
-    /// Picks the best claimable jobs, up to `claim.limit`, and leases them in one statement
-    /// (see [`CLAIM_POSTGRES`] and [`CLAIM_SQLITE`] for how each backend keeps two
-    /// claimers apart); returned in claim order.
-    pub(crate) async fn claim(&mut self, claim: &ClaimSql<'_>) -> Result<Vec<Job>, QueueError> {
-        let args = claim_args(claim)?;
-        let mut jobs = match &mut self.conn {
-            TxConn::Sqlite(t) => sqlite_rows(t, CLAIM_SQLITE, &args, |r| job_from_row!(r))?,
-            TxConn::Postgres(t) => pg_rows(t, CLAIM_POSTGRES, &args, |r| job_from_row!(r)).await?,
-        };
-        // RETURNING follows no order; callers get the claim order.
-        jobs.sort_by(claim_order);
-        Ok(jobs)
-    }
-
     /// The jobs among `ids` that exist, each locked until commit (on PostgreSQL in id
     /// order, so two transactions locking overlapping sets cannot deadlock).
     pub(crate) async fn lock_jobs(&mut self, ids: &[Uuid]) -> Result<Vec<Job>, QueueError> {
@@ -822,6 +807,35 @@ pub(crate) struct ListSql<'a> {
     pub limit: i64,
 }
 
+/// SQLite's claim: [`CLAIM_SQLITE`], then the claims' events from `machine::claimed_event`,
+/// in one transaction on the writer.
+async fn claim_sqlite(
+    db: &SqliteDb,
+    claim: &ClaimSql<'_>,
+) -> Result<Vec<(Job, JobEvent)>, QueueError> {
+    let t = db.writer.begin().await?;
+    let mut jobs = sqlite_rows(&t, CLAIM_SQLITE, &claim_args(claim)?, |r| job_from_row!(r))?;
+    if jobs.is_empty() {
+        t.rollback()?;
+        return Ok(Vec::new());
+    }
+    // RETURNING follows no order; callers get the claim order.
+    jobs.sort_by(claim_order);
+    let claimed: Vec<PendingEvent> = jobs.iter().map(machine::claimed_event).collect();
+    let appended: Vec<(&str, &PendingEvent)> = jobs
+        .iter()
+        .zip(&claimed)
+        .map(|(job, event)| (job.id.as_str(), event))
+        .collect();
+    let mut tx = Tx {
+        conn: TxConn::Sqlite(t),
+        notes: Vec::new(),
+    };
+    let events = tx.insert_events(&appended, claim.now).await?;
+    tx.commit().await?;
+    Ok(jobs.into_iter().zip(events).collect())
+}
+
 // Writes that need no row lock beforehand: on PostgreSQL each is one statement outside an
 // explicit transaction, which saves the BEGIN and COMMIT round trips; on SQLite a
 // transaction on the writer, which costs no round trip at all.
@@ -903,22 +917,9 @@ impl Database {
         &self,
         claim: &ClaimSql<'_>,
     ) -> Result<Vec<(Job, JobEvent)>, QueueError> {
-        let Database::Postgres(pool) = self else {
-            let mut tx = Tx::begin(self).await?;
-            let jobs = tx.claim(claim).await?;
-            if jobs.is_empty() {
-                tx.rollback().await?;
-                return Ok(Vec::new());
-            }
-            let claimed: Vec<PendingEvent> = jobs.iter().map(machine::claimed_event).collect();
-            let appended: Vec<(&str, &PendingEvent)> = jobs
-                .iter()
-                .zip(&claimed)
-                .map(|(job, event)| (job.id.as_str(), event))
-                .collect();
-            let events = tx.insert_events(&appended, claim.now).await?;
-            tx.commit().await?;
-            return Ok(jobs.into_iter().zip(events).collect());
+        let pool = match self {
+            Database::Postgres(pool) => pool,
+            Database::Sqlite(db) => return claim_sqlite(db, claim).await,
         };
         let lease_until = serde_json::to_value(claim.lease_until).map_err(decode_err)?;
         let mut args = claim_args(claim)?;
