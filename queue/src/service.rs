@@ -53,6 +53,21 @@ impl Fence {
 /// takes the row lock instead (see `Queue::transition`).
 const SWAP_ATTEMPTS: usize = 3;
 
+/// What an outcome writes besides the row: its events, and the notifications of the
+/// change (a heartbeat's `Touched` tells nobody).
+fn changes(job_id: &str, outcome: Outcome) -> (Vec<PendingEvent>, Vec<Notification>) {
+    match outcome {
+        Outcome::Unchanged | Outcome::Touched => (Vec::new(), Vec::new()),
+        Outcome::Changed { events, available } => {
+            let mut notes = vec![Notification::new(job_id, NotificationKind::JobChanged)];
+            if available {
+                notes.push(Notification::new(job_id, NotificationKind::JobAvailable));
+            }
+            (events, notes)
+        }
+    }
+}
+
 /// Most jobs one [`Queue::claim_many`] may lease.
 pub const MAX_CLAIM_BATCH: u32 = 1000;
 
@@ -203,24 +218,34 @@ impl Queue {
     /// Writes what a transition decided, in the transaction that locked the row.
     async fn settle(
         &self,
-        mut tx: Tx,
+        tx: Tx,
         job: &Job,
         outcome: Outcome,
         now: DateTime<Utc>,
     ) -> Result<(), QueueError> {
-        match outcome {
-            Outcome::Unchanged => return tx.rollback().await,
-            Outcome::Touched => tx.save_job(job).await?,
-            Outcome::Changed { events, available } => {
-                tx.save_job(job).await?;
-                for event in &events {
-                    tx.insert_event(&job.id, event, now).await?;
-                }
-                tx.notify(&job.id, NotificationKind::JobChanged);
-                if available {
-                    tx.notify(&job.id, NotificationKind::JobAvailable);
-                }
-            }
+        if outcome == Outcome::Unchanged {
+            return tx.rollback().await;
+        }
+        let (events, notes) = changes(&job.id, outcome);
+        let events: Vec<(&str, &PendingEvent)> =
+            events.iter().map(|e| (job.id.as_str(), e)).collect();
+        self.write_back(tx, &[job], &events, notes, now).await
+    }
+
+    /// Saves the changed rows, appends their events (in order), queues the notifications
+    /// of the change, and commits.
+    async fn write_back(
+        &self,
+        mut tx: Tx,
+        saved: &[&Job],
+        events: &[(&str, &PendingEvent)],
+        notes: Vec<Notification>,
+        now: DateTime<Utc>,
+    ) -> Result<(), QueueError> {
+        tx.save_jobs(saved).await?;
+        tx.insert_events(events, now).await?;
+        for note in notes {
+            tx.notify(&note.job_id, note.kind);
         }
         self.commit(tx).await
     }
@@ -251,15 +276,7 @@ impl Queue {
                 let mut job = current.clone();
                 let (events, notes) = match apply(&mut job, now)? {
                     Outcome::Unchanged => return Ok(job),
-                    Outcome::Touched => (Vec::new(), Vec::new()),
-                    Outcome::Changed { events, available } => {
-                        let mut notes =
-                            vec![Notification::new(&job.id, NotificationKind::JobChanged)];
-                        if available {
-                            notes.push(Notification::new(&job.id, NotificationKind::JobAvailable));
-                        }
-                        (events, notes)
-                    }
+                    outcome => changes(&job.id, outcome),
                 };
                 let Some(event_ids) = self.inner.db.swap_job(&current, &job, &events, now).await?
                 else {
@@ -304,7 +321,7 @@ impl Queue {
         let mut results = Vec::with_capacity(ops.len());
         let mut dirty: Vec<Uuid> = Vec::new();
         let mut events: Vec<(String, PendingEvent)> = Vec::new();
-        let mut notes: Vec<(String, NotificationKind)> = Vec::new();
+        let mut notes: Vec<Notification> = Vec::new();
         for (id, apply) in ops {
             let Some(job) = parse_job_id(id).ok().and_then(|uuid| jobs.get_mut(&uuid)) else {
                 results.push(Err(parse_job_id(id)
@@ -328,17 +345,9 @@ impl Queue {
                     dirty.push(uuid);
                 }
             }
-            if let Outcome::Changed {
-                events: appended,
-                available,
-            } = outcome
-            {
-                events.extend(appended.into_iter().map(|e| (job.id.clone(), e)));
-                notes.push((job.id.clone(), NotificationKind::JobChanged));
-                if available {
-                    notes.push((job.id.clone(), NotificationKind::JobAvailable));
-                }
-            }
+            let (appended, changed) = changes(&job.id, outcome);
+            events.extend(appended.into_iter().map(|e| (job.id.clone(), e)));
+            notes.extend(changed);
             results.push(Ok(job.clone()));
         }
         if dirty.is_empty() {
@@ -346,14 +355,9 @@ impl Queue {
             return Ok(results);
         }
         let saved: Vec<&Job> = dirty.iter().filter_map(|uuid| jobs.get(uuid)).collect();
-        tx.save_jobs(&saved).await?;
         let appended: Vec<(&str, &PendingEvent)> =
             events.iter().map(|(id, e)| (id.as_str(), e)).collect();
-        tx.insert_events(&appended, now).await?;
-        for (id, kind) in notes {
-            tx.notify(&id, kind);
-        }
-        self.commit(tx).await?;
+        self.write_back(tx, &saved, &appended, notes, now).await?;
         Ok(results)
     }
 
