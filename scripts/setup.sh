@@ -83,6 +83,8 @@ setup_build() {
 
 setup_browser() {
   [[ -x /usr/bin/chromium ]] || apt_install chromium
+  # end2end/tests/readme-api.spec.ts runs the README's curl examples as written.
+  command -v curl >/dev/null || apt_install curl
   setup_node
   npm_ci "$STEPWISE_ROOT/end2end"
 }
