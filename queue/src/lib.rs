@@ -47,6 +47,7 @@ mod error;
 mod machine;
 mod migrate;
 mod notify;
+mod recent;
 mod rescuer;
 mod scratch;
 mod service;

@@ -19,8 +19,9 @@
 
 use std::time::Duration;
 
-use sqlx::PgPool;
+use sqlx::postgres::PgConnection;
 use sqlx::postgres::PgListener;
+use sqlx::{Connection, PgPool};
 use tokio::sync::{broadcast, mpsc};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
@@ -112,6 +113,7 @@ impl Notifier {
         let origin = self.origin;
         tokio::spawn(async move {
             let mut batch = Vec::with_capacity(RELAY_BATCH);
+            let mut conn: Option<PgConnection> = None;
             loop {
                 let received = tokio::select! {
                     _ = stop.cancelled() => break,
@@ -121,12 +123,16 @@ impl Notifier {
                     break;
                 }
                 let payloads: Vec<String> = batch.drain(..).map(|n| n.encode(origin)).collect();
-                let sent = sqlx::query("SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p")
-                    .bind(CHANNEL)
-                    .bind(&payloads)
-                    .execute(&pool)
-                    .await;
+                let sent = match conn.as_mut() {
+                    Some(conn) => relay_batch(conn, &payloads).await,
+                    None => match relay_connection(&pool).await {
+                        Ok(fresh) => relay_batch(conn.insert(fresh), &payloads).await,
+                        Err(error) => Err(error),
+                    },
+                };
                 if let Err(error) = sent {
+                    // Reconnect for the next batch: the connection may be what failed.
+                    conn = None;
                     tracing::warn!(%error, lost = payloads.len(), "relaying queue notifications to other replicas failed");
                 }
             }
@@ -199,6 +205,28 @@ impl Notifier {
         });
         Ok(())
     }
+}
+
+/// The relay's own connection, outside the pool so that its session setting never leaks
+/// to a queue statement. `pg_notify` gives its transaction an id, so every relayed batch
+/// ends in a commit record; waiting for that record's WAL flush would buy nothing (the
+/// notifications are delivered at commit, and a hint lost to a crash is covered by the
+/// re-checks) and cost one fsync per batch on the cluster's busiest lock.
+async fn relay_connection(pool: &PgPool) -> Result<PgConnection, sqlx::Error> {
+    let mut conn = PgConnection::connect_with(&pool.connect_options()).await?;
+    sqlx::query("SET synchronous_commit = off")
+        .execute(&mut conn)
+        .await?;
+    Ok(conn)
+}
+
+async fn relay_batch(conn: &mut PgConnection, payloads: &[String]) -> Result<(), sqlx::Error> {
+    sqlx::query("SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p")
+        .bind(CHANNEL)
+        .bind(payloads)
+        .execute(conn)
+        .await
+        .map(drop)
 }
 
 #[cfg(test)]

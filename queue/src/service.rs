@@ -23,6 +23,7 @@ use crate::error::{Entity, QueueError};
 use crate::machine::{self, Outcome, PendingEvent, Retry};
 use crate::migrate;
 use crate::notify::{Notification, NotificationKind, Notifier};
+use crate::recent::RecentRows;
 use crate::store::{ClaimSql, ListSql, Tx};
 use crate::tokens::{NewToken, TokenRecord};
 
@@ -135,6 +136,8 @@ struct Inner {
     db: Database,
     config: QueueConfig,
     notifier: Notifier,
+    /// PostgreSQL only: rows this replica just wrote, the guess its transitions start from.
+    recent: Option<RecentRows>,
     /// Stops the PostgreSQL listener task when the last clone of the queue is dropped.
     _listener: DropGuard,
 }
@@ -164,6 +167,7 @@ impl Queue {
         }
         Ok(Queue {
             inner: Arc::new(Inner {
+                recent: matches!(db, Database::Postgres(_)).then(RecentRows::default),
                 db,
                 config,
                 notifier,
@@ -247,14 +251,19 @@ impl Queue {
         for note in notes {
             tx.notify(&note.job_id, note.kind);
         }
-        self.commit(tx).await
+        self.commit(tx).await?;
+        if let Some(recent) = &self.inner.recent {
+            recent.remember(saved.iter().copied());
+        }
+        Ok(())
     }
 
     /// Lets `apply` check its guard on the job and edit it, and writes the outcome.
     ///
     /// PostgreSQL first tries without a lock: read the row, decide, then write it back only
     /// if it is still exactly as read, with the events, in one statement ([`Database::swap_job`]):
-    /// two round trips instead of five. A row that changed meanwhile is read again and
+    /// two round trips instead of five, and one when this replica remembers how it last
+    /// wrote the row ([`RecentRows`]) and starts from that. A row that changed meanwhile is read again and
     /// decided again (`apply` may run more than once; it must only edit the job it is given),
     /// and after [`SWAP_ATTEMPTS`] the transition takes the row lock like SQLite always
     /// does, where the write lock makes locking free.
@@ -264,24 +273,37 @@ impl Queue {
         apply: impl Fn(&mut Job, DateTime<Utc>) -> Result<Outcome, QueueError> + Send + Sync + 'a,
     ) -> Result<Job, QueueError> {
         let uuid = parse_job_id(id)?;
-        if matches!(self.inner.db, Database::Postgres(_)) {
-            for _ in 0..SWAP_ATTEMPTS {
+        if let Some(recent) = &self.inner.recent {
+            let mut guess = recent.get(id);
+            let mut reads = 0;
+            while reads < SWAP_ATTEMPTS {
                 let now = self.now();
-                let current = self
-                    .inner
-                    .db
-                    .get_job(uuid)
-                    .await?
-                    .ok_or_else(|| QueueError::job_not_found(id))?;
+                let guessed = guess.is_some();
+                let current = match guess.take() {
+                    Some(job) => job,
+                    None => {
+                        reads += 1;
+                        self.inner
+                            .db
+                            .get_job(uuid)
+                            .await?
+                            .ok_or_else(|| QueueError::job_not_found(id))?
+                    }
+                };
                 let mut job = current.clone();
-                let (events, notes) = match apply(&mut job, now)? {
-                    Outcome::Unchanged => return Ok(job),
-                    outcome => changes(&job.id, outcome),
+                let (events, notes) = match apply(&mut job, now) {
+                    // Only a write is checked against the row; a no-op or a refusal
+                    // decided on a remembered copy is decided again on the row itself.
+                    Ok(Outcome::Unchanged) | Err(_) if guessed => continue,
+                    Ok(Outcome::Unchanged) => return Ok(job),
+                    Err(refused) => return Err(refused),
+                    Ok(outcome) => changes(&job.id, outcome),
                 };
                 let Some(event_ids) = self.inner.db.swap_job(&current, &job, &events, now).await?
                 else {
                     continue;
                 };
+                recent.remember([&job]);
                 let mut published: Vec<Notification> = event_ids
                     .into_iter()
                     .map(|event_id| {
@@ -511,6 +533,9 @@ impl Queue {
             ));
             notes.push(Notification::new(&job.id, NotificationKind::JobChanged));
             jobs.push(job);
+        }
+        if let Some(recent) = &self.inner.recent {
+            recent.remember(&jobs);
         }
         self.inner.notifier.publish(notes);
         Ok(jobs)

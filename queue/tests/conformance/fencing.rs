@@ -112,3 +112,42 @@ pub async fn lease_expired_but_not_yet_taken_back_can_still_be_extended(h: Harne
         .unwrap();
     assert_eq!(report.total(), 0);
 }
+
+/// A replica remembers the rows it wrote so that its next transition can skip a read
+/// (PostgreSQL); whatever another replica did meanwhile must still decide the answer.
+pub async fn a_replica_answers_from_the_row_not_from_what_it_last_wrote(h: Harness) {
+    let other = h.queue_with(|_| {}).await;
+    let job = h.create(Spec::default()).await;
+    let claimed = h.claim_exactly("w1", &job).await;
+    h.advance(Duration::from_secs(1));
+    other
+        .request_cancel(&job.id, Some("bob"), Some("wrong repo".into()))
+        .await
+        .unwrap();
+    h.advance(Duration::from_secs(1));
+    let beat = h
+        .queue
+        .heartbeat(&job.id, &fence(&claimed), LEASE)
+        .await
+        .unwrap();
+    assert_eq!(beat.cancel_requested_by_user_id.as_deref(), Some("bob"));
+    assert_eq!(beat.cancel_reason.as_deref(), Some("wrong repo"));
+    assert_eq!(beat, h.get(&job).await);
+
+    // The other replica takes the lease back; the job was asked to stop, so it ends.
+    h.advance(LEASE + Duration::from_secs(1));
+    let report = Rescuer::new(other.clone(), RescuerConfig::default())
+        .run_once()
+        .await
+        .unwrap();
+    assert_eq!(report.cancelled.len(), 1, "{report:?}");
+    assert_conflict(
+        h.queue.complete(&job.id, &fence(&claimed), None).await,
+        JobState::Cancelled,
+    );
+    assert_conflict(
+        h.queue.heartbeat(&job.id, &fence(&claimed), LEASE).await,
+        JobState::Cancelled,
+    );
+    assert_eq!(h.get(&job).await.status, JobState::Cancelled);
+}

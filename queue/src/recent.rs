@@ -1,0 +1,111 @@
+//! The rows this replica last wrote, so that a PostgreSQL transition on a job it has just
+//! claimed or changed can go straight to its compare-and-set instead of reading the row
+//! first: one round trip instead of two for nearly every heartbeat and completion.
+//!
+//! A remembered row is only ever a guess. The compare-and-set checks it against the row
+//! itself, and a guess that is out of date (another replica or a rescuer moved the job)
+//! costs one refused write and a normal read. Only writes are checked that way, so a
+//! transition must not answer from a guess without writing (see `Queue::transition`).
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use contract::job::Job;
+
+/// How many rows are remembered at most. A worker's jobs live for minutes, so the rows
+/// that matter are the few thousand in flight; past the bound everything is forgotten at
+/// once, which costs each in-flight job one extra read and keeps the bookkeeping trivial.
+const CAPACITY: usize = 4096;
+
+#[derive(Debug, Default)]
+pub(crate) struct RecentRows {
+    rows: Mutex<HashMap<String, Job>>,
+}
+
+impl RecentRows {
+    /// The row as this replica last wrote it, if it still remembers it.
+    pub(crate) fn get(&self, id: &str) -> Option<Job> {
+        self.lock().get(id).cloned()
+    }
+
+    /// Remembers rows that were just committed. A finished job is forgotten: nothing but
+    /// an idempotent cancel reaches it any more, and that is answered from the row.
+    pub(crate) fn remember<'a>(&self, jobs: impl IntoIterator<Item = &'a Job>) {
+        let mut rows = self.lock();
+        for job in jobs {
+            if job.status.is_terminal() {
+                rows.remove(&job.id);
+                continue;
+            }
+            if rows.len() >= CAPACITY && !rows.contains_key(&job.id) {
+                rows.clear();
+            }
+            rows.insert(job.id.clone(), job.clone());
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Job>> {
+        // The map holds guesses only; one left half-written by a panic is still safe to use.
+        self.rows
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::DateTime;
+    use contract::job::JobState;
+
+    fn test_job(id: &str) -> Job {
+        let at = DateTime::from_timestamp(1_800_000_000, 0).unwrap_or_default();
+        Job {
+            id: id.into(),
+            job_type: "task".into(),
+            status: JobState::Queued,
+            priority: 0,
+            payload: serde_json::json!({}),
+            affinity_key: None,
+            required_capabilities: vec![],
+            created_by_user_id: None,
+            attempt: 0,
+            max_attempts: 3,
+            next_attempt_at: at,
+            claimed_by: None,
+            lease_expires_at: None,
+            cancel_requested_at: None,
+            cancel_requested_by_user_id: None,
+            cancel_reason: None,
+            result_summary: None,
+            error_message: None,
+            started_at: None,
+            finished_at: None,
+            created_at: at,
+            updated_at: at,
+        }
+    }
+
+    #[test]
+    fn finished_jobs_are_forgotten() {
+        let recent = RecentRows::default();
+        let mut job = test_job("a");
+        job.status = JobState::Running;
+        recent.remember([&job]);
+        assert_eq!(recent.get("a").map(|j| j.status), Some(JobState::Running));
+        job.status = JobState::Succeeded;
+        recent.remember([&job]);
+        assert!(recent.get("a").is_none());
+    }
+
+    #[test]
+    fn the_map_never_grows_past_its_bound() {
+        let recent = RecentRows::default();
+        let jobs: Vec<Job> = (0..CAPACITY + 10)
+            .map(|i| test_job(&format!("job-{i}")))
+            .collect();
+        recent.remember(&jobs);
+        assert!(recent.lock().len() <= CAPACITY);
+        assert!(recent.get(&format!("job-{}", CAPACITY + 9)).is_some());
+    }
+}
