@@ -53,6 +53,7 @@ mod scratch;
 mod service;
 mod store;
 mod tokens;
+mod waiters;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::QueueConfig;

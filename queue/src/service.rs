@@ -11,7 +11,6 @@ use chrono::{DateTime, Utc};
 use contract::job::events;
 use contract::{Artifact, Job, JobEvent, JobState, NewEvent};
 use tokio::sync::broadcast;
-use tokio::sync::broadcast::error::RecvError;
 use tokio::time::Instant;
 use tokio_util::sync::{CancellationToken, DropGuard};
 use uuid::Uuid;
@@ -26,6 +25,7 @@ use crate::notify::{Notification, NotificationKind, Notifier};
 use crate::recent::RecentRows;
 use crate::store::{ClaimSql, ListSql, Tx};
 use crate::tokens::{NewToken, TokenRecord};
+use crate::waiters::Waiters;
 
 /// The proof of a lease a worker presents with every write: its id and the attempt it
 /// claimed. Once the lease is taken back (expired and requeued, reclaimed, cancelled), the
@@ -138,6 +138,8 @@ struct Inner {
     notifier: Notifier,
     /// PostgreSQL only: rows this replica just wrote, the guess its transitions start from.
     recent: Option<RecentRows>,
+    /// Idle `claim_wait` callers, woken one per available job.
+    waiters: Waiters,
     /// Stops the PostgreSQL listener task when the last clone of the queue is dropped.
     _listener: DropGuard,
 }
@@ -165,9 +167,12 @@ impl Queue {
             notifier.listen_postgres(pool, stop.clone()).await?;
             notifier = notifier.relay_postgres(pool.clone(), stop.clone());
         }
+        let waiters = Waiters::default();
+        waiters.clone().follow(notifier.subscribe(), stop.clone());
         Ok(Queue {
             inner: Arc::new(Inner {
                 recent: matches!(db, Database::Postgres(_)).then(RecentRows::default),
+                waiters,
                 db,
                 config,
                 notifier,
@@ -542,40 +547,30 @@ impl Queue {
     }
 
     /// [`claim`](Self::claim), waiting up to `wait` for a job to become claimable: woken at
-    /// once when a job is created or requeued (here or, on PostgreSQL, on any replica), and
-    /// every `claim_poll_interval` regardless, to notice retry windows that simply elapse.
+    /// once when a job is created or requeued (here or, on PostgreSQL, on any replica), one
+    /// idle claimer per job (see `waiters`), and every `claim_poll_interval` regardless, to
+    /// notice retry windows that simply elapse.
     pub async fn claim_wait(
         &self,
         request: &ClaimRequest,
         wait: Duration,
     ) -> Result<Option<Job>, QueueError> {
         let deadline = Instant::now() + wait;
-        // Subscribed before the first attempt, so a job created between that attempt and
-        // the wait still wakes us.
-        let mut notes = self.subscribe();
+        // In line before the first attempt, so a job created between that attempt and the
+        // wait still wakes us.
+        let ticket = self.inner.waiters.join();
         loop {
-            if let Some(job) = self.claim(request).await? {
-                return Ok(Some(job));
+            let claimed = self.claim(request).await?;
+            ticket.claimed(claimed.is_some());
+            if claimed.is_some() {
+                return Ok(claimed);
             }
             let now = Instant::now();
             if now >= deadline {
                 return Ok(None);
             }
             let nap = (deadline - now).min(self.inner.config.claim_poll_interval);
-            let woken = async {
-                loop {
-                    match notes.recv().await {
-                        Ok(note) if note.kind == NotificationKind::JobAvailable => return,
-                        Ok(_) => {}
-                        // Missed some: one of them may have been a new job.
-                        Err(RecvError::Lagged(_)) => return,
-                        // The queue holds the sender, so this cannot happen while we run;
-                        // fall back to the timer.
-                        Err(RecvError::Closed) => std::future::pending::<()>().await,
-                    }
-                }
-            };
-            let _ = tokio::time::timeout(nap, woken).await;
+            let _ = tokio::time::timeout(nap, ticket.woken()).await;
         }
     }
 

@@ -105,6 +105,7 @@ conformance! {
     notify::every_change_is_broadcast_once_to_subscribers,
     notify::second_replica_hears_changes_through_the_database,
     notify::own_notifications_are_not_repeated,
+    notify::a_job_reaches_the_idle_worker_that_can_run_it,
     concurrency::concurrent_claimers_claim_every_job_exactly_once,
     concurrency::racing_heartbeats_never_undo_a_cancel_request,
     batches::claim_many_leases_up_to_the_limit_in_claim_order,

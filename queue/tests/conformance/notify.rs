@@ -195,3 +195,47 @@ pub async fn own_notifications_are_not_repeated(h: Harness) {
     assert_eq!(available, 1, "{heard:?}");
     assert_eq!(heard.len(), 3, "{heard:?}");
 }
+
+/// Idle claimers are woken one per job; the first in line cannot run this one (it lacks
+/// `docker`), so it must hand the wake-up on rather than let the job wait for a poll.
+pub async fn a_job_reaches_the_idle_worker_that_can_run_it(h: Harness) {
+    let queue = deaf_poller(&h).await;
+    let mut without_docker = request("plain");
+    without_docker.capabilities.retain(|c| c != "docker");
+    let spawn_wait = |request: queue::ClaimRequest| {
+        let queue = queue.clone();
+        tokio::spawn(async move { queue.claim_wait(&request, Duration::from_secs(30)).await })
+    };
+    let plain = spawn_wait(without_docker.clone());
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let able = spawn_wait(request("able"));
+    tokio::time::sleep(Duration::from_millis(200)).await;
+
+    let spec = Spec {
+        extra_caps: vec!["docker".into()],
+        ..Spec::default()
+    };
+    let job = queue.create_job(&spec.json(), None).await.unwrap();
+    let claimed = tokio::time::timeout(Duration::from_secs(5), able)
+        .await
+        .expect("the able worker was woken")
+        .unwrap()
+        .unwrap()
+        .expect("the new job");
+    assert_eq!(claimed.id, job.id);
+    assert_eq!(claimed.claimed_by.as_deref(), Some("able"));
+
+    // The plain worker is still in line, and the next job it can run reaches it.
+    assert!(!plain.is_finished());
+    let next = queue
+        .create_job(&Spec::default().json(), None)
+        .await
+        .unwrap();
+    let got = tokio::time::timeout(Duration::from_secs(5), plain)
+        .await
+        .expect("the plain worker was woken")
+        .unwrap()
+        .unwrap()
+        .expect("the second job");
+    assert_eq!(got.id, next.id);
+}
