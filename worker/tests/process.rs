@@ -1,0 +1,243 @@
+//! The process runner against a real child: the scripted agent in tests/fixtures, which
+//! prints claude-shaped stream-json, sleeps, fails, ignores SIGTERM and leaves grandchildren
+//! on demand.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use contract::RuntimeMode;
+use tokio_util::sync::CancellationToken;
+use worker::process::{Ended, Limits, Pipe, run};
+use worker::runtime::{Invocation, Progress, parse_line};
+
+fn fake_agent() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/fake-agent")
+}
+
+fn invocation(dir: &Path, prompt: &str) -> Invocation {
+    Invocation {
+        program: fake_agent(),
+        args: vec!["-p".into(), prompt.into(), "--verbose".into()],
+        cwd: dir.to_path_buf(),
+        env: vec![("HOME".into(), dir.display().to_string())],
+        files: Vec::new(),
+        notes: Vec::new(),
+    }
+}
+
+/// Whether a process runs (a zombie does not).
+fn running(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|stat| {
+            let state = stat[stat.rfind(')').unwrap() + 1..]
+                .split_whitespace()
+                .next();
+            state != Some("Z")
+        })
+        .unwrap_or(false)
+}
+
+async fn pid_in(file: &Path) -> u32 {
+    for _ in 0..500 {
+        if let Some(pid) = std::fs::read_to_string(file)
+            .ok()
+            .and_then(|text| text.trim().parse().ok())
+        {
+            return pid;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("{} never appeared", file.display());
+}
+
+#[tokio::test]
+async fn output_streams_line_by_line_and_the_exit_status_is_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut call = invocation(
+        dir.path(),
+        "Do it\n@fake say hello\n@fake write notes.txt hi\n@fake fail 3",
+    );
+    let settings = dir.path().join("home/.gemini/settings.json");
+    call.files.push((settings.clone(), "{}\n".into()));
+    let mut lines = Vec::new();
+    let ended = run(
+        &call,
+        Limits::default(),
+        &CancellationToken::new(),
+        |pipe, line| lines.push((pipe, line.to_string())),
+    )
+    .await
+    .unwrap();
+    let Ended::Exited(status) = ended else {
+        panic!("{ended:?}")
+    };
+    assert_eq!(status.code(), Some(3));
+    assert!(
+        lines.iter().all(|(pipe, _)| *pipe == Pipe::Stdout),
+        "{lines:?}"
+    );
+    let progress: Vec<Progress> = lines
+        .iter()
+        .flat_map(|(_, line)| parse_line(RuntimeMode::Claude, line))
+        .collect();
+    assert_eq!(
+        progress,
+        [
+            Progress::Message("hello".into()),
+            Progress::Action("Edit".into()),
+            Progress::Finished {
+                ok: false,
+                summary: Some("failed on purpose".into())
+            },
+        ]
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("notes.txt")).unwrap(),
+        "hi\n"
+    );
+    assert_eq!(std::fs::read_to_string(settings).unwrap(), "{}\n");
+}
+
+#[tokio::test]
+async fn cancel_stops_the_whole_group_even_when_it_ignores_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    let pidfile = dir.path().join("child.pid");
+    let call = invocation(
+        dir.path(),
+        &format!(
+            "@fake ignore-term\n@fake spawn-child {}\n@fake sleep 60",
+            pidfile.display()
+        ),
+    );
+    let cancel = CancellationToken::new();
+    let limits = Limits {
+        timeout: Duration::from_secs(120),
+        grace: Duration::from_millis(300),
+    };
+    let stopper = cancel.clone();
+    let running_run = tokio::spawn(async move { run(&call, limits, &stopper, |_, _| {}).await });
+    let grandchild = pid_in(&pidfile).await;
+    assert!(running(grandchild));
+    cancel.cancel();
+    let ended = tokio::time::timeout(Duration::from_secs(20), running_run)
+        .await
+        .expect("the run stopped")
+        .unwrap()
+        .unwrap();
+    let Ended::Stopped {
+        cancelled,
+        stop,
+        killed,
+    } = ended
+    else {
+        panic!("{ended:?}")
+    };
+    assert!(cancelled);
+    assert!(killed, "SIGTERM was ignored, so only SIGKILL could stop it");
+    assert!(stop >= limits.grace, "{stop:?}");
+    assert!(!running(grandchild), "the grandchild {grandchild} survived");
+}
+
+#[tokio::test]
+async fn a_cli_that_honours_sigterm_stops_without_a_kill() {
+    let dir = tempfile::tempdir().unwrap();
+    let call = invocation(dir.path(), "@fake say started\n@fake sleep 60");
+    let cancel = CancellationToken::new();
+    let limits = Limits {
+        timeout: Duration::from_secs(120),
+        grace: Duration::from_secs(30),
+    };
+    let (started_tx, started) = tokio::sync::oneshot::channel();
+    let stopper = cancel.clone();
+    let running_run = tokio::spawn(async move {
+        let mut started_tx = Some(started_tx);
+        run(&call, limits, &stopper, |_, line| {
+            if let Some(tx) = started_tx.take_if(|_| line.contains("started")) {
+                let _ = tx.send(());
+            }
+        })
+        .await
+    });
+    started.await.unwrap();
+    cancel.cancel();
+    let ended = running_run.await.unwrap().unwrap();
+    let Ended::Stopped { killed, stop, .. } = ended else {
+        panic!("{ended:?}")
+    };
+    assert!(!killed);
+    assert!(stop < limits.grace, "{stop:?}");
+}
+
+#[tokio::test]
+async fn the_timeout_stops_a_run_that_never_ends() {
+    let dir = tempfile::tempdir().unwrap();
+    let call = invocation(dir.path(), "@fake sleep 60");
+    let limits = Limits {
+        timeout: Duration::from_millis(300),
+        grace: Duration::from_secs(5),
+    };
+    let ended = run(&call, limits, &CancellationToken::new(), |_, _| {})
+        .await
+        .unwrap();
+    assert!(
+        matches!(
+            ended,
+            Ended::Stopped {
+                cancelled: false,
+                ..
+            }
+        ),
+        "{ended:?}"
+    );
+}
+
+#[tokio::test]
+async fn what_a_finished_cli_left_running_is_stopped_with_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let pidfile = dir.path().join("child.pid");
+    let call = invocation(
+        dir.path(),
+        &format!("@fake spawn-child {}", pidfile.display()),
+    );
+    let ended = tokio::time::timeout(
+        Duration::from_secs(20),
+        run(
+            &call,
+            Limits::default(),
+            &CancellationToken::new(),
+            |_, _| {},
+        ),
+    )
+    .await
+    .expect("the run ended with its CLI")
+    .unwrap();
+    assert!(
+        matches!(ended, Ended::Exited(status) if status.success()),
+        "{ended:?}"
+    );
+    let grandchild = pid_in(&pidfile).await;
+    for _ in 0..200 {
+        if !running(grandchild) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("the grandchild {grandchild} outlived its CLI");
+}
+
+#[tokio::test]
+async fn a_missing_cli_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut call = invocation(dir.path(), "x");
+    call.program = dir.path().join("no-such-agent");
+    let error = run(
+        &call,
+        Limits::default(),
+        &CancellationToken::new(),
+        |_, _| {},
+    )
+    .await
+    .unwrap_err();
+    assert!(error.to_string().contains("could not start"), "{error}");
+    assert!(error.to_string().contains("no-such-agent"), "{error}");
+}
