@@ -4,9 +4,11 @@
 //! ([`client::QueueClient`]), how to invoke each agent CLI ([`runtime`]) and how to run
 //! and stop one as a process group ([`process`]); the claim loop and the stages come next.
 
+pub mod auth_refs;
 pub mod client;
 mod probe;
 pub mod process;
+pub mod redact;
 pub mod runtime;
 
 pub use probe::{PROBED_TOOLS, probe_capabilities};
