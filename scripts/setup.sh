@@ -59,6 +59,8 @@ setup_node() {
 setup_build() {
   command -v cargo >/dev/null || die "cargo is missing: install Rust with rustup first"
   command -v cc >/dev/null || apt_install build-essential
+  # The worker's tests drive real repositories with the git CLI.
+  command -v git >/dev/null || apt_install git
   if ! rustup target list --installed | grep -qx wasm32-unknown-unknown; then
     say "rustup target add wasm32-unknown-unknown"
     rustup target add wasm32-unknown-unknown

@@ -6,6 +6,7 @@
 
 pub mod auth_refs;
 pub mod client;
+pub mod git;
 mod probe;
 pub mod process;
 pub mod redact;
