@@ -11,5 +11,6 @@ mod probe;
 pub mod process;
 pub mod redact;
 pub mod runtime;
+pub mod workspace;
 
 pub use probe::{PROBED_TOOLS, probe_capabilities};

@@ -1,0 +1,312 @@
+//! A job's workspace, `{workdir}/{jobId}/`: `repo/` (the checkout), `home/` (the agent's
+//! HOME), `skills_active/` (the skills this task uses) and `artifacts/` (what is uploaded).
+//! Also the prepare stage's file work: skills copied in and linked where each CLI looks.
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+/// Where each CLI looks for skills, relative to the checkout: codex and gemini read
+/// `.agents/skills`, gemini also `.gemini/skills`, Claude Code only `.claude/skills`.
+pub const SKILL_LINKS: [&str; 3] = [".agents/skills", ".gemini/skills", ".claude/skills"];
+
+#[derive(Debug, thiserror::Error)]
+pub enum WorkspaceError {
+    #[error("job id {0:?} cannot name a directory")]
+    BadJobId(String),
+    #[error("skill {id:?} is not installed on this worker: {path} does not exist")]
+    MissingSkill { id: String, path: String },
+    #[error("skill {id:?} has an unreadable manifest {path}: {reason}")]
+    BadManifest {
+        id: String,
+        path: String,
+        reason: String,
+    },
+    #[error("{path}: {source}")]
+    Io { path: String, source: io::Error },
+}
+
+fn io_error(path: &Path) -> impl FnOnce(io::Error) -> WorkspaceError + '_ {
+    move |source| WorkspaceError::Io {
+        path: path.display().to_string(),
+        source,
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Workspace {
+    pub root: PathBuf,
+    pub repo: PathBuf,
+    pub home: PathBuf,
+    pub skills_active: PathBuf,
+    pub artifacts: PathBuf,
+}
+
+/// A skill copied into the workspace, with what its manifest says it needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ActiveSkill {
+    pub id: String,
+    pub required_capabilities: Vec<String>,
+}
+
+/// `manifest.json` beside a skill's SKILL.md; optional.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct Manifest {
+    #[serde(default)]
+    required_capabilities: Vec<String>,
+    #[serde(default)]
+    #[allow(dead_code)]
+    description: Option<String>,
+}
+
+impl Workspace {
+    /// Creates the workspace directories (`repo/` is left for the clone to create).
+    pub fn create(workdir: &Path, job_id: &str) -> Result<Workspace, WorkspaceError> {
+        let safe = !job_id.is_empty()
+            && job_id
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+        if !safe {
+            return Err(WorkspaceError::BadJobId(job_id.into()));
+        }
+        let root = workdir.join(job_id);
+        let ws = Workspace {
+            repo: root.join("repo"),
+            home: root.join("home"),
+            skills_active: root.join("skills_active"),
+            artifacts: root.join("artifacts"),
+            root,
+        };
+        for dir in [&ws.home, &ws.skills_active, &ws.artifacts] {
+            std::fs::create_dir_all(dir).map_err(io_error(dir))?;
+        }
+        Ok(ws)
+    }
+
+    /// Copies each skill `ids` names from `skills_dir` into `skills_active/`. A copy, not a
+    /// link: an agent that edits a skill's files changes this job's copy, not the worker's.
+    pub fn materialize_skills(
+        &self,
+        skills_dir: &Path,
+        ids: &[String],
+    ) -> Result<Vec<ActiveSkill>, WorkspaceError> {
+        let mut active = Vec::with_capacity(ids.len());
+        for id in ids {
+            let source = skills_dir.join(id);
+            let skill_md = source.join("SKILL.md");
+            if !skill_md.is_file() {
+                return Err(WorkspaceError::MissingSkill {
+                    id: id.clone(),
+                    path: skill_md.display().to_string(),
+                });
+            }
+            let manifest_path = source.join("manifest.json");
+            let manifest = match std::fs::read_to_string(&manifest_path) {
+                Ok(text) => serde_json::from_str::<Manifest>(&text).map_err(|e| {
+                    WorkspaceError::BadManifest {
+                        id: id.clone(),
+                        path: manifest_path.display().to_string(),
+                        reason: e.to_string(),
+                    }
+                })?,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => Manifest::default(),
+                Err(e) => return Err(io_error(&manifest_path)(e)),
+            };
+            copy_dir(&source, &self.skills_active.join(id))?;
+            active.push(ActiveSkill {
+                id: id.clone(),
+                required_capabilities: manifest.required_capabilities,
+            });
+        }
+        Ok(active)
+    }
+
+    /// Makes `skills_active/` visible where each CLI looks, inside the checkout, and keeps
+    /// the links out of what a publish commits. Where the repository already has such a
+    /// directory of its own, each active skill is linked inside it instead, and a skill of
+    /// the repository's with the same name is left alone.
+    pub fn link_skills(&self) -> Result<(), WorkspaceError> {
+        let mut excluded = Vec::new();
+        for link in SKILL_LINKS {
+            let at = self.repo.join(link);
+            if at.is_dir() && !at.is_symlink() {
+                for entry in
+                    std::fs::read_dir(&self.skills_active).map_err(io_error(&self.skills_active))?
+                {
+                    let entry = entry.map_err(io_error(&self.skills_active))?;
+                    let inside = at.join(entry.file_name());
+                    if !inside.exists() {
+                        symlink(&entry.path(), &inside)?;
+                        excluded.push(format!("/{link}/{}", entry.file_name().to_string_lossy()));
+                    }
+                }
+                continue;
+            }
+            if at.is_symlink() {
+                std::fs::remove_file(&at).map_err(io_error(&at))?;
+            }
+            if let Some(parent) = at.parent() {
+                std::fs::create_dir_all(parent).map_err(io_error(parent))?;
+            }
+            symlink(&self.skills_active, &at)?;
+            excluded.push(format!("/{link}"));
+        }
+        let exclude = self.repo.join(".git/info/exclude");
+        if let Some(parent) = exclude.parent() {
+            std::fs::create_dir_all(parent).map_err(io_error(parent))?;
+        }
+        let mut text = std::fs::read_to_string(&exclude).unwrap_or_default();
+        for line in excluded {
+            if !text.lines().any(|l| l == line) {
+                if !text.is_empty() && !text.ends_with('\n') {
+                    text.push('\n');
+                }
+                text.push_str(&line);
+                text.push('\n');
+            }
+        }
+        std::fs::write(&exclude, text).map_err(io_error(&exclude))
+    }
+}
+
+fn symlink(target: &Path, link: &Path) -> Result<(), WorkspaceError> {
+    std::os::unix::fs::symlink(target, link).map_err(io_error(link))
+}
+
+/// Copies a directory tree; symlinks inside a skill are not followed (a skill must not
+/// smuggle in files from elsewhere on the worker), so they are skipped.
+fn copy_dir(from: &Path, to: &Path) -> Result<(), WorkspaceError> {
+    std::fs::create_dir_all(to).map_err(io_error(to))?;
+    for entry in std::fs::read_dir(from).map_err(io_error(from))? {
+        let entry = entry.map_err(io_error(from))?;
+        let kind = entry.file_type().map_err(io_error(&entry.path()))?;
+        let target = to.join(entry.file_name());
+        if kind.is_dir() {
+            copy_dir(&entry.path(), &target)?;
+        } else if kind.is_file() {
+            std::fs::copy(entry.path(), &target).map_err(io_error(&target))?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn skill(dir: &Path, id: &str, manifest: Option<&str>) {
+        let at = dir.join(id);
+        std::fs::create_dir_all(at.join("scripts")).unwrap();
+        std::fs::write(at.join("SKILL.md"), format!("# {id}\n")).unwrap();
+        std::fs::write(at.join("scripts/run.sh"), "echo hi\n").unwrap();
+        if let Some(m) = manifest {
+            std::fs::write(at.join("manifest.json"), m).unwrap();
+        }
+    }
+
+    #[test]
+    fn the_layout_is_created_under_the_job_id() {
+        let tmp = tempfile::tempdir().unwrap();
+        let ws = Workspace::create(tmp.path(), "01a2-b3").unwrap();
+        assert_eq!(ws.root, tmp.path().join("01a2-b3"));
+        for dir in [&ws.home, &ws.skills_active, &ws.artifacts] {
+            assert!(dir.is_dir(), "{}", dir.display());
+        }
+        assert_eq!(ws.repo, ws.root.join("repo"));
+        for bad in ["", "../x", "a/b", "."] {
+            assert!(Workspace::create(tmp.path(), bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn skills_are_copied_with_their_manifest_requirements() {
+        let tmp = tempfile::tempdir().unwrap();
+        let skills = tmp.path().join("skills");
+        skill(
+            &skills,
+            "speckit",
+            Some(r#"{"requiredCapabilities":["docker"]}"#),
+        );
+        skill(&skills, "plain", None);
+        let ws = Workspace::create(&tmp.path().join("work"), "job").unwrap();
+        let active = ws
+            .materialize_skills(&skills, &["speckit".into(), "plain".into()])
+            .unwrap();
+        assert_eq!(
+            active,
+            [
+                ActiveSkill {
+                    id: "speckit".into(),
+                    required_capabilities: vec!["docker".into()]
+                },
+                ActiveSkill {
+                    id: "plain".into(),
+                    required_capabilities: vec![]
+                },
+            ]
+        );
+        assert!(ws.skills_active.join("speckit/scripts/run.sh").is_file());
+        assert!(!ws.skills_active.join("speckit").is_symlink());
+    }
+
+    #[test]
+    fn a_missing_skill_or_a_bad_manifest_is_named() {
+        let tmp = tempfile::tempdir().unwrap();
+        let skills = tmp.path().join("skills");
+        skill(&skills, "broken", Some(r#"{"requiredCapabilites":["x"]}"#));
+        let ws = Workspace::create(&tmp.path().join("work"), "job").unwrap();
+        let missing = ws
+            .materialize_skills(&skills, &["nope".into()])
+            .unwrap_err();
+        assert!(
+            missing
+                .to_string()
+                .contains("skill \"nope\" is not installed"),
+            "{missing}"
+        );
+        let bad = ws
+            .materialize_skills(&skills, &["broken".into()])
+            .unwrap_err();
+        assert!(bad.to_string().contains("requiredCapabilites"), "{bad}");
+    }
+
+    #[test]
+    fn skills_are_linked_where_every_cli_looks_and_kept_out_of_commits() {
+        let tmp = tempfile::tempdir().unwrap();
+        let skills = tmp.path().join("skills");
+        skill(&skills, "speckit", None);
+        let ws = Workspace::create(&tmp.path().join("work"), "job").unwrap();
+        std::fs::create_dir_all(ws.repo.join(".git/info")).unwrap();
+        // The repository ships a .claude/skills of its own, with a skill of the same name.
+        std::fs::create_dir_all(ws.repo.join(".claude/skills/speckit")).unwrap();
+        std::fs::create_dir_all(ws.repo.join(".claude/skills/other")).unwrap();
+        ws.materialize_skills(&skills, &["speckit".into()]).unwrap();
+        ws.link_skills().unwrap();
+        ws.link_skills().unwrap(); // idempotent
+        for link in [".agents/skills", ".gemini/skills"] {
+            assert!(ws.repo.join(link).is_symlink());
+            assert!(ws.repo.join(link).join("speckit/SKILL.md").is_file());
+        }
+        assert!(!ws.repo.join(".claude/skills").is_symlink());
+        assert!(
+            !ws.repo.join(".claude/skills/speckit").is_symlink(),
+            "the repository's own wins"
+        );
+        let exclude = std::fs::read_to_string(ws.repo.join(".git/info/exclude")).unwrap();
+        let lines: Vec<&str> = exclude.lines().collect();
+        assert_eq!(lines, ["/.agents/skills", "/.gemini/skills"]);
+    }
+
+    #[test]
+    fn with_no_skills_the_links_still_exist() {
+        let tmp = tempfile::tempdir().unwrap();
+        let ws = Workspace::create(tmp.path(), "job").unwrap();
+        std::fs::create_dir_all(&ws.repo).unwrap();
+        ws.link_skills().unwrap();
+        for link in SKILL_LINKS {
+            assert!(ws.repo.join(link).is_symlink(), "{link}");
+        }
+    }
+}
