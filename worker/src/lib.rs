@@ -9,6 +9,7 @@ pub mod client;
 pub mod git;
 mod probe;
 pub mod process;
+pub mod publish;
 pub mod redact;
 pub mod runtime;
 pub mod workspace;

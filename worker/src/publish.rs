@@ -1,0 +1,186 @@
+//! What a task's steps changed, and publishing it once: the per-step and whole-task patches,
+//! the check that no step committed on its own, and the publish modes (none, branch, pr).
+//!
+//! Changes are measured between tree snapshots (`git add -A` then `git write-tree`), not
+//! commits: steps must not commit, and a snapshot sees new, changed and deleted files alike
+//! without touching the branch.
+
+use std::path::Path;
+use std::process::Stdio;
+
+use contract::PublishMode;
+use serde::Serialize;
+use tokio::process::Command;
+
+use crate::git::{GitError, git};
+
+/// The commit identity used when the worker's own git configuration has none.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity {
+    pub name: String,
+    pub email: String,
+}
+
+impl Default for Identity {
+    fn default() -> Self {
+        Identity {
+            name: "stepwise".into(),
+            email: "stepwise@localhost".into(),
+        }
+    }
+}
+
+/// The tree of everything in the working copy right now (ignored files excluded).
+pub async fn snapshot(repo: &Path) -> Result<String, GitError> {
+    git(repo, &["add", "--all"]).await?;
+    git(repo, &["write-tree"]).await
+}
+
+/// A binary-safe patch from one snapshot (or commit) to another; empty when equal.
+pub async fn diff(repo: &Path, from: &str, to: &str) -> Result<String, GitError> {
+    let output = Command::new("git")
+        .args(["diff", "--binary", "--no-color", "--no-ext-diff", from, to])
+        .current_dir(repo)
+        .stdin(Stdio::null())
+        .output()
+        .await?;
+    if !output.status.success() {
+        return Err(GitError::Failed {
+            args: format!("diff {from} {to}"),
+            status: output.status.to_string(),
+            stderr: String::from_utf8_lossy(&output.stderr).trim().to_string(),
+        });
+    }
+    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+/// Commits an agent made on its own since `base`, newest first (`sha subject`): steps must
+/// leave committing to the publish stage, so these are reported, not silently published.
+pub async fn stray_commits(repo: &Path, base: &str) -> Result<Vec<String>, GitError> {
+    let range = format!("{base}..HEAD");
+    let log = git(repo, &["log", "--format=%h %s", &range]).await?;
+    Ok(log.lines().map(str::to_string).collect())
+}
+
+/// What to publish and where.
+#[derive(Debug, Clone)]
+pub struct PublishRequest<'a> {
+    pub mode: PublishMode,
+    pub working_branch: &'a str,
+    /// The PR's base: `prBaseBranch`, else the starting branch.
+    pub base_branch: &'a str,
+    pub commit_message: &'a str,
+    pub pr_title: &'a str,
+    pub pr_body: &'a str,
+    pub identity: &'a Identity,
+    /// The `gh` executable (a recorded shim in tests).
+    pub gh: &'a Path,
+}
+
+/// `publish_result.json`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PublishResult {
+    pub mode: PublishMode,
+    /// `skipped` (mode none), `no_changes`, `pushed` (branch) or `pr_created`.
+    pub status: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub branch: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub commit: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pr_url: Option<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum PublishError {
+    #[error(transparent)]
+    Git(#[from] GitError),
+    #[error("gh pr create failed ({status}): {stderr}")]
+    Gh { status: String, stderr: String },
+    #[error("could not run gh at {path}: {source}")]
+    GhSpawn {
+        path: String,
+        source: std::io::Error,
+    },
+}
+
+/// Publishes the working copy once: `none` records a skip; `branch` commits everything and
+/// pushes the working branch; `pr` does the same and opens a pull request with `gh`.
+pub async fn publish(
+    repo: &Path,
+    request: &PublishRequest<'_>,
+) -> Result<PublishResult, PublishError> {
+    let mut result = PublishResult {
+        mode: request.mode,
+        status: "skipped".into(),
+        branch: None,
+        commit: None,
+        pr_url: None,
+    };
+    if request.mode == PublishMode::None {
+        return Ok(result);
+    }
+    git(repo, &["add", "--all"]).await?;
+    if git(repo, &["diff", "--cached", "--quiet"]).await.is_ok() {
+        result.status = "no_changes".into();
+        return Ok(result);
+    }
+    let name = format!("user.name={}", request.identity.name);
+    let email = format!("user.email={}", request.identity.email);
+    let has_identity = git(repo, &["config", "user.email"]).await.is_ok();
+    let mut commit: Vec<&str> = Vec::new();
+    if !has_identity {
+        commit.extend(["-c", &name, "-c", &email]);
+    }
+    commit.extend([
+        "commit",
+        "--quiet",
+        "--no-verify",
+        "-m",
+        request.commit_message,
+    ]);
+    git(repo, &commit).await?;
+    let refspec = format!("HEAD:refs/heads/{}", request.working_branch);
+    git(repo, &["push", "--quiet", "origin", &refspec]).await?;
+    result.branch = Some(request.working_branch.to_string());
+    result.commit = Some(git(repo, &["rev-parse", "HEAD"]).await?);
+    result.status = "pushed".into();
+    if request.mode == PublishMode::Pr {
+        let output = Command::new(request.gh)
+            .args([
+                "pr",
+                "create",
+                "--base",
+                request.base_branch,
+                "--head",
+                request.working_branch,
+                "--title",
+                request.pr_title,
+                "--body",
+                request.pr_body,
+            ])
+            .current_dir(repo)
+            .stdin(Stdio::null())
+            .output()
+            .await
+            .map_err(|source| PublishError::GhSpawn {
+                path: request.gh.display().to_string(),
+                source,
+            })?;
+        if !output.status.success() {
+            return Err(PublishError::Gh {
+                status: output.status.to_string(),
+                stderr: String::from_utf8_lossy(&output.stderr).trim().to_string(),
+            });
+        }
+        // gh prints the new PR's URL as its last line.
+        result.pr_url = String::from_utf8_lossy(&output.stdout)
+            .lines()
+            .map(str::trim)
+            .rfind(|l| l.starts_with("http"))
+            .map(str::to_string);
+        result.status = "pr_created".into();
+    }
+    Ok(result)
+}

@@ -1,0 +1,196 @@
+//! Patches and publishing against a real bare remote, with the recorded `gh` shim.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::{remote, run};
+
+use contract::PublishMode;
+use worker::git::{MirrorCache, checkout, git};
+use worker::publish::{
+    Identity, PublishError, PublishRequest, diff, publish, snapshot, stray_commits,
+};
+
+struct Job {
+    _tmp: tempfile::TempDir,
+    remote: String,
+    repo: PathBuf,
+    base: String,
+    gh_log: PathBuf,
+    /// The gh shim, wrapped so that it records into this job's `gh_log`.
+    gh: PathBuf,
+}
+
+/// The common remote, checked out from main on the working branch `task/x`.
+async fn job() -> Job {
+    let tmp = tempfile::tempdir().unwrap();
+    let remote = remote(tmp.path());
+    let mirror = MirrorCache::new(tmp.path().join("mirrors"))
+        .refresh(&remote)
+        .await
+        .unwrap();
+    let repo = tmp.path().join("job/repo");
+    let done = checkout(&mirror.path, &remote, &repo, None, "task/x")
+        .await
+        .unwrap();
+    let gh_log = tmp.path().join("gh.log");
+    let gh = tmp.path().join("gh");
+    std::fs::write(
+        &gh,
+        format!(
+            "#!/bin/sh\nGH_SHIM_LOG='{}' exec '{}' \"$@\"\n",
+            gh_log.display(),
+            gh_fixture().display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&gh, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    Job {
+        remote,
+        repo,
+        base: done.base_commit,
+        gh_log,
+        gh,
+        _tmp: tmp,
+    }
+}
+
+fn gh_fixture() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/gh")
+}
+
+fn request<'a>(mode: PublishMode, identity: &'a Identity, gh: &'a Path) -> PublishRequest<'a> {
+    PublishRequest {
+        mode,
+        working_branch: "task/x",
+        base_branch: "main",
+        commit_message: "Add a greeting",
+        pr_title: "Add a greeting",
+        pr_body: "Steps:\n1. greet",
+        identity,
+        gh,
+    }
+}
+
+#[tokio::test]
+async fn each_step_gets_its_own_patch_and_stray_commits_are_found() {
+    let job = job().await;
+    let before = snapshot(&job.repo).await.unwrap();
+    std::fs::write(job.repo.join("greeting.txt"), "hi\n").unwrap();
+    std::fs::remove_file(job.repo.join("README.md")).unwrap();
+    let after = snapshot(&job.repo).await.unwrap();
+    let patch = diff(&job.repo, &before, &after).await.unwrap();
+    assert!(
+        patch.contains("+++ b/greeting.txt") && patch.contains("+hi"),
+        "{patch}"
+    );
+    assert!(patch.contains("deleted file mode"), "{patch}");
+    assert_eq!(diff(&job.repo, &after, &after).await.unwrap(), "");
+    assert!(
+        stray_commits(&job.repo, &job.base)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    run(&job.repo, &["commit", "--quiet", "-m", "agent committed"]);
+    let stray = stray_commits(&job.repo, &job.base).await.unwrap();
+    assert_eq!(stray.len(), 1);
+    assert!(stray[0].ends_with(" agent committed"), "{stray:?}");
+    // The whole task's patch still measures from the base, whatever the agent did.
+    let total = diff(&job.repo, &job.base, &snapshot(&job.repo).await.unwrap())
+        .await
+        .unwrap();
+    assert!(total.contains("+hi"), "{total}");
+}
+
+#[tokio::test]
+async fn branch_mode_commits_everything_and_pushes_the_working_branch() {
+    let job = job().await;
+    std::fs::write(job.repo.join("greeting.txt"), "hi\n").unwrap();
+    let identity = Identity::default();
+    let gh = job.gh.clone();
+    let result = publish(&job.repo, &request(PublishMode::Branch, &identity, &gh))
+        .await
+        .unwrap();
+    assert_eq!(result.status, "pushed");
+    assert_eq!(result.branch.as_deref(), Some("task/x"));
+    let pushed = run(Path::new(&job.remote), &["rev-parse", "refs/heads/task/x"]);
+    assert_eq!(result.commit.as_deref(), Some(pushed.as_str()));
+    let subject = run(
+        Path::new(&job.remote),
+        &["log", "-1", "--format=%s", "task/x"],
+    );
+    assert_eq!(subject, "Add a greeting");
+    assert!(!job.gh_log.exists(), "branch mode never calls gh");
+    let json = serde_json::to_value(&result).unwrap();
+    assert_eq!(json["mode"], "branch");
+    assert!(json.get("prUrl").is_none());
+}
+
+#[tokio::test]
+async fn pr_mode_pushes_and_opens_a_pull_request_with_gh() {
+    let job = job().await;
+    std::fs::write(job.repo.join("greeting.txt"), "hi\n").unwrap();
+    let identity = Identity::default();
+    let gh = job.gh.clone();
+    // SAFETY (test-only): set before gh runs; no other test reads GH_SHIM_LOG.
+    let result = {
+        unsafe { std::env::set_var("GH_SHIM_LOG", &job.gh_log) };
+        publish(&job.repo, &request(PublishMode::Pr, &identity, &gh))
+            .await
+            .unwrap()
+    };
+    assert_eq!(result.status, "pr_created");
+    assert_eq!(
+        result.pr_url.as_deref(),
+        Some("https://github.com/octo/hello/pull/7")
+    );
+    let calls = std::fs::read_to_string(&job.gh_log).unwrap();
+    assert_eq!(
+        calls.trim_end(),
+        r"pr create --base main --head task/x --title Add\ a\ greeting --body $'Steps:\n1. greet'"
+    );
+    let pushed = git(
+        Path::new(&job.remote),
+        &["rev-parse", "--verify", "refs/heads/task/x"],
+    );
+    assert!(pushed.await.is_ok());
+}
+
+#[tokio::test]
+async fn a_task_that_changed_nothing_publishes_nothing() {
+    let job = job().await;
+    let identity = Identity::default();
+    let gh = job.gh.clone();
+    let result = publish(&job.repo, &request(PublishMode::Pr, &identity, &gh))
+        .await
+        .unwrap();
+    assert_eq!(result.status, "no_changes");
+    assert!(
+        git(
+            Path::new(&job.remote),
+            &["rev-parse", "--verify", "refs/heads/task/x"]
+        )
+        .await
+        .is_err()
+    );
+    let skipped = publish(&job.repo, &request(PublishMode::None, &identity, &gh))
+        .await
+        .unwrap();
+    assert_eq!(skipped.status, "skipped");
+}
+
+#[tokio::test]
+async fn a_missing_gh_is_a_clear_error() {
+    let job = job().await;
+    std::fs::write(job.repo.join("greeting.txt"), "hi\n").unwrap();
+    let identity = Identity::default();
+    let gh = job.repo.join("no-such-gh");
+    let error = publish(&job.repo, &request(PublishMode::Pr, &identity, &gh))
+        .await
+        .unwrap_err();
+    assert!(matches!(error, PublishError::GhSpawn { .. }), "{error}");
+    assert!(error.to_string().contains("no-such-gh"), "{error}");
+}
