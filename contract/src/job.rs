@@ -280,9 +280,70 @@ pub mod events {
     ];
 }
 
+/// What a worker reports while it runs a task (seeds 000 and 001): the three stages, the
+/// step timeline and the artifact paths. The dashboard builds its timeline from these, so
+/// both sides take them from here.
+pub mod task {
+    /// The stages, in the order they run. Steps are internal to the execute stage.
+    pub const STAGE_PREPARE: &str = "moonmind.task.prepare";
+    pub const STAGE_EXECUTE: &str = "moonmind.task.execute";
+    pub const STAGE_PUBLISH: &str = "moonmind.task.publish";
+    pub const STAGES: [&str; 3] = [STAGE_PREPARE, STAGE_EXECUTE, STAGE_PUBLISH];
+
+    /// A stage began or ended; the payload's `stage` names it, and a finish carries
+    /// `outcome`: `succeeded`, `failed`, `skipped` or `cancelled`.
+    pub const STAGE_STARTED: &str = "task.stage.started";
+    pub const STAGE_FINISHED: &str = "task.stage.finished";
+
+    /// The step timeline. `plan` carries `count` and `stepIds`; the others carry
+    /// `stepIndex` (0-based), `stepId`, `effectiveSkill`, `hasStepInstructions` and an
+    /// optional `summary`.
+    pub const STEPS_PLAN: &str = "task.steps.plan";
+    pub const STEP_STARTED: &str = "task.step.started";
+    pub const STEP_FINISHED: &str = "task.step.finished";
+    pub const STEP_FAILED: &str = "task.step.failed";
+    /// A running step was stopped on request: `stopMs` says how long the stop took and
+    /// `killed` whether SIGKILL was needed after the grace period.
+    pub const STEP_CANCELLED: &str = "task.step.cancelled";
+    /// A line of a running step's output, for the live tail (`stepIndex`; the line is the
+    /// event's message).
+    pub const STEP_LOG: &str = "task.step.log";
+    /// Something the operator should know that did not stop the task (an effort the CLI
+    /// could not take, a step that committed on its own).
+    pub const WARNING: &str = "task.warning";
+
+    pub const TASK_CONTEXT: &str = "task_context.json";
+    pub const PUBLISH_RESULT: &str = "publish_result.json";
+    pub const CHANGES_PATCH: &str = "patches/changes.patch";
+
+    /// `logs/prepare.log`, `logs/execute.log`, `logs/publish.log` for the three stages.
+    pub fn stage_log(stage: &str) -> String {
+        let short = stage.rsplit('.').next().unwrap_or(stage);
+        format!("logs/{short}.log")
+    }
+
+    /// `logs/steps/step-0000.log` for the step at `index` (0-based, as `stepIndex`).
+    pub fn step_log(index: usize) -> String {
+        format!("logs/steps/step-{index:04}.log")
+    }
+
+    /// `patches/steps/step-0000.patch` for the step at `index` (0-based).
+    pub fn step_patch(index: usize) -> String {
+        format!("patches/steps/step-{index:04}.patch")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn task_artifact_paths_follow_the_seed() {
+        assert_eq!(task::stage_log(task::STAGE_PREPARE), "logs/prepare.log");
+        assert_eq!(task::stage_log(task::STAGE_PUBLISH), "logs/publish.log");
+        assert_eq!(task::step_log(0), "logs/steps/step-0000.log");
+        assert_eq!(task::step_patch(12), "patches/steps/step-0012.patch");
+    }
 
     #[test]
     fn job_states_round_trip_through_their_wire_names() {

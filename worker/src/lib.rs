@@ -12,6 +12,7 @@ pub mod process;
 pub mod publish;
 pub mod redact;
 pub mod runtime;
+pub mod stages;
 pub mod workspace;
 
 pub use probe::{PROBED_TOOLS, probe_capabilities};

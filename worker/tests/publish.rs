@@ -4,7 +4,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::{remote, run};
+use common::{gh_shim, remote, run};
 
 use contract::PublishMode;
 use worker::git::{MirrorCache, checkout, git};
@@ -34,18 +34,7 @@ async fn job() -> Job {
     let done = checkout(&mirror.path, &remote, &repo, None, "task/x")
         .await
         .unwrap();
-    let gh_log = tmp.path().join("gh.log");
-    let gh = tmp.path().join("gh");
-    std::fs::write(
-        &gh,
-        format!(
-            "#!/bin/sh\nGH_SHIM_LOG='{}' exec '{}' \"$@\"\n",
-            gh_log.display(),
-            gh_fixture().display()
-        ),
-    )
-    .unwrap();
-    std::fs::set_permissions(&gh, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let (gh, gh_log) = gh_shim(tmp.path());
     Job {
         remote,
         repo,
@@ -54,10 +43,6 @@ async fn job() -> Job {
         gh,
         _tmp: tmp,
     }
-}
-
-fn gh_fixture() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/gh")
 }
 
 fn request<'a>(mode: PublishMode, identity: &'a Identity, gh: &'a Path) -> PublishRequest<'a> {
@@ -135,13 +120,9 @@ async fn pr_mode_pushes_and_opens_a_pull_request_with_gh() {
     std::fs::write(job.repo.join("greeting.txt"), "hi\n").unwrap();
     let identity = Identity::default();
     let gh = job.gh.clone();
-    // SAFETY (test-only): set before gh runs; no other test reads GH_SHIM_LOG.
-    let result = {
-        unsafe { std::env::set_var("GH_SHIM_LOG", &job.gh_log) };
-        publish(&job.repo, &request(PublishMode::Pr, &identity, &gh))
-            .await
-            .unwrap()
-    };
+    let result = publish(&job.repo, &request(PublishMode::Pr, &identity, &gh))
+        .await
+        .unwrap();
     assert_eq!(result.status, "pr_created");
     assert_eq!(
         result.pr_url.as_deref(),

@@ -1,6 +1,9 @@
 //! Helpers shared by the worker's integration tests: real git repositories in temp dirs.
 
-use std::path::Path;
+// Each test binary compiles this module and uses only part of it.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// Runs git in `dir` with a test identity and returns its trimmed stdout.
@@ -47,4 +50,19 @@ pub fn remote(root: &Path) -> String {
         &["push", "--quiet", bare.to_str().unwrap(), "main", "dev"],
     );
     bare.to_string_lossy().into_owned()
+}
+
+/// The recorded gh shim, wrapped so that it records into `dir/gh.log`: (gh, log).
+pub fn gh_shim(dir: &Path) -> (PathBuf, PathBuf) {
+    let log = dir.join("gh.log");
+    let gh = dir.join("gh");
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/gh");
+    let script = format!(
+        "#!/bin/sh\nGH_SHIM_LOG='{}' exec '{}' \"$@\"\n",
+        log.display(),
+        fixture.display()
+    );
+    std::fs::write(&gh, script).unwrap();
+    std::fs::set_permissions(&gh, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    (gh, log)
 }

@@ -1,0 +1,369 @@
+//! A whole task run, stage by stage, for real: a bare remote, the mirror cache, the scripted
+//! agent as the `claude` CLI, the recorded gh shim, and the reports collected in order.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use common::{gh_shim, remote, run};
+use contract::job::task;
+use contract::{Defaults, NormalizedTask};
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use worker::git::MirrorCache;
+use worker::process::Limits;
+use worker::publish::Identity;
+use worker::redact::Redactor;
+use worker::runtime::Binaries;
+use worker::stages::{Report, StageConfig, TaskOutcome, run_task};
+
+const SECRET: &str = "ghp_0123456789abcdefghijABCDEFGHIJ0123456789";
+
+struct Setup {
+    tmp: tempfile::TempDir,
+    remote: String,
+    config: StageConfig,
+    gh_log: PathBuf,
+}
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
+}
+
+fn setup() -> Setup {
+    let tmp = tempfile::tempdir().unwrap();
+    let remote = remote(tmp.path());
+    let skills = tmp.path().join("skills/speckit");
+    std::fs::create_dir_all(&skills).unwrap();
+    std::fs::write(skills.join("SKILL.md"), "# speckit\n").unwrap();
+    let (gh, gh_log) = gh_shim(tmp.path());
+    let config = StageConfig {
+        workdir: tmp.path().join("work"),
+        mirrors: MirrorCache::new(tmp.path().join("mirrors")),
+        skills_dir: tmp.path().join("skills"),
+        binaries: Binaries {
+            claude: fixture("fake-agent"),
+            ..Binaries::default()
+        },
+        limits: Limits {
+            timeout: Duration::from_secs(60),
+            grace: Duration::from_millis(300),
+        },
+        github: "https://github.com".into(),
+        identity: Identity::default(),
+        gh,
+        capabilities: vec!["claude".into(), "git".into(), "gh".into()],
+    };
+    Setup {
+        tmp,
+        remote,
+        config,
+        gh_log,
+    }
+}
+
+fn task(remote: &str, publish: &str, steps: Value) -> NormalizedTask {
+    let raw = json!({ "payload": {
+        "repository": remote,
+        "task": {
+            "instructions": "Greet the world",
+            "runtime": { "mode": "claude", "model": "opus" },
+            "publish": { "mode": publish },
+            "steps": steps,
+        },
+    }});
+    contract::normalize(&raw, &Defaults::default()).unwrap()
+}
+
+async fn run_it(
+    setup: &Setup,
+    task: &NormalizedTask,
+    cancel: &CancellationToken,
+) -> (TaskOutcome, Vec<Report>) {
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let redactor = Redactor::new([SECRET]);
+    let outcome = run_task(&setup.config, "job-1", task, &redactor, cancel, tx).await;
+    let mut reports = Vec::new();
+    while let Ok(report) = rx.try_recv() {
+        reports.push(report);
+    }
+    (outcome, reports)
+}
+
+/// The events' kinds, step logs left out, with the stage or step they concern.
+fn timeline(reports: &[Report]) -> Vec<String> {
+    reports
+        .iter()
+        .filter_map(|r| match r {
+            Report::Event { kind, payload, .. } if kind != task::STEP_LOG => {
+                Some(match payload.get("stage") {
+                    Some(stage) => format!("{kind} {}", stage.as_str().unwrap_or_default()),
+                    None => match payload.get("stepIndex") {
+                        Some(i) => format!("{kind} {i}"),
+                        None => kind.clone(),
+                    },
+                })
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+fn artifacts(reports: &[Report]) -> Vec<String> {
+    reports
+        .iter()
+        .filter_map(|r| match r {
+            Report::Artifact { name, .. } => Some(name.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn every_step_runs_in_order_then_the_task_is_published_once() {
+    let setup = setup();
+    let task = task(
+        &setup.remote,
+        "pr",
+        json!([
+            { "title": "Write", "instructions": "@fake write greeting.txt hello" },
+            { "instructions": "@fake say checking", "skill": { "id": "speckit" } },
+            { "instructions": "@fake write greeting.txt world" },
+        ]),
+    );
+    let (outcome, reports) = run_it(&setup, &task, &CancellationToken::new()).await;
+    assert_eq!(
+        outcome,
+        TaskOutcome::Succeeded {
+            summary: "pull request https://github.com/octo/hello/pull/7".into()
+        }
+    );
+    let prepare = task::STAGE_PREPARE;
+    let execute = task::STAGE_EXECUTE;
+    let publish = task::STAGE_PUBLISH;
+    assert_eq!(
+        timeline(&reports),
+        [
+            format!("task.stage.started {prepare}"),
+            format!("task.stage.finished {prepare}"),
+            format!("task.stage.started {execute}"),
+            "task.steps.plan".into(),
+            "task.step.started 0".into(),
+            "task.step.finished 0".into(),
+            "task.step.started 1".into(),
+            "task.step.finished 1".into(),
+            "task.step.started 2".into(),
+            "task.step.finished 2".into(),
+            format!("task.stage.finished {execute}"),
+            format!("task.stage.started {publish}"),
+            format!("task.stage.finished {publish}"),
+        ]
+    );
+    let Some(Report::Event { payload: plan, .. }) = reports
+        .iter()
+        .find(|r| matches!(r, Report::Event { kind, .. } if kind == task::STEPS_PLAN))
+    else {
+        panic!("no plan")
+    };
+    assert_eq!(
+        plan,
+        &json!({ "count": 3, "stepIds": ["step-1", "step-2", "step-3"] })
+    );
+    let second = reports.iter().find_map(|r| match r {
+        Report::Event { kind, payload, .. }
+            if kind == task::STEP_FINISHED && payload["stepIndex"] == 1 =>
+        {
+            Some(payload.clone())
+        }
+        _ => None,
+    });
+    assert_eq!(
+        second,
+        Some(
+            json!({ "stepIndex": 1, "stepId": "step-2", "effectiveSkill": "speckit", "hasStepInstructions": true, "summary": "done" })
+        )
+    );
+    assert_eq!(
+        artifacts(&reports),
+        [
+            "task_context.json",
+            "logs/prepare.log",
+            "logs/steps/step-0000.log",
+            "patches/steps/step-0000.patch",
+            "logs/steps/step-0001.log",
+            "patches/steps/step-0001.patch",
+            "logs/steps/step-0002.log",
+            "patches/steps/step-0002.patch",
+            "logs/execute.log",
+            "patches/changes.patch",
+            "publish_result.json",
+            "logs/publish.log",
+        ]
+    );
+    let artifacts_dir = setup.config.workdir.join("job-1/artifacts");
+    let step0 =
+        std::fs::read_to_string(artifacts_dir.join("patches/steps/step-0000.patch")).unwrap();
+    assert!(
+        step0.contains("+hello") && !step0.contains("+world"),
+        "{step0}"
+    );
+    let all = std::fs::read_to_string(artifacts_dir.join("patches/changes.patch")).unwrap();
+    assert!(all.contains("+hello") && all.contains("+world"), "{all}");
+    let context: Value = serde_json::from_str(
+        &std::fs::read_to_string(artifacts_dir.join("task_context.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(context["git"]["startingBranch"], "main");
+    assert_eq!(context["skills"], json!(["speckit"]));
+    let result: Value = serde_json::from_str(
+        &std::fs::read_to_string(artifacts_dir.join("publish_result.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(result["status"], "pr_created");
+    // The agent saw the skill where it looks, and the push reached the remote.
+    assert!(
+        setup
+            .config
+            .workdir
+            .join("job-1/repo/.claude/skills/speckit/SKILL.md")
+            .is_file()
+    );
+    let branch = context["git"]["workingBranch"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let pushed = run(
+        Path::new(&setup.remote),
+        &["show", &format!("{branch}:greeting.txt")],
+    );
+    assert_eq!(pushed, "hello\nworld");
+    assert!(
+        std::fs::read_to_string(&setup.gh_log)
+            .unwrap()
+            .contains("--base main")
+    );
+}
+
+#[tokio::test]
+async fn a_failed_step_stops_the_run_and_nothing_is_published() {
+    let setup = setup();
+    let task = task(
+        &setup.remote,
+        "branch",
+        json!([
+            { "instructions": "@fake write a.txt one" },
+            { "instructions": "@fake fail 3" },
+            { "instructions": "@fake write b.txt never" },
+        ]),
+    );
+    let (outcome, reports) = run_it(&setup, &task, &CancellationToken::new()).await;
+    assert_eq!(
+        outcome,
+        TaskOutcome::Failed {
+            stage: task::STAGE_EXECUTE,
+            message: "failed on purpose".into()
+        }
+    );
+    let timeline = timeline(&reports);
+    assert!(
+        timeline.contains(&"task.step.failed 1".to_string()),
+        "{timeline:?}"
+    );
+    assert!(
+        !timeline.iter().any(|e| e.ends_with(" 2")),
+        "step 3 ran: {timeline:?}"
+    );
+    assert!(
+        !timeline.iter().any(|e| e.contains(task::STAGE_PUBLISH)),
+        "{timeline:?}"
+    );
+    assert!(!setup.config.workdir.join("job-1/repo/b.txt").exists());
+    let branches = run(Path::new(&setup.remote), &["branch", "--list"]);
+    assert!(!branches.contains("task/"), "{branches}");
+}
+
+#[tokio::test]
+async fn cancelling_a_running_step_stops_it_and_skips_the_rest() {
+    let setup = setup();
+    let task = task(
+        &setup.remote,
+        "branch",
+        json!([
+            { "instructions": "@fake ignore-term\n@fake say started\n@fake sleep 60" },
+            { "instructions": "@fake write b.txt never" },
+        ]),
+    );
+    let cancel = CancellationToken::new();
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let redactor = Redactor::default();
+    let config = setup.config.clone();
+    let stopper = cancel.clone();
+    let running =
+        tokio::spawn(
+            async move { run_task(&config, "job-1", &task, &redactor, &stopper, tx).await },
+        );
+    let mut reports = Vec::new();
+    while let Some(report) = rx.recv().await {
+        let started = matches!(&report, Report::Event { kind, message, .. } if kind == task::STEP_LOG && message.contains("started"));
+        reports.push(report);
+        if started {
+            cancel.cancel();
+            break;
+        }
+    }
+    let outcome = tokio::time::timeout(Duration::from_secs(20), running)
+        .await
+        .unwrap()
+        .unwrap();
+    while let Ok(report) = rx.try_recv() {
+        reports.push(report);
+    }
+    let TaskOutcome::Cancelled { stage, stop } = outcome else {
+        panic!("{outcome:?}")
+    };
+    assert_eq!(stage, task::STAGE_EXECUTE);
+    assert!(stop >= setup.config.limits.grace, "{stop:?}");
+    let timeline = timeline(&reports);
+    assert!(
+        timeline.contains(&"task.step.cancelled 0".to_string()),
+        "{timeline:?}"
+    );
+    assert!(!timeline.iter().any(|e| e.ends_with(" 1")), "{timeline:?}");
+    assert!(
+        !timeline.iter().any(|e| e.contains(task::STAGE_PUBLISH)),
+        "{timeline:?}"
+    );
+}
+
+#[tokio::test]
+async fn secrets_never_reach_events_logs_or_artifacts() {
+    let setup = setup();
+    let task = task(
+        &setup.remote,
+        "none",
+        json!([{ "instructions": format!("@fake say the key is {SECRET}\n@fake write notes.txt {SECRET}") }]),
+    );
+    let (outcome, reports) = run_it(&setup, &task, &CancellationToken::new()).await;
+    assert!(
+        matches!(outcome, TaskOutcome::Succeeded { .. }),
+        "{outcome:?}"
+    );
+    for report in &reports {
+        let text = format!("{report:?}");
+        assert!(!text.contains(SECRET), "{text}");
+        if let Report::Artifact { path, .. } = report {
+            let body = std::fs::read_to_string(path).unwrap();
+            assert!(!body.contains(SECRET), "{}: {body}", path.display());
+        }
+    }
+    assert!(
+        reports
+            .iter()
+            .any(|r| format!("{r:?}").contains("[REDACTED]"))
+    );
+    let _ = setup.tmp.path();
+}
