@@ -217,6 +217,45 @@ impl FromRequestParts<AppState> for Worker {
     }
 }
 
+/// Whoever may read a job's live timeline: a user, or the worker holding the job's lease
+/// (it follows the stream to hear a cancel request at once).
+#[derive(Debug, Clone)]
+pub enum Reader {
+    User,
+    /// The worker's id (its token's name).
+    Worker(String),
+}
+
+impl Reader {
+    /// A worker may read only a job it holds; a user reads any.
+    pub fn check_holds(&self, job: &contract::Job) -> Result<(), ApiError> {
+        match self {
+            Reader::User => Ok(()),
+            Reader::Worker(id) if job.claimed_by.as_deref() == Some(id.as_str()) => Ok(()),
+            Reader::Worker(_) => Err(ApiError::worker_not_authorized(
+                "a worker token may follow only the jobs its worker holds",
+            )),
+        }
+    }
+}
+
+impl FromRequestParts<AppState> for Reader {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let token = authenticate(parts, &state.queue).await?.ok_or_else(|| {
+            ApiError::unauthorized(
+                "a valid token is required: send `Authorization: Bearer <token>`",
+            )
+        })?;
+        match (token.kind, token.role) {
+            (TokenKind::User, Some(_)) => Ok(Reader::User),
+            (TokenKind::Worker, _) => Ok(Reader::Worker(token.name)),
+            (TokenKind::User, None) => Err(ApiError::forbidden("this user token has no role")),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

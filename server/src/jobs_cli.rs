@@ -473,6 +473,6 @@ pub fn ignore_broken_pipe(result: Result<()>) -> Result<()> {
 #[cfg(test)]
 mod client_e2e;
 #[cfg(test)]
-mod test_server;
+pub(crate) mod test_server;
 #[cfg(test)]
 mod tests;

@@ -10,6 +10,8 @@ mod serve;
 #[cfg(test)]
 mod testing;
 mod tokens;
+#[cfg(test)]
+mod worker_e2e;
 
 use clap::Parser;
 

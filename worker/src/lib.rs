@@ -11,8 +11,11 @@ mod probe;
 pub mod process;
 pub mod publish;
 pub mod redact;
+pub mod runner;
 pub mod runtime;
 pub mod stages;
+#[cfg(feature = "testing")]
+pub mod testing;
 pub mod workspace;
 
 pub use probe::{PROBED_TOOLS, probe_capabilities};

@@ -1,11 +1,9 @@
 //! The worker's git against real repositories: a bare remote in a temp dir, a mirror cache,
 //! and per-job checkouts.
 
-mod common;
-
 use std::path::Path;
 
-use common::{remote, run};
+use worker::testing::{remote, run};
 
 use worker::git::{GitError, MirrorCache, checkout, git};
 

@@ -11,7 +11,7 @@ use worker::process::{Ended, Limits, Pipe, run};
 use worker::runtime::{Invocation, Progress, parse_line};
 
 fn fake_agent() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/fake-agent")
+    worker::testing::fixture("fake-agent")
 }
 
 fn invocation(dir: &Path, prompt: &str) -> Invocation {

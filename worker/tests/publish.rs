@@ -1,10 +1,8 @@
 //! Patches and publishing against a real bare remote, with the recorded `gh` shim.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 
-use common::{gh_shim, remote, run};
+use worker::testing::{gh_shim, remote, run};
 
 use contract::PublishMode;
 use worker::git::{MirrorCache, checkout, git};

@@ -1,23 +1,17 @@
 //! A whole task run, stage by stage, for real: a bare remote, the mirror cache, the scripted
 //! agent as the `claude` CLI, the recorded gh shim, and the reports collected in order.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use common::{gh_shim, remote, run};
 use contract::job::task;
 use contract::{Defaults, NormalizedTask};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
-use worker::git::MirrorCache;
-use worker::process::Limits;
-use worker::publish::Identity;
 use worker::redact::Redactor;
-use worker::runtime::Binaries;
 use worker::stages::{Report, StageConfig, TaskOutcome, run_task};
+use worker::testing::{remote, run, stage_config};
 
 const SECRET: &str = "ghp_0123456789abcdefghijABCDEFGHIJ0123456789";
 
@@ -28,36 +22,14 @@ struct Setup {
     gh_log: PathBuf,
 }
 
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(name)
-}
-
 fn setup() -> Setup {
     let tmp = tempfile::tempdir().unwrap();
     let remote = remote(tmp.path());
     let skills = tmp.path().join("skills/speckit");
     std::fs::create_dir_all(&skills).unwrap();
     std::fs::write(skills.join("SKILL.md"), "# speckit\n").unwrap();
-    let (gh, gh_log) = gh_shim(tmp.path());
-    let config = StageConfig {
-        workdir: tmp.path().join("work"),
-        mirrors: MirrorCache::new(tmp.path().join("mirrors")),
-        skills_dir: tmp.path().join("skills"),
-        binaries: Binaries {
-            claude: fixture("fake-agent"),
-            ..Binaries::default()
-        },
-        limits: Limits {
-            timeout: Duration::from_secs(60),
-            grace: Duration::from_millis(300),
-        },
-        github: "https://github.com".into(),
-        identity: Identity::default(),
-        gh,
-        capabilities: vec!["claude".into(), "git".into(), "gh".into()],
-    };
+    let config = stage_config(tmp.path());
+    let gh_log = tmp.path().join("gh.log");
     Setup {
         tmp,
         remote,

@@ -16,7 +16,7 @@ use tokio::sync::broadcast::error::RecvError;
 
 use super::error::ErrorBody;
 use super::{ApiError, AppState};
-use crate::auth::User;
+use crate::auth::Reader;
 
 /// Events are read from the store in pages of this size while catching up.
 const PAGE: u32 = 500;
@@ -41,14 +41,14 @@ struct StreamQuery {
         (status = 404, body = ErrorBody), (status = 401, description = "no valid token", body = ErrorBody), (status = 403, description = "the token may not do this", body = ErrorBody)))]
 async fn stream_events(
     State(state): State<AppState>,
-    _user: User,
+    reader: Reader,
     Path(id): Path<String>,
     headers: HeaderMap,
     Query(query): Query<StreamQuery>,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
     // Subscribe before the first read, so nothing appended in between is missed.
     let notes = state.queue.subscribe();
-    state.queue.get_job(&id).await?;
+    reader.check_holds(&state.queue.get_job(&id).await?)?;
     let after = headers
         .get("last-event-id")
         .and_then(|v| v.to_str().ok())

@@ -342,6 +342,42 @@ async fn user_and_worker_tokens_do_not_open_each_others_routes() {
 }
 
 #[tokio::test]
+async fn only_the_worker_holding_a_job_may_follow_its_event_stream() {
+    let api = api().await;
+    let operator = api.user(Role::Operator).await;
+    let (holder, other) = (api.worker("w1").await, api.worker("w2").await);
+    let id = api.submit(&operator, "pr").await["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let uri = format!("/api/queue/jobs/{id}/events/stream");
+    // Not claimed yet: no worker holds it.
+    let (status, error) = api.call(Method::GET, &uri, Some(&holder), None).await;
+    assert_eq!(
+        (status, error["code"].as_str()),
+        (StatusCode::FORBIDDEN, Some("worker_not_authorized"))
+    );
+    api.claim(&holder, ALL_CAPS).await;
+    let (status, error) = api.call(Method::GET, &uri, Some(&other), None).await;
+    assert_eq!(
+        (status, error["code"].as_str()),
+        (StatusCode::FORBIDDEN, Some("worker_not_authorized"))
+    );
+    // The holder's stream opens (its body never ends, so only the head is read).
+    let request = Request::builder()
+        .uri(&uri)
+        .header(header::AUTHORIZATION, format!("Bearer {holder}"))
+        .body(Body::empty())
+        .unwrap();
+    let response = api.router.clone().oneshot(request).await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(
+        response.headers()[header::CONTENT_TYPE],
+        "text/event-stream"
+    );
+}
+
+#[tokio::test]
 async fn list_filters_by_status_and_pages_with_a_cursor() {
     let api = api().await;
     let operator = api.user(Role::Operator).await;

@@ -1,10 +1,47 @@
-//! Helpers shared by the worker's integration tests: real git repositories in temp dirs.
-
-// Each test binary compiles this module and uses only part of it.
-#![allow(dead_code)]
+//! Test support for the worker and for crates that test against it (enable the `testing`
+//! feature): real git repositories in temp dirs, the scripted agent and the recorded gh
+//! shim from tests/fixtures, and a stage configuration that uses them. Panics on failure,
+//! as test helpers do.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::Duration;
+
+use crate::git::MirrorCache;
+use crate::process::Limits;
+use crate::publish::Identity;
+use crate::runtime::Binaries;
+use crate::stages::StageConfig;
+
+/// A file of the worker's tests/fixtures: `fake-agent` (a scripted agent CLI) or `gh`.
+pub fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
+}
+
+/// Stages under `root` that run the scripted agent as `claude`, with the gh shim recording
+/// into `root/gh.log`, a 300 ms grace period, and the capabilities claude, git and gh.
+pub fn stage_config(root: &Path) -> StageConfig {
+    let (gh, _log) = gh_shim(root);
+    StageConfig {
+        workdir: root.join("work"),
+        mirrors: MirrorCache::new(root.join("mirrors")),
+        skills_dir: root.join("skills"),
+        binaries: Binaries {
+            claude: fixture("fake-agent"),
+            ..Binaries::default()
+        },
+        limits: Limits {
+            timeout: Duration::from_secs(60),
+            grace: Duration::from_millis(300),
+        },
+        github: "https://github.com".into(),
+        identity: Identity::default(),
+        gh,
+        capabilities: vec!["claude".into(), "git".into(), "gh".into()],
+    }
+}
 
 /// Runs git in `dir` with a test identity and returns its trimmed stdout.
 pub fn run(dir: &Path, args: &[&str]) -> String {
@@ -56,7 +93,7 @@ pub fn remote(root: &Path) -> String {
 pub fn gh_shim(dir: &Path) -> (PathBuf, PathBuf) {
     let log = dir.join("gh.log");
     let gh = dir.join("gh");
-    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/gh");
+    let fixture = fixture("gh");
     let script = format!(
         "#!/bin/sh\nGH_SHIM_LOG='{}' exec '{}' \"$@\"\n",
         log.display(),

@@ -1,0 +1,312 @@
+//! The claim loop: long-polls the server for jobs this worker can run, up to `concurrency`
+//! at a time, and runs each through the stages while a heartbeat keeps its lease and a
+//! watcher on the job's event stream turns a cancel request into a stop within moments.
+//! Everything goes through the REST API ([`QueueClient`]), never the database, so the same
+//! loop runs on a remote machine and embedded in `stepwise serve`.
+
+use std::time::Duration;
+
+use contract::{Job, JobType, NormalizedTask};
+use futures_util::StreamExt;
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use crate::auth_refs;
+use crate::client::{ClaimParams, ClientError, QueueClient};
+use crate::redact::Redactor;
+use crate::stages::{Report, StageConfig, TaskOutcome, run_task};
+
+#[derive(Debug, Clone)]
+pub struct WorkerConfig {
+    pub stages: StageConfig,
+    /// Jobs run at once.
+    pub concurrency: usize,
+    /// The lease asked for at claim; heartbeats renew it every third of it.
+    pub lease: Duration,
+    /// How long one claim request may wait on the server for a job.
+    pub claim_wait: Duration,
+    /// Secrets to redact besides the shapes and the job's own (the worker's token, say).
+    pub secrets: Vec<String>,
+}
+
+impl WorkerConfig {
+    pub fn new(stages: StageConfig) -> WorkerConfig {
+        WorkerConfig {
+            stages,
+            concurrency: 1,
+            lease: Duration::from_secs(60),
+            claim_wait: Duration::from_secs(20),
+            secrets: Vec::new(),
+        }
+    }
+}
+
+/// Claims and runs jobs until `stop` is cancelled; then claims no more and lets the jobs
+/// it holds finish.
+pub async fn run(client: QueueClient, config: WorkerConfig, stop: CancellationToken) {
+    let mut running = JoinSet::new();
+    let mut backoff = Duration::from_millis(250);
+    loop {
+        while running.len() >= config.concurrency.max(1) {
+            running.join_next().await;
+        }
+        let params = ClaimParams {
+            capabilities: config.stages.capabilities.clone(),
+            allowed_types: None,
+            lease_seconds: Some(config.lease.as_secs().max(1)),
+            wait_seconds: Some(config.claim_wait.as_secs_f64()),
+        };
+        let claimed = tokio::select! {
+            _ = stop.cancelled() => break,
+            claimed = client.claim(&params) => claimed,
+        };
+        match claimed {
+            Ok(Some(job)) => {
+                backoff = Duration::from_millis(250);
+                let (client, config) = (client.clone(), config.clone());
+                running.spawn(async move { run_job(&client, &config, job).await });
+            }
+            Ok(None) => backoff = Duration::from_millis(250),
+            Err(error) => {
+                tracing::warn!(%error, "claiming a job failed; retrying");
+                tokio::select! {
+                    _ = stop.cancelled() => break,
+                    _ = tokio::time::sleep(backoff) => {}
+                }
+                backoff = (backoff * 2).min(Duration::from_secs(10));
+            }
+        }
+    }
+    while running.join_next().await.is_some() {}
+}
+
+/// How a job's run ended, as told to the server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Settled {
+    Completed,
+    Failed {
+        retryable: bool,
+    },
+    Cancelled,
+    /// The server no longer considered this worker the job's owner.
+    Lost,
+}
+
+/// Runs one claimed job to its end and reports that end to the server.
+pub async fn run_job(client: &QueueClient, config: &WorkerConfig, job: Job) -> Settled {
+    let attempt = job.attempt;
+    let task = match normalized(&job) {
+        Ok(task) => task,
+        Err(message) => return fail(client, &job, &message, false).await,
+    };
+    let mut secrets = config.secrets.clone();
+    let auth = &task.payload.auth;
+    for (field, reference) in [
+        ("auth.repoAuthRef", &auth.repo_auth_ref),
+        ("auth.publishAuthRef", &auth.publish_auth_ref),
+    ] {
+        let Some(reference) = reference else { continue };
+        match auth_refs::resolve(field, reference, |name| std::env::var(name).ok()) {
+            Ok(secret) => secrets.push(secret),
+            Err(e) => return fail(client, &job, &e.to_string(), false).await,
+        }
+    }
+    let redactor = Redactor::new(secrets);
+
+    let cancel = CancellationToken::new();
+    let lost = CancellationToken::new();
+    let done = CancellationToken::new();
+    let watchers = [
+        tokio::spawn(heartbeat(
+            client.clone(),
+            job.id.clone(),
+            attempt,
+            config.lease,
+            cancel.clone(),
+            lost.clone(),
+            done.clone(),
+        )),
+        tokio::spawn(watch_cancel(
+            client.clone(),
+            job.id.clone(),
+            cancel.clone(),
+            done.clone(),
+        )),
+    ];
+    let (reports, inbox) = mpsc::unbounded_channel();
+    let uploader = tokio::spawn(upload(client.clone(), job.id.clone(), attempt, inbox));
+    let outcome = run_task(&config.stages, &job.id, &task, &redactor, &cancel, reports).await;
+    // Every event and artifact reaches the server before the job's end does.
+    let _ = uploader.await;
+    done.cancel();
+    for watcher in watchers {
+        let _ = watcher.await;
+    }
+    if lost.is_cancelled() {
+        return Settled::Lost;
+    }
+    match outcome {
+        TaskOutcome::Succeeded { summary } => {
+            match client.complete(&job.id, attempt, Some(&summary)).await {
+                Ok(_) => Settled::Completed,
+                Err(error) => settled_error(&job, error),
+            }
+        }
+        TaskOutcome::Failed { stage, message } => {
+            // Prepare fails on what may pass (a clone over a flaky network); a step or a
+            // publish that failed would fail again the same way.
+            let retryable = stage == contract::job::task::STAGE_PREPARE;
+            fail(client, &job, &format!("{stage}: {message}"), retryable).await
+        }
+        TaskOutcome::Cancelled { .. } => match client.ack_cancel(&job.id, attempt).await {
+            Ok(_) => Settled::Cancelled,
+            Err(error) => {
+                tracing::warn!(job = %job.id, %error, "cancel/ack refused; failing the job instead");
+                fail(
+                    client,
+                    &job,
+                    "stopped on a cancel request the server no longer had",
+                    false,
+                )
+                .await
+            }
+        },
+    }
+}
+
+fn normalized(job: &Job) -> Result<NormalizedTask, String> {
+    let job_type: JobType = serde_json::from_value(serde_json::Value::String(job.job_type.clone()))
+        .map_err(|_| format!("job type {:?} is not one this worker runs", job.job_type))?;
+    let payload = serde_json::from_value(job.payload.clone())
+        .map_err(|e| format!("the job's payload is not a normalized task: {e}"))?;
+    Ok(NormalizedTask {
+        job_type,
+        priority: job.priority,
+        max_attempts: job.max_attempts,
+        affinity_key: job.affinity_key.clone(),
+        payload,
+    })
+}
+
+async fn fail(client: &QueueClient, job: &Job, message: &str, retryable: bool) -> Settled {
+    match client.fail(&job.id, job.attempt, message, retryable).await {
+        Ok(_) => Settled::Failed { retryable },
+        Err(error) => settled_error(job, error),
+    }
+}
+
+fn settled_error(job: &Job, error: ClientError) -> Settled {
+    tracing::warn!(job = %job.id, %error, "the server refused this job's end");
+    Settled::Lost
+}
+
+/// Renews the lease every third of it (at most every 20 s). A reply that carries a cancel
+/// request stops the run; a refusal means the lease was taken back: the run stops as lost.
+async fn heartbeat(
+    client: QueueClient,
+    id: String,
+    attempt: u32,
+    lease: Duration,
+    cancel: CancellationToken,
+    lost: CancellationToken,
+    done: CancellationToken,
+) {
+    let every = (lease / 3).clamp(Duration::from_millis(200), Duration::from_secs(20));
+    loop {
+        tokio::select! {
+            _ = done.cancelled() => return,
+            _ = tokio::time::sleep(every) => {}
+        }
+        match client
+            .heartbeat(&id, attempt, Some(lease.as_secs().max(1)))
+            .await
+        {
+            Ok(job) if job.cancel_requested_at.is_some() => cancel.cancel(),
+            Ok(_) => {}
+            Err(error) if error.status().is_some_and(|s| s.is_client_error()) => {
+                tracing::warn!(job = %id, %error, "the lease was taken back; stopping");
+                lost.cancel();
+                cancel.cancel();
+                return;
+            }
+            Err(error) => tracing::warn!(job = %id, %error, "heartbeat failed; retrying"),
+        }
+    }
+}
+
+/// Follows the job's event stream and stops the run at its `job.cancel_requested`, so a
+/// cancel does not wait for the next heartbeat.
+async fn watch_cancel(
+    client: QueueClient,
+    id: String,
+    cancel: CancellationToken,
+    done: CancellationToken,
+) {
+    let mut events = client.stream_events(&id, None);
+    loop {
+        let next = tokio::select! {
+            _ = done.cancelled() => return,
+            next = events.next() => next,
+        };
+        match next {
+            Some(Ok(event)) if event.kind == contract::job::events::JOB_CANCEL_REQUESTED => {
+                cancel.cancel();
+                return;
+            }
+            Some(_) => {}
+            None => return,
+        }
+    }
+}
+
+/// Sends the run's reports to the server in order: events appended, artifacts uploaded.
+async fn upload(
+    client: QueueClient,
+    id: String,
+    attempt: u32,
+    mut inbox: mpsc::UnboundedReceiver<Report>,
+) {
+    while let Some(report) = inbox.recv().await {
+        let sent = match report {
+            Report::Event {
+                kind,
+                level,
+                message,
+                payload,
+            } => {
+                let event = contract::NewEvent {
+                    kind,
+                    level,
+                    message,
+                    payload: match payload {
+                        serde_json::Value::Object(map) => map,
+                        _ => serde_json::Map::new(),
+                    },
+                };
+                client.append_event(&id, attempt, &event).await.map(drop)
+            }
+            Report::Artifact { name, path } => match tokio::fs::read(&path).await {
+                Ok(bytes) => client
+                    .upload_artifact(&id, attempt, &name, content_type(&name), bytes)
+                    .await
+                    .map(drop),
+                Err(error) => {
+                    tracing::warn!(job = %id, artifact = %name, %error, "artifact file unreadable");
+                    Ok(())
+                }
+            },
+        };
+        if let Err(error) = sent {
+            tracing::warn!(job = %id, %error, "reporting to the server failed");
+        }
+    }
+}
+
+fn content_type(name: &str) -> &'static str {
+    match name.rsplit('.').next() {
+        Some("json") => "application/json",
+        Some("patch") => "text/x-diff",
+        _ => "text/plain; charset=utf-8",
+    }
+}
