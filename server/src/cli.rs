@@ -37,6 +37,11 @@ enum Command {
     /// Read and cancel jobs on a running server: list, show, cancel, events (--follow).
     #[command(subcommand)]
     Jobs(JobsCommand),
+    /// Run tasks: claim jobs from a server and run their steps with the agent CLIs here.
+    ///
+    /// Takes --server (STEPWISE_SERVER) and a worker token, --token (STEPWISE_WORKER_TOKEN).
+    /// SIGTERM or Ctrl-C stops claiming; the jobs already running finish first.
+    Worker(crate::worker_cli::WorkerArgs),
     /// Measure the queue and print the figures (throughput, enqueue → claim latency).
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -96,6 +101,7 @@ impl Cli {
                 Ok(())
             }
             Command::Bench(BenchCommand::Queue(args)) => crate::bench::run(args).await,
+            Command::Worker(args) => crate::worker_cli::run(args).await,
         }
     }
 }

@@ -10,6 +10,7 @@ mod serve;
 #[cfg(test)]
 mod testing;
 mod tokens;
+mod worker_cli;
 #[cfg(test)]
 mod worker_e2e;
 

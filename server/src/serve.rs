@@ -94,7 +94,7 @@ fn router(config: &Config, queue: queue::Queue) -> Router {
         .layer(TraceLayer::new_for_http())
 }
 
-async fn shutdown_signal() {
+pub(crate) async fn shutdown_signal() {
     let ctrl_c = async {
         let _ = tokio::signal::ctrl_c().await;
     };
