@@ -62,7 +62,9 @@ struct Manifest {
 }
 
 impl Workspace {
-    /// Creates the workspace directories (`repo/` is left for the clone to create).
+    /// Creates the workspace directories (`repo/` is left for the clone to create). What an
+    /// earlier attempt of the same job left here is removed first: every attempt starts
+    /// from a fresh checkout.
     pub fn create(workdir: &Path, job_id: &str) -> Result<Workspace, WorkspaceError> {
         let safe = !job_id.is_empty()
             && job_id
@@ -72,6 +74,9 @@ impl Workspace {
             return Err(WorkspaceError::BadJobId(job_id.into()));
         }
         let root = workdir.join(job_id);
+        if root.exists() {
+            std::fs::remove_dir_all(&root).map_err(io_error(&root))?;
+        }
         let ws = Workspace {
             repo: root.join("repo"),
             home: root.join("home"),
@@ -215,6 +220,11 @@ mod tests {
             assert!(dir.is_dir(), "{}", dir.display());
         }
         assert_eq!(ws.repo, ws.root.join("repo"));
+        // A second attempt of the job starts clean.
+        std::fs::create_dir_all(ws.repo.join("left-over")).unwrap();
+        let again = Workspace::create(tmp.path(), "01a2-b3").unwrap();
+        assert!(!again.repo.exists());
+        assert!(again.home.is_dir());
         for bad in ["", "../x", "a/b", "."] {
             assert!(Workspace::create(tmp.path(), bad).is_err(), "{bad:?}");
         }
