@@ -82,6 +82,24 @@ pub struct Step {
 }
 
 impl NormalizedTask {
+    /// The task a stored job carries. The queue stores the payload already normalized, so
+    /// this only reads it back; an error says which part is not what the contract wrote.
+    pub fn from_job(job: &crate::Job) -> Result<NormalizedTask, String> {
+        let job_type = match job.job_type.as_str() {
+            t if t == JobType::Task.as_str() => JobType::Task,
+            other => return Err(format!("job type {other:?} is not a task")),
+        };
+        let payload = serde_json::from_value(job.payload.clone())
+            .map_err(|e| format!("the job's payload is not a normalized task: {e}"))?;
+        Ok(NormalizedTask {
+            job_type,
+            priority: job.priority,
+            max_attempts: job.max_attempts,
+            affinity_key: job.affinity_key.clone(),
+            payload,
+        })
+    }
+
     /// The steps the worker runs, in order; never empty.
     pub fn resolved_steps(&self) -> Vec<ResolvedStep> {
         resolve_steps(&self.payload.task)
@@ -99,5 +117,43 @@ impl NormalizedTask {
             }
         }
         ids
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::{Defaults, Job, normalize};
+
+    fn stored(task: &NormalizedTask, job_type: &str) -> Job {
+        serde_json::from_value(json!({
+            "id": "j1", "type": job_type, "status": "running", "priority": task.priority,
+            "payload": task.payload, "requiredCapabilities": [], "attempt": 1,
+            "maxAttempts": task.max_attempts, "nextAttemptAt": "2026-01-01T00:00:00Z",
+            "createdAt": "2026-01-01T00:00:00Z", "updatedAt": "2026-01-01T00:00:00Z",
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_stored_job_reads_back_as_the_task_it_was_normalized_from() {
+        let raw = json!({ "priority": 3, "payload": { "repository": "octo/hello",
+            "task": { "instructions": "Add a README", "steps": "- [ ] one\n- [ ] two" } } });
+        let task = normalize(&raw, &Defaults::default()).unwrap();
+        assert_eq!(
+            NormalizedTask::from_job(&stored(&task, "task")),
+            Ok(task.clone())
+        );
+        let other = NormalizedTask::from_job(&stored(&task, "cron")).unwrap_err();
+        assert!(other.contains("\"cron\""), "{other}");
+        let mut broken = stored(&task, "task");
+        broken.payload = json!({ "repository": 1 });
+        assert!(
+            NormalizedTask::from_job(&broken)
+                .unwrap_err()
+                .contains("payload")
+        );
     }
 }

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use contract::{Job, JobType, NormalizedTask};
+use contract::{Job, NormalizedTask};
 use futures_util::StreamExt;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
@@ -96,7 +96,7 @@ pub enum Settled {
 /// Runs one claimed job to its end and reports that end to the server.
 pub async fn run_job(client: &QueueClient, config: &WorkerConfig, job: Job) -> Settled {
     let attempt = job.attempt;
-    let task = match normalized(&job) {
+    let task = match NormalizedTask::from_job(&job) {
         Ok(task) => task,
         Err(message) => return fail(client, &job, &message, false).await,
     };
@@ -173,20 +173,6 @@ pub async fn run_job(client: &QueueClient, config: &WorkerConfig, job: Job) -> S
             }
         },
     }
-}
-
-fn normalized(job: &Job) -> Result<NormalizedTask, String> {
-    let job_type: JobType = serde_json::from_value(serde_json::Value::String(job.job_type.clone()))
-        .map_err(|_| format!("job type {:?} is not one this worker runs", job.job_type))?;
-    let payload = serde_json::from_value(job.payload.clone())
-        .map_err(|e| format!("the job's payload is not a normalized task: {e}"))?;
-    Ok(NormalizedTask {
-        job_type,
-        priority: job.priority,
-        max_attempts: job.max_attempts,
-        affinity_key: job.affinity_key.clone(),
-        payload,
-    })
 }
 
 async fn fail(client: &QueueClient, job: &Job, message: &str, retryable: bool) -> Settled {
