@@ -1,4 +1,5 @@
 import { defineConfig } from "@playwright/test";
+import { execFileSync } from "node:child_process";
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
@@ -8,7 +9,19 @@ const root = resolve(__dirname, "..");
 const bin = process.env.STEPWISE_BIN ?? join(root, "target", "release", "stepwise");
 const siteRoot = process.env.LEPTOS_SITE_ROOT ?? join(root, "target", "site");
 const port = Number(process.env.STEPWISE_E2E_PORT ?? 3917);
-const dataDir = mkdtempSync(join(tmpdir(), "stepwise-e2e-"));
+// This file is loaded again in every test worker; the main process picks the data dir and
+// makes the admin token the tests log in with, and the workers inherit both through env.
+if (!process.env.STEPWISE_E2E_DATA_DIR) {
+  const dir = mkdtempSync(join(tmpdir(), "stepwise-e2e-"));
+  const made = execFileSync(bin, ["token", "create", "--name", "e2e-admin", "--role", "admin", "--data-dir", dir], {
+    encoding: "utf8",
+  });
+  const token = /shown only now\): (swu_\S+)/.exec(made)?.[1];
+  if (!token) throw new Error(`stepwise token create printed no token: ${made}`);
+  process.env.STEPWISE_E2E_DATA_DIR = dir;
+  process.env.STEPWISE_E2E_TOKEN = token;
+}
+const dataDir = process.env.STEPWISE_E2E_DATA_DIR;
 
 export default defineConfig({
   testDir: "./tests",
@@ -41,7 +54,7 @@ export default defineConfig({
   projects: [{ name: "chromium" }],
   webServer: {
     command: `"${bin}" serve --port ${port} --data-dir "${dataDir}" --site-root "${siteRoot}"`,
-    url: `http://127.0.0.1:${port}/tasks/queue`,
+    url: `http://127.0.0.1:${port}/login`,
     reuseExistingServer: false,
     timeout: 60_000,
     stdout: "pipe",

@@ -45,12 +45,29 @@ pub fn App() -> impl IntoView {
                 <nav aria-label="Main">
                     <a href="/tasks/queue">"Queue"</a>
                 </nav>
+                <LogoutButton/>
             </header>
             <main>
                 <Routes fallback=pages::not_found::NotFound>
                     <Route path=path!("/tasks/queue") view=pages::queue::QueuePage/>
+                    <Route path=path!("/login") view=pages::login::LoginPage/>
                 </Routes>
             </main>
         </Router>
+    }
+}
+
+/// Shown on every page but the login page, where there is nobody to log out yet.
+#[component]
+fn LogoutButton() -> impl IntoView {
+    let location = leptos_router::hooks::use_location();
+    move || {
+        (location.pathname.get() != "/login").then(|| {
+            view! {
+                <form method="post" action="/logout" class="logout">
+                    <button type="submit" class="link">"Log out"</button>
+                </form>
+            }
+        })
     }
 }

@@ -2,6 +2,8 @@ import { expect, test } from "@playwright/test";
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 
+import { logIn } from "./login";
+
 const screenshots = join(__dirname, "..", "..", "docs", "screenshots");
 
 test("queue page is rendered on the server, hydrates, and validates with the contract in wasm", async ({ page }) => {
@@ -12,7 +14,7 @@ test("queue page is rendered on the server, hydrates, and validates with the con
   page.on("pageerror", (err) => consoleErrors.push(err.message));
 
   // The server function answered during SSR: the configured default (not the built-in pr).
-  await page.goto("/tasks/queue");
+  await logIn(page);
   await expect(page.getByRole("heading", { name: "Task queue" })).toBeVisible();
   await expect(page.getByTestId("default-publish-mode")).toHaveText("branch");
   await expect(page.getByTestId("default-runtime")).toHaveText("codex");
@@ -55,13 +57,14 @@ test("queue page is rendered on the server, hydrates, and validates with the con
 
 test("the queue page works at phone width", async ({ page }) => {
   await page.setViewportSize({ width: 375, height: 800 });
-  await page.goto("/tasks/queue");
+  await logIn(page);
   await expect(page.getByRole("heading", { name: "Task queue" })).toBeVisible();
   const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
   expect(overflow).toBeLessThanOrEqual(0);
 });
 
 test("an unknown page answers 404 with a way back", async ({ page }) => {
+  await logIn(page);
   const response = await page.goto("/no/such/page");
   expect(response?.status()).toBe(404);
   await expect(page.getByRole("link", { name: "Go to the queue" })).toBeVisible();

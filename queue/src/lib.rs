@@ -64,4 +64,4 @@ pub use notify::{Notification, NotificationKind};
 pub use rescuer::{RescueReport, Rescuer, RescuerConfig};
 pub use scratch::ScratchPostgres;
 pub use service::{ClaimRequest, Completion, Fence, JobFilter, JobPage, MAX_CLAIM_BATCH, Queue};
-pub use tokens::{NewToken, Role, TokenKind, TokenRecord, UnknownName};
+pub use tokens::{NewToken, Role, SessionPurpose, TokenKind, TokenRecord, UnknownName};

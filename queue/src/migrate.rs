@@ -28,6 +28,11 @@ const SQLITE: &[Embedded] = &[
         "lean job writes",
         include_str!("../../migrations/sqlite/0003_lean_job_writes.sql"),
     ),
+    (
+        4,
+        "sessions",
+        include_str!("../../migrations/sqlite/0004_sessions.sql"),
+    ),
 ];
 
 const POSTGRES: &[Embedded] = &[
@@ -45,6 +50,11 @@ const POSTGRES: &[Embedded] = &[
         3,
         "lean job writes",
         include_str!("../../migrations/postgres/0003_lean_job_writes.sql"),
+    ),
+    (
+        4,
+        "sessions",
+        include_str!("../../migrations/postgres/0004_sessions.sql"),
     ),
 ];
 

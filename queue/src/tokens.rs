@@ -161,8 +161,7 @@ impl NewToken {
                 }
             }
         }
-        let is_hex = |c: char| c.is_ascii_digit() || ('a'..='f').contains(&c);
-        if self.token_hash.len() != 64 || !self.token_hash.chars().all(is_hex) {
+        if !is_sha256_hex(&self.token_hash) {
             errors.push(FieldError::new(
                 "tokenHash",
                 "must be a lowercase hex SHA-256 (64 characters)",
@@ -178,6 +177,30 @@ impl NewToken {
             Ok(())
         } else {
             Err(errors)
+        }
+    }
+}
+
+pub(crate) fn is_sha256_hex(hash: &str) -> bool {
+    let is_hex = |c: char| c.is_ascii_digit() || ('a'..='f').contains(&c);
+    hash.len() == 64 && hash.chars().all(is_hex)
+}
+
+/// What a row of `sessions` is for. Both stand for a user token, by the SHA-256 of a
+/// secret the browser (or the printed login URL) holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SessionPurpose {
+    /// A dashboard session: the secret is the session cookie.
+    Session,
+    /// A one-time login code, traded once for a session.
+    Login,
+}
+
+impl SessionPurpose {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SessionPurpose::Session => "session",
+            SessionPurpose::Login => "login",
         }
     }
 }

@@ -81,7 +81,9 @@ pub async fn bootstrap_admin(queue: &Queue) -> Result<Option<String>, ApiError> 
     Ok(Some(minted.secret))
 }
 
-/// The bearer token of a request, looked up; `None` when absent, unknown or revoked.
+/// The token of a request, looked up: its bearer token, or else the user token behind its
+/// dashboard session cookie (so the browser's own fetches and event streams need no token
+/// in script reach). `None` when absent, unknown, expired or revoked.
 async fn authenticate(parts: &Parts, queue: &Queue) -> Result<Option<TokenRecord>, ApiError> {
     let Some(secret) = parts
         .headers
@@ -93,7 +95,7 @@ async fn authenticate(parts: &Parts, queue: &Queue) -> Result<Option<TokenRecord
         })
         .map(str::trim)
     else {
-        return Ok(None);
+        return crate::session::session_token(queue, &parts.method, &parts.headers).await;
     };
     let Some(record) = queue.find_token_by_hash(&hash(secret)).await? else {
         return Ok(None);

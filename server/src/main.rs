@@ -7,6 +7,7 @@ mod cli;
 mod config;
 mod jobs_cli;
 mod serve;
+mod session;
 #[cfg(test)]
 mod testing;
 mod tokens;

@@ -19,7 +19,7 @@ pub async fn run(config: Config) -> Result<(), CliError> {
     let rescuer =
         queue::Rescuer::new(queue.clone(), queue::RescuerConfig::default()).start(stop.clone());
 
-    let app = router(&config, queue);
+    let app = router(&config, queue.clone());
     let listener = tokio::net::TcpListener::bind(config.addr)
         .await
         .map_err(|source| CliError::Bind {
@@ -35,7 +35,17 @@ pub async fn run(config: Config) -> Result<(), CliError> {
             "use it as `Authorization: Bearer <token>`; make more with `stepwise token create`"
         );
     }
-    println!("stepwise is running: open http://{local}/tasks/queue");
+    let base = base_url(local);
+    let login = crate::session::login_url(&queue, &base)
+        .await
+        .map_err(CliError::Bootstrap)?;
+    let minutes = crate::session::LOGIN_CODE_TTL.as_secs() / 60;
+    println!("stepwise is running on {base}");
+    if login.contains("?code=") {
+        println!("log in to the dashboard (this link works once, for {minutes} minutes): {login}");
+    } else {
+        println!("log in to the dashboard with a user token: {login}");
+    }
     let served = axum::serve(listener, app)
         .with_graceful_shutdown(shutdown_signal())
         .await;
@@ -61,12 +71,24 @@ pub async fn open_queue(
     Ok(queue)
 }
 
+/// Where a person on this machine reaches a listener: a wildcard bind is reached on loopback.
+fn base_url(local: std::net::SocketAddr) -> String {
+    let ip = match local.ip() {
+        ip if ip.is_unspecified() && ip.is_ipv4() => std::net::Ipv4Addr::LOCALHOST.into(),
+        ip if ip.is_unspecified() => std::net::Ipv6Addr::LOCALHOST.into(),
+        ip => ip,
+    };
+    format!("http://{}", std::net::SocketAddr::new(ip, local.port()))
+}
+
 fn router(config: &Config, queue: queue::Queue) -> Router {
     let max_artifact_bytes = queue.config().max_artifact_bytes;
-    let api = api::router(max_artifact_bytes).with_state(AppState {
+    let state = AppState {
         queue,
         limits: Limits::default(),
-    });
+    };
+    let api = api::router(max_artifact_bytes).with_state(state.clone());
+    let login = crate::session::router().with_state(state.clone());
     let options = LeptosOptions::builder()
         .output_name("stepwise")
         .site_root(config.site_root.display().to_string())
@@ -90,8 +112,22 @@ fn router(config: &Config, queue: queue::Queue) -> Router {
         )
         .fallback(leptos_axum::file_and_error_handler(app::shell))
         .with_state(options)
+        .merge(login)
+        .layer(axum::middleware::from_fn_with_state(
+            state,
+            crate::session::gate,
+        ))
         .merge(api)
-        .layer(TraceLayer::new_for_http())
+        // The span names the path only: a query may carry a login code.
+        .layer(
+            TraceLayer::new_for_http().make_span_with(|request: &axum::http::Request<_>| {
+                tracing::debug_span!(
+                    "request",
+                    method = %request.method(),
+                    path = %request.uri().path()
+                )
+            }),
+        )
 }
 
 pub(crate) async fn shutdown_signal() {
@@ -114,7 +150,7 @@ pub(crate) async fn shutdown_signal() {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use axum::body::Body;
     use axum::http::{Request, StatusCode, header};
     use tower::ServiceExt;
@@ -122,8 +158,11 @@ mod tests {
     use super::*;
     use crate::cli::ServeArgs;
 
-    /// The whole router over a fresh SQLite database in `site`.
-    async fn test_router(site: &std::path::Path, publish: &'static str) -> Router {
+    /// The whole router over a fresh SQLite database in `site`, and its queue.
+    pub(crate) async fn test_site(
+        site: &std::path::Path,
+        publish: &'static str,
+    ) -> (Router, queue::Queue) {
         std::fs::create_dir_all(site.join("pkg")).unwrap();
         let args = ServeArgs {
             host: "127.0.0.1".into(),
@@ -141,14 +180,38 @@ mod tests {
         let queue = open_queue(&config.db, config.settings.defaults.clone())
             .await
             .unwrap();
-        router(&config, queue)
+        (router(&config, queue.clone()), queue)
     }
 
-    async fn get(app: Router, uri: &str) -> (StatusCode, axum::http::HeaderMap, String) {
-        let response = app
-            .oneshot(Request::get(uri).body(Body::empty()).unwrap())
+    /// A `Cookie` header of a live session of a fresh admin token.
+    pub(crate) async fn session_cookie(queue: &queue::Queue) -> String {
+        let admin = crate::auth::bootstrap_admin(queue).await.unwrap();
+        let token = match admin {
+            Some(secret) => queue
+                .find_token_by_hash(&crate::auth::hash(&secret))
+                .await
+                .unwrap()
+                .unwrap(),
+            None => queue.list_tokens().await.unwrap().remove(0),
+        };
+        let secret = format!("sws_{}", "ab".repeat(32));
+        queue
+            .create_session(
+                &token.id,
+                queue::SessionPurpose::Session,
+                &crate::auth::hash(&secret),
+                std::time::Duration::from_secs(60),
+            )
             .await
             .unwrap();
+        format!("{}={secret}", crate::session::COOKIE_NAME)
+    }
+
+    pub(crate) async fn send(
+        app: &Router,
+        request: Request<Body>,
+    ) -> (StatusCode, axum::http::HeaderMap, String) {
+        let response = app.clone().oneshot(request).await.unwrap();
         let (parts, body) = response.into_parts();
         let bytes = axum::body::to_bytes(body, 1 << 20).await.unwrap();
         (
@@ -158,10 +221,25 @@ mod tests {
         )
     }
 
+    /// A logged-in GET.
+    async fn get(
+        app: &Router,
+        cookie: &str,
+        uri: &str,
+    ) -> (StatusCode, axum::http::HeaderMap, String) {
+        let request = Request::get(uri)
+            .header(header::COOKIE, cookie)
+            .body(Body::empty())
+            .unwrap();
+        send(app, request).await
+    }
+
     #[tokio::test]
     async fn root_redirects_to_the_queue_without_javascript() {
         let site = tempfile::tempdir().unwrap();
-        let (status, headers, _) = get(test_router(site.path(), "pr").await, "/").await;
+        let (app, queue) = test_site(site.path(), "pr").await;
+        let cookie = session_cookie(&queue).await;
+        let (status, headers, _) = get(&app, &cookie, "/").await;
         assert_eq!(status, StatusCode::TEMPORARY_REDIRECT);
         assert_eq!(headers[header::LOCATION], "/tasks/queue");
     }
@@ -169,7 +247,9 @@ mod tests {
     #[tokio::test]
     async fn queue_page_is_server_rendered_with_the_configured_publish_default() {
         let site = tempfile::tempdir().unwrap();
-        let (status, _, html) = get(test_router(site.path(), "none").await, "/tasks/queue").await;
+        let (app, queue) = test_site(site.path(), "none").await;
+        let cookie = session_cookie(&queue).await;
+        let (status, _, html) = get(&app, &cookie, "/tasks/queue").await;
         assert_eq!(status, StatusCode::OK);
         assert!(html.contains("Task queue"), "{html}");
         assert!(
@@ -185,8 +265,20 @@ mod tests {
     #[tokio::test]
     async fn unknown_pages_are_404() {
         let site = tempfile::tempdir().unwrap();
-        let (status, _, html) = get(test_router(site.path(), "pr").await, "/no/such/page").await;
+        let (app, queue) = test_site(site.path(), "pr").await;
+        let cookie = session_cookie(&queue).await;
+        let (status, _, html) = get(&app, &cookie, "/no/such/page").await;
         assert_eq!(status, StatusCode::NOT_FOUND);
         assert!(html.contains("Go to the queue"), "{html}");
+    }
+
+    #[test]
+    fn a_wildcard_bind_is_reached_on_loopback() {
+        assert_eq!(
+            base_url("0.0.0.0:3000".parse().unwrap()),
+            "http://127.0.0.1:3000"
+        );
+        assert_eq!(base_url("[::]:80".parse().unwrap()), "http://[::1]:80");
+        assert_eq!(base_url("10.1.2.3:8".parse().unwrap()), "http://10.1.2.3:8");
     }
 }

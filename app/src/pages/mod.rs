@@ -1,2 +1,3 @@
+pub mod login;
 pub mod not_found;
 pub mod queue;

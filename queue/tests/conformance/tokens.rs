@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use queue::{NewToken, Role, TokenKind};
+use queue::{NewToken, Role, SessionPurpose, TokenKind};
 
 use crate::harness::*;
 
@@ -134,4 +134,150 @@ pub async fn unknown_token_is_not_found(h: Harness) {
     assert_code(h.queue.revoke_token(&id).await, "token_not_found");
     assert_code(h.queue.touch_token(&id).await, "token_not_found");
     assert_code(h.queue.revoke_token("nope").await, "token_not_found");
+}
+
+pub async fn session_stands_for_its_token_until_it_expires(h: Harness) {
+    let admin = h
+        .queue
+        .create_token(user("admin", 10, Role::Admin))
+        .await
+        .unwrap();
+    let expires = h
+        .queue
+        .create_session(
+            &admin.id,
+            SessionPurpose::Session,
+            &hash(11),
+            Duration::from_secs(60),
+        )
+        .await
+        .unwrap();
+    assert_eq!(expires, start_time() + Duration::from_secs(60));
+    let found = h.queue.find_session(&hash(11)).await.unwrap().unwrap();
+    assert_eq!(found.id, admin.id);
+    assert_eq!(h.queue.find_session(&hash(12)).await.unwrap(), None);
+    // A login code is not a session: its secret opens nothing until it is redeemed.
+    h.queue
+        .create_session(
+            &admin.id,
+            SessionPurpose::Login,
+            &hash(12),
+            Duration::from_secs(60),
+        )
+        .await
+        .unwrap();
+    assert_eq!(h.queue.find_session(&hash(12)).await.unwrap(), None);
+
+    h.advance(Duration::from_secs(60));
+    assert_eq!(h.queue.find_session(&hash(11)).await.unwrap(), None);
+}
+
+pub async fn revoking_a_token_ends_its_sessions_and_logout_ends_one(h: Harness) {
+    let admin = h
+        .queue
+        .create_token(user("admin", 20, Role::Admin))
+        .await
+        .unwrap();
+    for n in [21, 22] {
+        h.queue
+            .create_session(
+                &admin.id,
+                SessionPurpose::Session,
+                &hash(n),
+                Duration::from_secs(600),
+            )
+            .await
+            .unwrap();
+    }
+    h.queue.end_session(&hash(21)).await.unwrap();
+    h.queue.end_session(&hash(21)).await.unwrap();
+    assert_eq!(h.queue.find_session(&hash(21)).await.unwrap(), None);
+    assert!(h.queue.find_session(&hash(22)).await.unwrap().is_some());
+    h.queue.revoke_token(&admin.id).await.unwrap();
+    assert_eq!(h.queue.find_session(&hash(22)).await.unwrap(), None);
+}
+
+pub async fn login_code_is_redeemed_once_and_only_before_it_expires(h: Harness) {
+    let admin = h
+        .queue
+        .create_token(user("admin", 30, Role::Admin))
+        .await
+        .unwrap();
+    let code = |n: u8| {
+        let queue = h.queue.clone();
+        let id = admin.id.clone();
+        async move {
+            queue
+                .create_session(
+                    &id,
+                    SessionPurpose::Login,
+                    &hash(n),
+                    Duration::from_secs(900),
+                )
+                .await
+                .unwrap();
+        }
+    };
+    code(31).await;
+    code(32).await;
+    let redeemed = h.queue.redeem_login_code(&hash(31)).await.unwrap().unwrap();
+    assert_eq!(redeemed.id, admin.id);
+    assert_eq!(h.queue.redeem_login_code(&hash(31)).await.unwrap(), None);
+    // A session secret is not a login code.
+    h.queue
+        .create_session(
+            &admin.id,
+            SessionPurpose::Session,
+            &hash(33),
+            Duration::from_secs(900),
+        )
+        .await
+        .unwrap();
+    assert_eq!(h.queue.redeem_login_code(&hash(33)).await.unwrap(), None);
+    assert!(h.queue.find_session(&hash(33)).await.unwrap().is_some());
+
+    h.advance(Duration::from_secs(900));
+    assert_eq!(h.queue.redeem_login_code(&hash(32)).await.unwrap(), None);
+}
+
+pub async fn only_a_live_user_token_can_open_a_session(h: Harness) {
+    let worker = NewToken {
+        name: "builder".into(),
+        kind: TokenKind::Worker,
+        role: None,
+        token_hash: hash(40),
+        token_prefix: "sww_".into(),
+        capabilities: None,
+        allowed_repositories: None,
+        allowed_job_types: None,
+    };
+    let worker = h.queue.create_token(worker).await.unwrap();
+    let ttl = Duration::from_secs(60);
+    let refused = h
+        .queue
+        .create_session(&worker.id, SessionPurpose::Session, &hash(41), ttl)
+        .await
+        .unwrap_err();
+    assert!(refused.to_string().contains("tokenId"), "{refused}");
+    let admin = h
+        .queue
+        .create_token(user("admin", 42, Role::Admin))
+        .await
+        .unwrap();
+    let bad_hash = h
+        .queue
+        .create_session(&admin.id, SessionPurpose::Session, "secret", ttl)
+        .await
+        .unwrap_err();
+    assert!(bad_hash.to_string().contains("secretHash"), "{bad_hash}");
+    h.queue.revoke_token(&admin.id).await.unwrap();
+    let revoked = h
+        .queue
+        .create_session(&admin.id, SessionPurpose::Session, &hash(43), ttl)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(revoked, queue::QueueError::NotFound { .. }),
+        "{revoked}"
+    );
 }

@@ -1,0 +1,556 @@
+//! The dashboard's login: a user token traded for an HttpOnly, SameSite=Strict session
+//! cookie, one-time login codes for the URL `stepwise serve` prints, and the gate that sends
+//! a browser without a session to the login page.
+
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::{Form, Request, State};
+use axum::http::header::{COOKIE, HOST, LOCATION, ORIGIN, SET_COOKIE};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use queue::{Queue, SessionPurpose, TokenKind, TokenRecord};
+use serde::Deserialize;
+
+use crate::api::{ApiError, AppState};
+use crate::auth;
+
+/// The cookie that holds a session's secret. The browser never lets scripts read it
+/// (HttpOnly) and never sends it with a request another site started (SameSite=Strict).
+pub const COOKIE_NAME: &str = "stepwise_session";
+/// How long a login lasts: long enough not to nag someone who uses the dashboard daily.
+pub const SESSION_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
+/// How long the login URL that `serve` prints stays usable (once).
+pub const LOGIN_CODE_TTL: Duration = Duration::from_secs(15 * 60);
+
+const SESSION_PREFIX: &str = "sws_";
+const LOGIN_CODE_PREFIX: &str = "swl_";
+
+/// Why a login failed, as the `error` the login page is sent back with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum LoginError {
+    /// The token is unknown or revoked.
+    Invalid,
+    /// A worker token: it runs jobs, it does not log in.
+    WorkerToken,
+    /// The login link was used already or is older than its lifetime.
+    CodeUsed,
+    /// The form was posted from another origin.
+    CrossOrigin,
+    Empty,
+}
+
+impl LoginError {
+    fn as_str(self) -> &'static str {
+        match self {
+            LoginError::Invalid => "invalid",
+            LoginError::WorkerToken => "worker",
+            LoginError::CodeUsed => "code",
+            LoginError::CrossOrigin => "origin",
+            LoginError::Empty => "empty",
+        }
+    }
+}
+
+/// A fresh random secret with a recognisable prefix (so it can be redacted like a token).
+fn secret(prefix: &str) -> Result<String, ApiError> {
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes)
+        .map_err(|e| ApiError::internal(format!("no randomness for a session: {e}")))?;
+    Ok(format!("{prefix}{}", hex::encode(bytes)))
+}
+
+/// A one-time code that logs `token` in, for the URL printed at start-up.
+pub async fn mint_login_code(queue: &Queue, token: &TokenRecord) -> Result<String, ApiError> {
+    let code = secret(LOGIN_CODE_PREFIX)?;
+    queue
+        .create_session(
+            &token.id,
+            SessionPurpose::Login,
+            &auth::hash(&code),
+            LOGIN_CODE_TTL,
+        )
+        .await?;
+    Ok(code)
+}
+
+/// The login URL `serve` prints: a one-time code for the oldest live admin token, or the
+/// bare login page when there is none (then a person logs in by pasting a token).
+pub async fn login_url(queue: &Queue, base: &str) -> Result<String, ApiError> {
+    let admin = queue
+        .list_tokens()
+        .await?
+        .into_iter()
+        .filter(|t| t.revoked_at.is_none() && t.role == Some(queue::Role::Admin))
+        .min_by_key(|t| t.created_at);
+    match admin {
+        Some(admin) => Ok(format!(
+            "{base}/login?code={}",
+            mint_login_code(queue, &admin).await?
+        )),
+        None => Ok(format!("{base}/login")),
+    }
+}
+
+/// The session secret a request carries in its cookie, if any.
+pub fn cookie_secret(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get_all(COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(name, _)| *name == COOKIE_NAME)
+        .map(|(_, value)| value.trim())
+        .filter(|v| !v.is_empty())
+}
+
+/// Whether a request that changes something came from one of our own pages. A session
+/// cookie rides along with any request the browser makes to this host, so a write made
+/// with one must prove its origin: SameSite=Strict alone does not stop another port of
+/// the same host, which counts as the same site.
+pub fn same_origin(headers: &HeaderMap) -> bool {
+    let host = headers.get(HOST).and_then(|h| h.to_str().ok());
+    if let Some(origin) = headers.get(ORIGIN) {
+        let origin = origin.to_str().unwrap_or_default();
+        let authority = origin
+            .strip_prefix("http://")
+            .or_else(|| origin.strip_prefix("https://"));
+        return authority.is_some() && authority == host;
+    }
+    headers
+        .get("sec-fetch-site")
+        .is_some_and(|site| site == "same-origin")
+}
+
+/// Methods that only read, which a cookie may make from anywhere on our pages.
+pub fn is_safe(method: &Method) -> bool {
+    matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS)
+}
+
+/// The user token behind the request's session cookie, refusing a write that did not come
+/// from our own origin. `Ok(None)` when there is no live session.
+pub async fn session_token(
+    queue: &Queue,
+    method: &Method,
+    headers: &HeaderMap,
+) -> Result<Option<TokenRecord>, ApiError> {
+    let Some(secret) = cookie_secret(headers) else {
+        return Ok(None);
+    };
+    let Some(token) = queue.find_session(&auth::hash(secret)).await? else {
+        return Ok(None);
+    };
+    if !is_safe(method) && !same_origin(headers) {
+        return Err(ApiError::forbidden(
+            "a request made with the session cookie must come from this site's own pages",
+        ));
+    }
+    Ok(Some(token))
+}
+
+fn set_cookie(secret: &str, max_age: Duration) -> HeaderValue {
+    let value = format!(
+        "{COOKIE_NAME}={secret}; Path=/; HttpOnly; SameSite=Strict; Max-Age={}",
+        max_age.as_secs()
+    );
+    HeaderValue::from_str(&value).expect("a hex secret is a valid header value")
+}
+
+fn see_other(location: &str) -> Response {
+    let mut response = StatusCode::SEE_OTHER.into_response();
+    if let Ok(value) = HeaderValue::from_str(location) {
+        response.headers_mut().insert(LOCATION, value);
+    }
+    response
+}
+
+/// Where to go after logging in: only a path on this site, so a crafted login link cannot
+/// send someone elsewhere.
+fn local_path(next: Option<&str>) -> &str {
+    match next {
+        Some(n) if n.starts_with('/') && !n.starts_with("//") && !n.contains('\\') => n,
+        _ => "/tasks/queue",
+    }
+}
+
+fn back_to_login(error: LoginError, next: Option<&str>) -> Response {
+    let next = local_path(next);
+    let query = url_encode(next);
+    see_other(&format!("/login?error={}&next={query}", error.as_str()))
+}
+
+fn url_encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-_.~/".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// Opens a session for `token` and answers with its cookie and a redirect to `next`.
+async fn start_session(
+    queue: &Queue,
+    token: &TokenRecord,
+    next: Option<&str>,
+) -> Result<Response, ApiError> {
+    let secret = secret(SESSION_PREFIX)?;
+    queue
+        .create_session(
+            &token.id,
+            SessionPurpose::Session,
+            &auth::hash(&secret),
+            SESSION_TTL,
+        )
+        .await?;
+    let mut response = see_other(local_path(next));
+    response
+        .headers_mut()
+        .insert(SET_COOKIE, set_cookie(&secret, SESSION_TTL));
+    Ok(response)
+}
+
+#[derive(Deserialize)]
+struct LoginForm {
+    #[serde(default)]
+    token: String,
+    next: Option<String>,
+}
+
+/// `POST /login`: the login page's form. Works without JavaScript.
+async fn login(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Form(form): Form<LoginForm>,
+) -> Result<Response, ApiError> {
+    let next = form.next.as_deref();
+    if !same_origin(&headers) {
+        return Ok(back_to_login(LoginError::CrossOrigin, next));
+    }
+    let token = form.token.trim();
+    if token.is_empty() {
+        return Ok(back_to_login(LoginError::Empty, next));
+    }
+    match state.queue.find_token_by_hash(&auth::hash(token)).await? {
+        None => Ok(back_to_login(LoginError::Invalid, next)),
+        Some(t) if t.kind != TokenKind::User => Ok(back_to_login(LoginError::WorkerToken, next)),
+        Some(t) => start_session(&state.queue, &t, next).await,
+    }
+}
+
+/// `POST /logout`: ends the session and clears the cookie.
+async fn logout(State(state): State<AppState>, headers: HeaderMap) -> Result<Response, ApiError> {
+    if !same_origin(&headers) {
+        return Err(ApiError::forbidden(
+            "log out from this site's own pages: the request came from another origin",
+        ));
+    }
+    if let Some(secret) = cookie_secret(&headers) {
+        state.queue.end_session(&auth::hash(secret)).await?;
+    }
+    let mut response = see_other("/login");
+    response
+        .headers_mut()
+        .insert(SET_COOKIE, set_cookie("", Duration::ZERO));
+    Ok(response)
+}
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/login", post(login))
+        .route("/logout", post(logout))
+}
+
+/// Paths anyone may load: the login page and the files it needs.
+fn is_public(path: &str) -> bool {
+    path == "/login" || path.starts_with("/pkg/") || path == "/favicon.svg"
+}
+
+/// In front of every page and server function: a browser without a live session is sent
+/// to the login page (a non-page request gets 401); `GET /login?code=…` trades a login
+/// code for a session. The REST API under `/api/queue` authenticates on its own.
+pub async fn gate(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let path = request.uri().path();
+    if path.starts_with("/api/queue/") || path == "/api/queue" {
+        return next.run(request).await;
+    }
+    if path == "/login" && request.method() == Method::GET {
+        if let Some(code) = query_param(request.uri().query(), "code") {
+            return match state.queue.redeem_login_code(&auth::hash(&code)).await {
+                Ok(Some(token)) => start_session(&state.queue, &token, None)
+                    .await
+                    .unwrap_or_else(IntoResponse::into_response),
+                Ok(None) => back_to_login(LoginError::CodeUsed, None),
+                Err(e) => ApiError::from(e).into_response(),
+            };
+        }
+    }
+    if is_public(path) {
+        return next.run(request).await;
+    }
+    match session_token(&state.queue, request.method(), request.headers()).await {
+        Ok(Some(token)) => {
+            let mut request = request;
+            request.extensions_mut().insert(token);
+            next.run(request).await
+        }
+        Ok(None) if request.method() == Method::GET || request.method() == Method::HEAD => {
+            let wanted = request
+                .uri()
+                .path_and_query()
+                .map(|p| p.as_str())
+                .unwrap_or("/");
+            see_other(&format!("/login?next={}", url_encode(wanted)))
+        }
+        Ok(None) => {
+            ApiError::unauthorized("log in first: this needs a dashboard session").into_response()
+        }
+        Err(e) => e.into_response(),
+    }
+}
+
+fn query_param(query: Option<&str>, name: &str) -> Option<String> {
+    query?
+        .split('&')
+        .filter_map(|pair| pair.split_once('='))
+        .find(|(k, _)| *k == name)
+        .map(|(_, v)| v.to_string())
+        .filter(|v| !v.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::body::Body;
+    use axum::http::{Request, header};
+
+    use super::*;
+    use crate::serve::tests::{send, session_cookie, test_site};
+
+    const HOST_NAME: &str = "127.0.0.1:3000";
+    const ORIGIN_URL: &str = "http://127.0.0.1:3000";
+
+    fn login_post(token: &str, origin: &str) -> Request<Body> {
+        Request::post("/login")
+            .header(HOST, HOST_NAME)
+            .header(ORIGIN, origin)
+            .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+            .body(Body::from(format!(
+                "token={token}&next=%2Ftasks%2Fqueue%3Fstatus%3Dqueued"
+            )))
+            .unwrap()
+    }
+
+    /// The `name=value` part of a Set-Cookie answer.
+    fn cookie_of(headers: &HeaderMap) -> String {
+        let set = headers[SET_COOKIE].to_str().unwrap();
+        set.split(';').next().unwrap().to_string()
+    }
+
+    #[tokio::test]
+    async fn a_page_without_a_session_sends_the_browser_to_log_in() {
+        let site = tempfile::tempdir().unwrap();
+        let (app, _) = test_site(site.path(), "pr").await;
+        let (status, headers, _) = send(
+            &app,
+            Request::get("/tasks/queue?status=queued")
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(status, StatusCode::SEE_OTHER);
+        assert_eq!(
+            headers[LOCATION],
+            "/login?next=/tasks/queue%3Fstatus%3Dqueued"
+        );
+        let (status, _, html) =
+            send(&app, Request::get("/login").body(Body::empty()).unwrap()).await;
+        assert_eq!(status, StatusCode::OK);
+        assert!(html.contains("User token"), "{html}");
+        // A server function is not a page: no redirect, a plain refusal.
+        let (status, _, _) = send(
+            &app,
+            Request::post("/api/get_settings")
+                .header(ORIGIN, ORIGIN_URL)
+                .header(HOST, HOST_NAME)
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED);
+    }
+
+    #[tokio::test]
+    async fn logging_in_with_a_user_token_sets_an_http_only_strict_cookie() {
+        let site = tempfile::tempdir().unwrap();
+        let (app, queue) = test_site(site.path(), "pr").await;
+        let admin = crate::auth::bootstrap_admin(&queue).await.unwrap().unwrap();
+        let (status, headers, _) = send(&app, login_post(&admin, ORIGIN_URL)).await;
+        assert_eq!(status, StatusCode::SEE_OTHER);
+        assert_eq!(headers[LOCATION], "/tasks/queue?status=queued");
+        let set = headers[SET_COOKIE].to_str().unwrap();
+        for part in ["HttpOnly", "SameSite=Strict", "Path=/", "Max-Age=604800"] {
+            assert!(set.contains(part), "{set} lacks {part}");
+        }
+        assert!(
+            !set.contains(&admin),
+            "the cookie must not be the token itself"
+        );
+        let cookie = cookie_of(&headers);
+        let (status, _, html) = send(
+            &app,
+            Request::get("/tasks/queue")
+                .header(header::COOKIE, &cookie)
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK, "{html}");
+        // The same cookie reads the REST API, which the dashboard's own scripts call.
+        let (status, _, body) = send(
+            &app,
+            Request::get("/api/queue/jobs")
+                .header(header::COOKIE, &cookie)
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+    }
+
+    #[tokio::test]
+    async fn a_login_that_fails_says_why_and_sets_no_cookie() {
+        let site = tempfile::tempdir().unwrap();
+        let (app, queue) = test_site(site.path(), "pr").await;
+        let admin = crate::auth::bootstrap_admin(&queue).await.unwrap().unwrap();
+        let worker = crate::auth::mint(
+            "w",
+            TokenKind::Worker,
+            crate::auth::Scope {
+                role: None,
+                capabilities: None,
+                allowed_repositories: None,
+                allowed_job_types: None,
+            },
+        )
+        .unwrap();
+        queue.create_token(worker.record).await.unwrap();
+        for (request, error) in [
+            (login_post("swu_nope", ORIGIN_URL), "invalid"),
+            (login_post(&worker.secret, ORIGIN_URL), "worker"),
+            (login_post("", ORIGIN_URL), "empty"),
+            (login_post(&admin, "http://evil.example"), "origin"),
+            (login_post(&admin, "http://127.0.0.1:4000"), "origin"),
+        ] {
+            let (status, headers, _) = send(&app, request).await;
+            assert_eq!(status, StatusCode::SEE_OTHER);
+            let location = headers[LOCATION].to_str().unwrap();
+            assert!(
+                location.starts_with(&format!("/login?error={error}&")),
+                "{location}"
+            );
+            assert!(headers.get(SET_COOKIE).is_none(), "{error}");
+        }
+    }
+
+    #[tokio::test]
+    async fn the_printed_login_link_works_once() {
+        let site = tempfile::tempdir().unwrap();
+        let (app, queue) = test_site(site.path(), "pr").await;
+        assert_eq!(
+            login_url(&queue, ORIGIN_URL).await.unwrap(),
+            format!("{ORIGIN_URL}/login"),
+            "with no admin token there is nothing to log in as"
+        );
+        crate::auth::bootstrap_admin(&queue).await.unwrap().unwrap();
+        let url = login_url(&queue, ORIGIN_URL).await.unwrap();
+        let path = url.strip_prefix(ORIGIN_URL).unwrap().to_string();
+        assert!(path.starts_with("/login?code=swl_"), "{path}");
+        let (status, headers, _) =
+            send(&app, Request::get(&path).body(Body::empty()).unwrap()).await;
+        assert_eq!(status, StatusCode::SEE_OTHER);
+        assert_eq!(headers[LOCATION], "/tasks/queue");
+        let cookie = cookie_of(&headers);
+        assert!(cookie.starts_with("stepwise_session=sws_"), "{cookie}");
+        let (status, headers, _) =
+            send(&app, Request::get(&path).body(Body::empty()).unwrap()).await;
+        assert_eq!(status, StatusCode::SEE_OTHER);
+        assert!(
+            headers[LOCATION]
+                .to_str()
+                .unwrap()
+                .starts_with("/login?error=code")
+        );
+        assert!(headers.get(SET_COOKIE).is_none());
+    }
+
+    #[tokio::test]
+    async fn a_write_with_the_session_cookie_must_come_from_our_own_pages() {
+        let site = tempfile::tempdir().unwrap();
+        let (app, queue) = test_site(site.path(), "pr").await;
+        let cookie = session_cookie(&queue).await;
+        let cancel = |origin: Option<&str>| {
+            let mut request =
+                Request::post("/api/queue/jobs/0190f0f0-0000-7000-8000-000000000000/cancel")
+                    .header(HOST, HOST_NAME)
+                    .header(header::COOKIE, &cookie)
+                    .header(header::CONTENT_TYPE, "application/json");
+            if let Some(origin) = origin {
+                request = request.header(ORIGIN, origin);
+            }
+            request.body(Body::from("{}")).unwrap()
+        };
+        let (status, _, body) = send(&app, cancel(None)).await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+        let (status, _, body) = send(&app, cancel(Some("http://127.0.0.1:4000"))).await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+        // From our own origin it reaches the handler, which finds no such job.
+        let (status, _, body) = send(&app, cancel(Some(ORIGIN_URL))).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+    }
+
+    #[tokio::test]
+    async fn logging_out_ends_the_session() {
+        let site = tempfile::tempdir().unwrap();
+        let (app, queue) = test_site(site.path(), "pr").await;
+        let cookie = session_cookie(&queue).await;
+        let (status, headers, _) = send(
+            &app,
+            Request::post("/logout")
+                .header(HOST, HOST_NAME)
+                .header(ORIGIN, ORIGIN_URL)
+                .header(header::COOKIE, &cookie)
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(status, StatusCode::SEE_OTHER);
+        assert!(headers[SET_COOKIE].to_str().unwrap().contains("Max-Age=0"));
+        let (status, _, _) = send(
+            &app,
+            Request::get("/tasks/queue")
+                .header(header::COOKIE, &cookie)
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(
+            status,
+            StatusCode::SEE_OTHER,
+            "the old cookie must open nothing"
+        );
+    }
+
+    #[test]
+    fn after_login_only_a_path_on_this_site_is_followed() {
+        assert_eq!(local_path(Some("/tasks/queue/1")), "/tasks/queue/1");
+        for bad in ["//evil.example", "https://evil.example", "/\\evil", "evil"] {
+            assert_eq!(local_path(Some(bad)), "/tasks/queue", "{bad}");
+        }
+    }
+}
