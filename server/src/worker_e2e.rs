@@ -19,13 +19,18 @@ struct Setup {
     user: QueueClient,
     remote: String,
     stop: CancellationToken,
-    _tmp: tempfile::TempDir,
+    tmp: tempfile::TempDir,
 }
 
 async fn setup() -> Setup {
     let server = start().await;
     let tmp = tempfile::tempdir().unwrap();
     let remote = remote(tmp.path());
+    for skill in ["speckit", "lint", "docs"] {
+        let dir = tmp.path().join("skills").join(skill);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("SKILL.md"), format!("# {skill}\n")).unwrap();
+    }
     let stages = stage_config(tmp.path());
     let mut config = WorkerConfig::new(stages);
     config.claim_wait = Duration::from_secs(2);
@@ -37,7 +42,7 @@ async fn setup() -> Setup {
         user,
         remote,
         stop,
-        _tmp: tmp,
+        tmp,
     }
 }
 
@@ -49,16 +54,51 @@ impl Drop for Setup {
 
 impl Setup {
     async fn submit(&self, steps: serde_json::Value) -> Job {
-        let request = json!({ "payload": {
-            "repository": self.remote,
-            "task": {
-                "instructions": "Greet",
-                "runtime": { "mode": "claude" },
-                "publish": { "mode": "none" },
-                "steps": steps,
-            },
-        }});
-        self.user.create_job(&request).await.unwrap()
+        self.submit_task(
+            json!({ "instructions": "Greet", "steps": steps }),
+            json!({}),
+        )
+        .await
+    }
+
+    /// Submits `task` (runtime claude and publish none unless it says otherwise) with
+    /// `extra` merged into the payload.
+    async fn submit_task(&self, mut task: serde_json::Value, extra: serde_json::Value) -> Job {
+        let fields = task.as_object_mut().unwrap();
+        fields
+            .entry("runtime")
+            .or_insert(json!({ "mode": "claude" }));
+        fields.entry("publish").or_insert(json!({ "mode": "none" }));
+        let mut payload = json!({ "repository": self.remote, "task": task });
+        for (key, value) in extra.as_object().unwrap() {
+            payload[key] = value.clone();
+        }
+        self.user
+            .create_job(&json!({ "payload": payload }))
+            .await
+            .unwrap()
+    }
+
+    /// Every artifact of the job, by name, as the API serves it.
+    async fn artifacts(&self, job: &Job) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        for artifact in self.user.list_artifacts(&job.id).await.unwrap() {
+            let bytes = self
+                .user
+                .download_artifact(&job.id, &artifact.id)
+                .await
+                .unwrap();
+            out.push((artifact.name, String::from_utf8_lossy(&bytes).into_owned()));
+        }
+        out
+    }
+
+    fn artifact<'a>(artifacts: &'a [(String, String)], name: &str) -> &'a str {
+        artifacts
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, body)| body.as_str())
+            .unwrap_or_else(|| panic!("no artifact {name}"))
     }
 
     async fn until(
@@ -176,4 +216,233 @@ async fn a_cancel_stops_the_running_step_and_the_job_ends_cancelled() {
     // first heartbeat, the only other way the worker hears of the cancel, comes at 20 s.
     eprintln!("cancel request → job cancelled: {took:?}");
     assert!(took < Duration::from_secs(15), "{took:?}");
+}
+
+/// Whether a process is still alive (a zombie counts as gone).
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        !stat
+            .rsplit(')')
+            .next()
+            .unwrap_or("")
+            .trim_start()
+            .starts_with('Z')
+    })
+}
+
+#[tokio::test]
+async fn a_three_step_task_runs_each_step_once_in_order_and_opens_one_pull_request() {
+    let s = setup().await;
+    let job = s
+        .submit_task(
+            json!({
+                "instructions": "Count to three",
+                "skill": { "id": "speckit" },
+                "publish": { "mode": "pr", "prTitle": "Count" },
+                "steps": [
+                    { "instructions": "@fake write count.txt one" },
+                    { "instructions": "@fake write count.txt two", "skill": { "id": "lint" } },
+                    { "instructions": "@fake write count.txt three", "skill": { "id": "auto" } },
+                ],
+            }),
+            json!({}),
+        )
+        .await;
+    let (done, kinds) = s
+        .until(&job, "the end", |j, _| j.status.is_terminal())
+        .await;
+    assert_eq!(done.status, JobState::Succeeded, "{done:?} {kinds:#?}");
+    assert_eq!(
+        done.result_summary.as_deref(),
+        Some("pull request https://github.com/octo/hello/pull/7")
+    );
+    let started: Vec<&String> = kinds
+        .iter()
+        .filter(|k| k.starts_with(task::STEP_STARTED))
+        .collect();
+    assert_eq!(started.len(), 3, "{kinds:#?}");
+    let publish_started = format!("{} {}", task::STAGE_STARTED, task::STAGE_PUBLISH);
+    assert_eq!(
+        kinds
+            .iter()
+            .filter(|k| k.starts_with(&publish_started))
+            .count(),
+        1,
+        "{kinds:#?}"
+    );
+    let gh_log = std::fs::read_to_string(s.tmp.path().join("gh.log")).unwrap();
+    assert_eq!(gh_log.matches("pr create").count(), 1, "{gh_log}");
+    assert!(gh_log.contains("--title Count"), "{gh_log}");
+
+    // Each invocation appended its line, so the pushed file shows all three, in order.
+    let artifacts = s.artifacts(&job).await;
+    let context: serde_json::Value =
+        serde_json::from_str(Setup::artifact(&artifacts, task::TASK_CONTEXT)).unwrap();
+    let branch = context["git"]["workingBranch"].as_str().unwrap();
+    let pushed = worker::testing::run(
+        std::path::Path::new(&s.remote),
+        &["show", &format!("{branch}:count.txt")],
+    );
+    assert_eq!(pushed, "one\ntwo\nthree");
+    // The skills union: the task's skill and every non-auto step skill, once each.
+    assert_eq!(context["skills"], json!(["speckit", "lint"]));
+    for step in 0..3 {
+        Setup::artifact(&artifacts, &task::step_log(step));
+        Setup::artifact(&artifacts, &task::step_patch(step));
+    }
+    let result: serde_json::Value =
+        serde_json::from_str(Setup::artifact(&artifacts, task::PUBLISH_RESULT)).unwrap();
+    assert_eq!(result["status"], "pr_created");
+}
+
+#[tokio::test]
+async fn a_task_without_steps_runs_its_objective_as_one_step() {
+    let s = setup().await;
+    let job = s
+        .submit_task(
+            json!({ "instructions": "@fake write solo.txt alone\n@fake say only step" }),
+            json!({}),
+        )
+        .await;
+    let (done, kinds) = s
+        .until(&job, "the end", |j, _| j.status.is_terminal())
+        .await;
+    assert_eq!(done.status, JobState::Succeeded, "{done:?} {kinds:#?}");
+    let events = s.user.list_events(&job.id, None, Some(500)).await.unwrap();
+    let plan = events
+        .iter()
+        .find(|e| e.kind == task::STEPS_PLAN)
+        .expect("a plan");
+    assert_eq!(plan.payload["count"], 1);
+    assert_eq!(
+        kinds
+            .iter()
+            .filter(|k| k.starts_with(task::STEP_STARTED))
+            .count(),
+        1
+    );
+    let artifacts = s.artifacts(&job).await;
+    assert!(Setup::artifact(&artifacts, &task::step_patch(0)).contains("+alone"));
+}
+
+#[tokio::test]
+async fn a_failed_step_fails_the_job_runs_nothing_after_it_and_publishes_nothing() {
+    let s = setup().await;
+    let job = s
+        .submit_task(
+            json!({
+                "instructions": "Try",
+                "publish": { "mode": "branch" },
+                "steps": [
+                    { "instructions": "@fake write a.txt first" },
+                    { "instructions": "@fake fail 3" },
+                    { "instructions": "@fake write never.txt x" },
+                ],
+            }),
+            json!({}),
+        )
+        .await;
+    let (done, kinds) = s
+        .until(&job, "the end", |j, _| j.status.is_terminal())
+        .await;
+    assert_eq!(done.status, JobState::Failed, "{done:?} {kinds:#?}");
+    assert!(
+        kinds.iter().any(|k| k.starts_with(task::STEP_FAILED)),
+        "{kinds:#?}"
+    );
+    assert_eq!(
+        kinds
+            .iter()
+            .filter(|k| k.starts_with(task::STEP_STARTED))
+            .count(),
+        2,
+        "the third step must not start: {kinds:#?}"
+    );
+    assert!(
+        !kinds.iter().any(|k| k.contains(task::STAGE_PUBLISH)),
+        "{kinds:#?}"
+    );
+    let branches = worker::testing::run(std::path::Path::new(&s.remote), &["branch"]);
+    assert!(
+        !branches.contains("task/"),
+        "a branch was pushed: {branches}"
+    );
+    let artifacts = s.artifacts(&job).await;
+    assert!(
+        !artifacts.iter().any(|(n, _)| n == task::PUBLISH_RESULT),
+        "{:?}",
+        artifacts.iter().map(|(n, _)| n).collect::<Vec<_>>()
+    );
+}
+
+#[tokio::test]
+async fn a_stubborn_agent_and_its_children_are_gone_after_a_cancel() {
+    let s = setup().await;
+    let pidfile = s.tmp.path().join("child.pid");
+    let job = s
+        .submit(json!([{ "instructions": format!(
+            "@fake ignore-term\n@fake spawn-child {}\n@fake say started\n@fake sleep 60",
+            pidfile.display()
+        ) }]))
+        .await;
+    s.until(&job, "the step starting", |_, kinds| {
+        kinds
+            .iter()
+            .any(|k| k.starts_with(task::STEP_LOG) && k.contains("started"))
+    })
+    .await;
+    let child: u32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(alive(child));
+    s.user.cancel_job(&job.id, None).await.unwrap();
+    let (done, kinds) = s
+        .until(&job, "the cancel", |j, _| j.status.is_terminal())
+        .await;
+    assert_eq!(done.status, JobState::Cancelled, "{done:?} {kinds:#?}");
+    assert!(
+        !alive(child),
+        "the agent's child {child} survived the cancel"
+    );
+    assert!(
+        !kinds.iter().any(|k| k.starts_with(task::STEP_FINISHED)
+            || k.starts_with(contract::job::events::JOB_COMPLETED)),
+        "{kinds:#?}"
+    );
+}
+
+#[tokio::test]
+async fn a_secret_from_an_auth_ref_is_redacted_from_every_event_and_artifact() {
+    let s = setup().await;
+    // Not a known token shape: only resolving the ref lets the worker know to hide it.
+    let secret = "correct-horse-battery-staple-4821";
+    let file = s.tmp.path().join("repo-secret");
+    std::fs::write(&file, format!("{secret}\n")).unwrap();
+    let job = s
+        .submit_task(
+            json!({
+                "instructions": "Leak it",
+                "steps": [{ "instructions": format!(
+                    "@fake say the key is {secret}\n@fake write notes.txt {secret}"
+                ) }],
+            }),
+            json!({ "auth": { "repoAuthRef": format!("file://{}", file.display()) } }),
+        )
+        .await;
+    let (done, kinds) = s
+        .until(&job, "the end", |j, _| j.status.is_terminal())
+        .await;
+    assert_eq!(done.status, JobState::Succeeded, "{done:?} {kinds:#?}");
+    let events = s.user.list_events(&job.id, None, Some(500)).await.unwrap();
+    let events = serde_json::to_string(&events).unwrap();
+    assert!(!events.contains(secret), "{events}");
+    assert!(events.contains("[REDACTED]"), "{events}");
+    let artifacts = s.artifacts(&job).await;
+    assert!(artifacts.len() >= 6, "{artifacts:?}");
+    for (name, body) in &artifacts {
+        assert!(!body.contains(secret), "{name}: {body}");
+    }
+    assert!(Setup::artifact(&artifacts, &task::step_patch(0)).contains("[REDACTED]"));
 }
