@@ -101,7 +101,8 @@ test("the README's curl examples work as written against stepwise serve", async 
   writeFileSync(join(cwd, ".curlrc"), 'write-out = "\\n%{http_code}"\nmax-time = 5\n');
   writeFileSync(join(cwd, "execute.log"), "step 1: done\n");
 
-  server = spawn(bin, ["serve", "--port", String(port), "--data-dir", dataDir], {
+  // No embedded worker: this test plays the worker itself, with the README's curl commands.
+  server = spawn(bin, ["serve", "--port", String(port), "--data-dir", dataDir, "--no-worker"], {
     env: { ...process.env, RUST_LOG: "warn" },
     stdio: ["ignore", "pipe", "inherit"],
   });

@@ -22,7 +22,7 @@ enum Command {
     /// Manage API tokens: create (shown once), list, revoke.
     #[command(subcommand)]
     Token(TokenCommand),
-    /// Serve the dashboard and API.
+    /// Serve the dashboard and API, with a worker inside (unless --no-worker).
     ///
     /// Task defaults come from the environment: STEPWISE_DEFAULT_PUBLISH_MODE (none, branch
     /// or pr; default pr; MOONMIND_DEFAULT_PUBLISH_MODE is honoured as an alias),
@@ -77,6 +77,12 @@ pub struct ServeArgs {
     /// The built site (wasm, JS, CSS); by default the one cargo-leptos built beside the binary.
     #[arg(long, env = "LEPTOS_SITE_ROOT")]
     pub site_root: Option<PathBuf>,
+    /// Run no worker inside the server: jobs then wait for `stepwise worker` processes.
+    #[arg(long, env = "STEPWISE_NO_WORKER")]
+    pub no_worker: bool,
+    /// The embedded worker, configured like `stepwise worker`.
+    #[command(flatten, next_help_heading = "Embedded worker")]
+    pub worker: crate::worker_cli::AgentArgs,
 }
 
 impl Cli {

@@ -13,6 +13,8 @@ pub struct Config {
     pub db: DbArgs,
     pub site_root: PathBuf,
     pub settings: ServerSettings,
+    /// The embedded worker's settings; `None` with --no-worker.
+    pub worker: Option<crate::worker_cli::AgentArgs>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -63,6 +65,7 @@ impl Config {
             db: args.db,
             site_root,
             settings: ServerSettings { defaults, runtimes },
+            worker: (!args.no_worker).then_some(args.worker),
         })
     }
 }
@@ -94,6 +97,8 @@ mod tests {
                 database_url: None,
             },
             site_root: Some(site_root.to_path_buf()),
+            no_worker: true,
+            worker: crate::worker_cli::AgentArgs::defaults(),
         }
     }
 

@@ -8,6 +8,8 @@ use tower_http::trace::TraceLayer;
 use crate::api::{self, AppState, Limits};
 use crate::cli::{CliError, DbArgs};
 use crate::config::Config;
+use tokio_util::sync::CancellationToken;
+use worker::runner::Shutdown;
 
 /// Opens the database, builds the router and serves until Ctrl-C or SIGTERM.
 pub async fn run(config: Config) -> Result<(), CliError> {
@@ -46,8 +48,44 @@ pub async fn run(config: Config) -> Result<(), CliError> {
     } else {
         println!("log in to the dashboard with a user token: {login}");
     }
+    let worker = Shutdown::default();
+    let embedded = match config.worker.clone() {
+        Some(agent) => Some(
+            crate::worker_cli::start_embedded(
+                &queue,
+                &base,
+                local.port(),
+                &config.db.data_dir,
+                agent,
+                worker.clone(),
+            )
+            .await?,
+        ),
+        None => None,
+    };
+    // The embedded worker talks to this server over HTTP, so the server stays up until the
+    // worker has drained (or handed back) its jobs; a second signal hands them back at once.
+    let http_stop = CancellationToken::new();
+    tokio::spawn({
+        let http_stop = http_stop.clone();
+        async move {
+            shutdown_signal().await;
+            worker.stop.cancel();
+            if let Some(embedded) = embedded {
+                tokio::select! {
+                    _ = embedded => {}
+                    _ = async {
+                        shutdown_signal().await;
+                        worker.hand_back.cancel();
+                        std::future::pending::<()>().await
+                    } => {}
+                }
+            }
+            http_stop.cancel();
+        }
+    });
     let served = axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown_signal())
+        .with_graceful_shutdown(http_stop.cancelled_owned())
         .await;
     stop.cancel();
     let _ = rescuer.await;
@@ -172,6 +210,8 @@ pub(crate) mod tests {
                 database_url: None,
             },
             site_root: Some(site.to_path_buf()),
+            no_worker: true,
+            worker: crate::worker_cli::AgentArgs::defaults(),
         };
         let config = Config::load(args, |k| {
             (k == "STEPWISE_DEFAULT_PUBLISH_MODE").then(|| publish.to_string())

@@ -280,16 +280,17 @@ pub async fn gate(State(state): State<AppState>, request: Request, next: Next) -
     if path.starts_with("/api/queue/") || path == "/api/queue" {
         return next.run(request).await;
     }
-    if path == "/login" && request.method() == Method::GET {
-        if let Some(code) = query_param(request.uri().query(), "code") {
-            return match state.queue.redeem_login_code(&auth::hash(&code)).await {
-                Ok(Some(token)) => start_session(&state.queue, &token, None)
-                    .await
-                    .unwrap_or_else(IntoResponse::into_response),
-                Ok(None) => back_to_login(LoginError::CodeUsed, None),
-                Err(e) => ApiError::from(e).into_response(),
-            };
-        }
+    if path == "/login"
+        && request.method() == Method::GET
+        && let Some(code) = query_param(request.uri().query(), "code")
+    {
+        return match state.queue.redeem_login_code(&auth::hash(&code)).await {
+            Ok(Some(token)) => start_session(&state.queue, &token, None)
+                .await
+                .unwrap_or_else(IntoResponse::into_response),
+            Ok(None) => back_to_login(LoginError::CodeUsed, None),
+            Err(e) => ApiError::from(e).into_response(),
+        };
     }
     if is_public(path) {
         return next.run(request).await;

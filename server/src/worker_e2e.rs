@@ -7,9 +7,8 @@ use contract::job::task;
 use contract::{Job, JobState};
 use queue::Role;
 use serde_json::json;
-use tokio_util::sync::CancellationToken;
 use worker::client::QueueClient;
-use worker::runner::{WorkerConfig, run};
+use worker::runner::{HANDED_BACK, Shutdown, WorkerConfig, run};
 use worker::testing::{remote, stage_config};
 
 use crate::jobs_cli::test_server::{TestServer, start};
@@ -18,11 +17,15 @@ struct Setup {
     server: TestServer,
     user: QueueClient,
     remote: String,
-    stop: CancellationToken,
+    shutdown: Shutdown,
     tmp: tempfile::TempDir,
 }
 
 async fn setup() -> Setup {
+    setup_with(|_| {}).await
+}
+
+async fn setup_with(tweak: impl FnOnce(&mut WorkerConfig)) -> Setup {
     let server = start().await;
     let tmp = tempfile::tempdir().unwrap();
     let remote = remote(tmp.path());
@@ -34,21 +37,27 @@ async fn setup() -> Setup {
     let stages = stage_config(tmp.path());
     let mut config = WorkerConfig::new(stages);
     config.claim_wait = Duration::from_secs(2);
-    let stop = CancellationToken::new();
-    tokio::spawn(run(server.worker("e2e-worker").await, config, stop.clone()));
+    tweak(&mut config);
+    let shutdown = Shutdown::default();
+    tokio::spawn(run(
+        server.worker("e2e-worker").await,
+        config,
+        shutdown.clone(),
+    ));
     let user = server.user(Role::Operator).await;
     Setup {
         server,
         user,
         remote,
-        stop,
+        shutdown,
         tmp,
     }
 }
 
 impl Drop for Setup {
     fn drop(&mut self) {
-        self.stop.cancel();
+        self.shutdown.stop.cancel();
+        self.shutdown.hand_back.cancel();
     }
 }
 
@@ -445,4 +454,31 @@ async fn a_secret_from_an_auth_ref_is_redacted_from_every_event_and_artifact() {
         assert!(!body.contains(secret), "{name}: {body}");
     }
     assert!(Setup::artifact(&artifacts, &task::step_patch(0)).contains("[REDACTED]"));
+}
+
+#[tokio::test]
+async fn a_worker_that_stops_hands_back_the_job_it_could_not_finish() {
+    let s = setup_with(|config| config.drain = Duration::from_millis(300)).await;
+    let job = s
+        .submit(json!([{ "instructions": "@fake say started\n@fake sleep 60" }]))
+        .await;
+    s.until(&job, "the step starting", |_, kinds| {
+        kinds
+            .iter()
+            .any(|k| k.starts_with(task::STEP_LOG) && k.contains("started"))
+    })
+    .await;
+    s.shutdown.stop.cancel();
+    let (back, kinds) = s
+        .until(&job, "the hand-back", |j, _| j.status == JobState::Queued)
+        .await;
+    assert_eq!(back.error_message.as_deref(), Some(HANDED_BACK), "{back:?}");
+    assert_eq!(back.attempt, 1);
+    assert!(back.claimed_by.is_none(), "{back:?}");
+    assert!(
+        kinds
+            .iter()
+            .any(|k| k.starts_with(contract::job::events::JOB_RETRY_SCHEDULED)),
+        "{kinds:#?}"
+    );
 }

@@ -28,6 +28,19 @@ pub struct WorkerConfig {
     pub claim_wait: Duration,
     /// Secrets to redact besides the shapes and the job's own (the worker's token, say).
     pub secrets: Vec<String>,
+    /// After a stop, how long running jobs may go on before they are handed back.
+    pub drain: Duration,
+}
+
+/// How a worker is told to stop, in two stages.
+#[derive(Debug, Clone, Default)]
+pub struct Shutdown {
+    /// Claim nothing more; the running jobs get [`WorkerConfig::drain`] to finish.
+    pub stop: CancellationToken,
+    /// Stop the running agents now and hand their jobs back to the queue (a retryable
+    /// failure, so another worker picks them up). The runner fires it when the drain runs
+    /// out; a second signal may fire it sooner.
+    pub hand_back: CancellationToken,
 }
 
 impl WorkerConfig {
@@ -38,18 +51,23 @@ impl WorkerConfig {
             lease: Duration::from_secs(60),
             claim_wait: Duration::from_secs(20),
             secrets: Vec::new(),
+            drain: Duration::from_secs(20),
         }
     }
 }
 
-/// Claims and runs jobs until `stop` is cancelled; then claims no more and lets the jobs
-/// it holds finish.
-pub async fn run(client: QueueClient, config: WorkerConfig, stop: CancellationToken) {
+/// Claims and runs jobs until `shutdown.stop`; then claims no more, gives the jobs it holds
+/// the drain time to finish, and hands back those still running.
+pub async fn run(client: QueueClient, config: WorkerConfig, shutdown: Shutdown) {
+    let stop = &shutdown.stop;
     let mut running = JoinSet::new();
     let mut backoff = Duration::from_millis(250);
-    loop {
+    'claiming: loop {
         while running.len() >= config.concurrency.max(1) {
-            running.join_next().await;
+            tokio::select! {
+                _ = stop.cancelled() => break 'claiming,
+                _ = running.join_next() => {}
+            }
         }
         let params = ClaimParams {
             capabilities: config.stages.capabilities.clone(),
@@ -58,26 +76,41 @@ pub async fn run(client: QueueClient, config: WorkerConfig, stop: CancellationTo
             wait_seconds: Some(config.claim_wait.as_secs_f64()),
         };
         let claimed = tokio::select! {
-            _ = stop.cancelled() => break,
+            _ = stop.cancelled() => break 'claiming,
             claimed = client.claim(&params) => claimed,
         };
         match claimed {
             Ok(Some(job)) => {
                 backoff = Duration::from_millis(250);
                 let (client, config) = (client.clone(), config.clone());
-                running.spawn(async move { run_job(&client, &config, job).await });
+                let hand_back = shutdown.hand_back.clone();
+                running.spawn(async move { run_job(&client, &config, job, &hand_back).await });
             }
             Ok(None) => backoff = Duration::from_millis(250),
             Err(error) => {
                 tracing::warn!(%error, "claiming a job failed; retrying");
                 tokio::select! {
-                    _ = stop.cancelled() => break,
+                    _ = stop.cancelled() => break 'claiming,
                     _ = tokio::time::sleep(backoff) => {}
                 }
                 backoff = (backoff * 2).min(Duration::from_secs(10));
             }
         }
     }
+    if !running.is_empty() {
+        tracing::info!(
+            jobs = running.len(),
+            drain = ?config.drain,
+            "stopping: waiting for the running jobs, then handing back the rest"
+        );
+    }
+    let drained = async { while running.join_next().await.is_some() {} };
+    tokio::select! {
+        _ = drained => return,
+        _ = tokio::time::sleep(config.drain) => {}
+        _ = shutdown.hand_back.cancelled() => {}
+    }
+    shutdown.hand_back.cancel();
     while running.join_next().await.is_some() {}
 }
 
@@ -91,10 +124,22 @@ pub enum Settled {
     Cancelled,
     /// The server no longer considered this worker the job's owner.
     Lost,
+    /// The worker shut down mid-run and gave the job back to the queue.
+    HandedBack,
 }
 
-/// Runs one claimed job to its end and reports that end to the server.
-pub async fn run_job(client: &QueueClient, config: &WorkerConfig, job: Job) -> Settled {
+/// What a handed-back job's failure says, so its page explains the retry.
+pub const HANDED_BACK: &str =
+    "the worker shut down during the run; the job goes back to the queue for another attempt";
+
+/// Runs one claimed job to its end and reports that end to the server. `hand_back` stops
+/// the run and gives the job back (see [`Shutdown::hand_back`]).
+pub async fn run_job(
+    client: &QueueClient,
+    config: &WorkerConfig,
+    job: Job,
+    hand_back: &CancellationToken,
+) -> Settled {
     let attempt = job.attempt;
     let task = match NormalizedTask::from_job(&job) {
         Ok(task) => task,
@@ -114,7 +159,10 @@ pub async fn run_job(client: &QueueClient, config: &WorkerConfig, job: Job) -> S
     }
     let redactor = Redactor::new(secrets);
 
+    // `cancel`: the server asked (or took the lease back); `stop_run`: either that or a
+    // hand-back, which is what the stages obey.
     let cancel = CancellationToken::new();
+    let stop_run = hand_back.child_token();
     let lost = CancellationToken::new();
     let done = CancellationToken::new();
     let watchers = [
@@ -133,10 +181,27 @@ pub async fn run_job(client: &QueueClient, config: &WorkerConfig, job: Job) -> S
             cancel.clone(),
             done.clone(),
         )),
+        tokio::spawn({
+            let (cancel, stop_run, done) = (cancel.clone(), stop_run.clone(), done.clone());
+            async move {
+                tokio::select! {
+                    _ = cancel.cancelled() => stop_run.cancel(),
+                    _ = done.cancelled() => {}
+                }
+            }
+        }),
     ];
     let (reports, inbox) = mpsc::unbounded_channel();
     let uploader = tokio::spawn(upload(client.clone(), job.id.clone(), attempt, inbox));
-    let outcome = run_task(&config.stages, &job.id, &task, &redactor, &cancel, reports).await;
+    let outcome = run_task(
+        &config.stages,
+        &job.id,
+        &task,
+        &redactor,
+        &stop_run,
+        reports,
+    )
+    .await;
     // Every event and artifact reaches the server before the job's end does.
     let _ = uploader.await;
     done.cancel();
@@ -158,6 +223,12 @@ pub async fn run_job(client: &QueueClient, config: &WorkerConfig, job: Job) -> S
             // publish that failed would fail again the same way.
             let retryable = stage == contract::job::task::STAGE_PREPARE;
             fail(client, &job, &format!("{stage}: {message}"), retryable).await
+        }
+        TaskOutcome::Cancelled { .. } if !cancel.is_cancelled() => {
+            match client.fail(&job.id, attempt, HANDED_BACK, true).await {
+                Ok(_) => Settled::HandedBack,
+                Err(error) => settled_error(&job, error),
+            }
         }
         TaskOutcome::Cancelled { .. } => match client.ack_cancel(&job.id, attempt).await {
             Ok(_) => Settled::Cancelled,

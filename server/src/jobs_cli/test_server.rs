@@ -42,6 +42,10 @@ pub async fn start() -> TestServer {
 }
 
 impl TestServer {
+    pub fn queue(&self) -> &queue::Queue {
+        &self.fixture.queue
+    }
+
     pub fn url(&self) -> String {
         format!("http://{}", self.addr)
     }
