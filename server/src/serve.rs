@@ -11,6 +11,15 @@ use crate::config::Config;
 use tokio_util::sync::CancellationToken;
 use worker::runner::Shutdown;
 
+/// A line for the person who started the server. A closed stdout (a supervisor that drops
+/// it, a reader that stopped reading) must not bring the server down, as `println!` would.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+
 /// Opens the database, builds the router and serves until Ctrl-C or SIGTERM.
 pub async fn run(config: Config) -> Result<(), CliError> {
     let queue = open_queue(&config.db, config.settings.defaults.clone()).await?;
@@ -32,21 +41,19 @@ pub async fn run(config: Config) -> Result<(), CliError> {
     // Printed, not logged: these are the lines a person looks for, and a log must never
     // hold a secret. The admin token is shown this once.
     if let Some(secret) = admin {
-        println!("created the first admin token (shown only now; keep it): {secret}");
-        println!(
-            "use it as `Authorization: Bearer <token>`; make more with `stepwise token create`"
-        );
+        say!("created the first admin token (shown only now; keep it): {secret}");
+        say!("use it as `Authorization: Bearer <token>`; make more with `stepwise token create`");
     }
     let base = base_url(local);
     let login = crate::session::login_url(&queue, &base)
         .await
         .map_err(CliError::Bootstrap)?;
     let minutes = crate::session::LOGIN_CODE_TTL.as_secs() / 60;
-    println!("stepwise is running on {base}");
+    say!("stepwise is running on {base}");
     if login.contains("?code=") {
-        println!("log in to the dashboard (this link works once, for {minutes} minutes): {login}");
+        say!("log in to the dashboard (this link works once, for {minutes} minutes): {login}");
     } else {
-        println!("log in to the dashboard with a user token: {login}");
+        say!("log in to the dashboard with a user token: {login}");
     }
     let worker = Shutdown::default();
     let embedded = match config.worker.clone() {

@@ -84,7 +84,8 @@ pub async fn run(
         })?;
     }
     let program = invocation.program.display().to_string();
-    let mut child = Command::new(&invocation.program)
+    let mut command = Command::new(&invocation.program);
+    command
         .args(&invocation.args)
         .current_dir(&invocation.cwd)
         .envs(invocation.env.iter().map(|(k, v)| (k, v)))
@@ -92,12 +93,33 @@ pub async fn run(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0)
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(|source| RunError::Spawn {
-            program: program.clone(),
-            source,
-        })?;
+        .kill_on_drop(true);
+    // A worker killed outright (SIGKILL, OOM) runs no cleanup, and the agent, in a group of
+    // its own, would go on editing a workspace whose job is about to be retried elsewhere.
+    // The kernel kills it with the worker instead. (It fires when the forking thread ends:
+    // tokio's worker threads live as long as the runtime.)
+    #[cfg(target_os = "linux")]
+    // SAFETY: the closure runs in the forked child before exec and makes only the
+    // async-signal-safe prctl and getppid system calls.
+    unsafe {
+        let parent = libc::getpid();
+        command.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) == -1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // The worker may have died between fork and prctl.
+            if libc::getppid() != parent {
+                return Err(std::io::Error::other(
+                    "the worker exited while starting the agent",
+                ));
+            }
+            Ok(())
+        });
+    }
+    let mut child = command.spawn().map_err(|source| RunError::Spawn {
+        program: program.clone(),
+        source,
+    })?;
     let Some(group) = child.id().map(|pid| pid as libc::pid_t) else {
         unreachable!("a child that was just spawned and not yet waited for has a pid")
     };
