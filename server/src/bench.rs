@@ -360,7 +360,7 @@ async fn claim_latency(queue: &Queue, samples: usize) -> Result<Vec<f64>, CliErr
 }
 
 /// The nearest-rank percentile of sorted values.
-fn percentile(sorted: &[f64], p: f64) -> f64 {
+pub(crate) fn percentile(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
         return 0.0;
     }

@@ -51,6 +51,9 @@ enum Command {
 enum BenchCommand {
     /// Enqueue, claim and complete no-op jobs on a scratch database; time a long-polling worker.
     Queue(crate::bench::BenchArgs),
+    /// Run jobs through the real worker with a scripted agent; time prepare (cold clone vs
+    /// warm mirror) and cancel request → SIGTERM at the agent.
+    Worker(crate::bench_worker::WorkerBenchArgs),
 }
 
 /// Where the state lives; shared by every command that opens the database.
@@ -107,6 +110,7 @@ impl Cli {
                 Ok(())
             }
             Command::Bench(BenchCommand::Queue(args)) => crate::bench::run(args).await,
+            Command::Bench(BenchCommand::Worker(args)) => crate::bench_worker::run(args).await,
             Command::Worker(args) => crate::worker_cli::run(args).await,
         }
     }

@@ -3,6 +3,7 @@
 mod api;
 mod auth;
 mod bench;
+mod bench_worker;
 mod cli;
 mod config;
 mod jobs_cli;
