@@ -74,6 +74,11 @@ pub struct AgentArgs {
     /// queue for another worker. A second SIGTERM hands them back at once.
     #[arg(long, env = "STEPWISE_DRAIN_SECONDS", default_value_t = 20)]
     drain_seconds: u64,
+    /// An environment variable whose value is a secret to redact from every log, event and
+    /// artifact (repeat). The agent CLIs' API keys, GH_TOKEN, GITHUB_TOKEN and AWS secrets
+    /// are always redacted.
+    #[arg(long = "secret-env", value_name = "NAME")]
+    secret_env: Vec<String>,
 }
 
 impl AgentArgs {
@@ -113,6 +118,11 @@ impl AgentArgs {
         config.lease = Duration::from_secs(self.lease_seconds);
         config.drain = Duration::from_secs(self.drain_seconds);
         config.secrets.push(token.to_string());
+        config
+            .secrets
+            .extend(worker::redact::secrets_from_env(&self.secret_env, |name| {
+                std::env::var(name).ok()
+            }));
         Ok(config)
     }
 }

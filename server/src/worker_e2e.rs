@@ -242,6 +242,8 @@ fn alive(pid: u32) -> bool {
 #[tokio::test]
 async fn a_three_step_task_runs_each_step_once_in_order_and_opens_one_pull_request() {
     let s = setup().await;
+    let publish_token = s.tmp.path().join("publish-token");
+    std::fs::write(&publish_token, "pr-token-from-a-file\n").unwrap();
     let job = s
         .submit_task(
             json!({
@@ -254,7 +256,7 @@ async fn a_three_step_task_runs_each_step_once_in_order_and_opens_one_pull_reque
                     { "instructions": "@fake write count.txt three", "skill": { "id": "auto" } },
                 ],
             }),
-            json!({}),
+            json!({ "auth": { "publishAuthRef": format!("file://{}", publish_token.display()) } }),
         )
         .await;
     let (done, kinds) = s
@@ -282,6 +284,11 @@ async fn a_three_step_task_runs_each_step_once_in_order_and_opens_one_pull_reque
     let gh_log = std::fs::read_to_string(s.tmp.path().join("gh.log")).unwrap();
     assert_eq!(gh_log.matches("pr create").count(), 1, "{gh_log}");
     assert!(gh_log.contains("--title Count"), "{gh_log}");
+    // The resolved publishAuthRef authenticated gh, through its environment.
+    assert!(
+        gh_log.contains("GH_TOKEN=pr-token-from-a-file\n"),
+        "{gh_log}"
+    );
 
     // Each invocation appended its line, so the pushed file shows all three, in order.
     let artifacts = s.artifacts(&job).await;

@@ -29,7 +29,36 @@ pub enum GitError {
 /// Runs git in `dir` and returns its trimmed stdout. Prompts are off: a worker has no one
 /// to type a password, and a waiting prompt would hang the job until its timeout.
 pub async fn git(dir: &Path, args: &[&str]) -> Result<String, GitError> {
-    let output = Command::new("git")
+    git_with_token(dir, args, None).await
+}
+
+/// The environment variable the credential helper of [`CREDENTIAL_HELPER`] reads.
+const TOKEN_ENV: &str = "STEPWISE_GIT_TOKEN";
+
+/// `git -c` settings that answer an HTTPS remote's credential request with the token in
+/// [`TOKEN_ENV`]. The token travels in the environment, never in argv (which any local user
+/// can read in /proc); the empty helper first drops the user's own helpers, so the token
+/// is neither stored by them nor mixed with their answers. `x-access-token` is the user
+/// name GitHub expects with a token; other hosts ignore it or accept any name.
+pub const CREDENTIAL_HELPER: [&str; 4] = [
+    "-c",
+    "credential.helper=",
+    "-c",
+    "credential.helper=!f() { test \"$1\" = get && echo username=x-access-token && echo \"password=$STEPWISE_GIT_TOKEN\"; }; f",
+];
+
+/// [`git`], authenticating HTTPS remotes with `token` when there is one (a task's resolved
+/// `repoAuthRef` or `publishAuthRef`).
+pub async fn git_with_token(
+    dir: &Path,
+    args: &[&str],
+    token: Option<&str>,
+) -> Result<String, GitError> {
+    let mut command = Command::new("git");
+    if let Some(token) = token {
+        command.args(CREDENTIAL_HELPER).env(TOKEN_ENV, token);
+    }
+    let output = command
         .args(args)
         .current_dir(dir)
         .env("GIT_TERMINAL_PROMPT", "0")
@@ -99,8 +128,9 @@ impl MirrorCache {
         self.root.join(format!("{name}-{digest}.git"))
     }
 
-    /// Brings the mirror of `url` up to date, cloning it the first time.
-    pub async fn refresh(&self, url: &str) -> Result<Mirror, GitError> {
+    /// Brings the mirror of `url` up to date, cloning it the first time; `token`
+    /// authenticates an HTTPS remote.
+    pub async fn refresh(&self, url: &str, token: Option<&str>) -> Result<Mirror, GitError> {
         let path = self.path_for(url);
         let lock = {
             let mut locks = self.locks.lock().unwrap_or_else(|p| p.into_inner());
@@ -109,7 +139,7 @@ impl MirrorCache {
         let _held = lock.lock().await;
         std::fs::create_dir_all(&self.root)?;
         if path.join("HEAD").is_file() {
-            git(&path, &["fetch", "--quiet", "--prune", "origin"]).await?;
+            git_with_token(&path, &["fetch", "--quiet", "--prune", "origin"], token).await?;
             return Ok(Mirror {
                 path,
                 cloned: false,
@@ -120,7 +150,12 @@ impl MirrorCache {
             std::fs::remove_dir_all(&path)?;
         }
         let target = path.to_string_lossy().into_owned();
-        git(&self.root, &["clone", "--quiet", "--mirror", url, &target]).await?;
+        git_with_token(
+            &self.root,
+            &["clone", "--quiet", "--mirror", url, &target],
+            token,
+        )
+        .await?;
         Ok(Mirror { path, cloned: true })
     }
 }
@@ -216,6 +251,36 @@ pub fn generated_branch(job_id: &str, objective: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn the_credential_helper_answers_with_the_token_from_the_environment() {
+        use std::io::Write;
+        let mut child = std::process::Command::new("git")
+            .args(CREDENTIAL_HELPER)
+            .args(["credential", "fill"])
+            .env(TOKEN_ENV, "tok-from-env-42")
+            .env("GIT_TERMINAL_PROMPT", "0")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(b"protocol=https\nhost=git.example.com\n\n")
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        let answer = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{answer}");
+        assert!(answer.contains("username=x-access-token\n"), "{answer}");
+        assert!(answer.contains("password=tok-from-env-42\n"), "{answer}");
+        assert!(
+            !CREDENTIAL_HELPER.concat().contains("tok-from-env"),
+            "the token must travel in the environment, not argv"
+        );
+    }
+
     use super::*;
 
     #[test]

@@ -12,7 +12,7 @@ use contract::PublishMode;
 use serde::Serialize;
 use tokio::process::Command;
 
-use crate::git::{GitError, git};
+use crate::git::{GitError, git, git_with_token};
 
 /// The commit identity used when the worker's own git configuration has none.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -75,6 +75,9 @@ pub struct PublishRequest<'a> {
     pub identity: &'a Identity,
     /// The `gh` executable (a recorded shim in tests).
     pub gh: &'a Path,
+    /// Authenticates the push (HTTPS remotes) and gh: the task's resolved `publishAuthRef`,
+    /// else its `repoAuthRef`; `None` leaves both to the machine's own git and gh logins.
+    pub token: Option<&'a str>,
 }
 
 /// `publish_result.json`.
@@ -142,12 +145,22 @@ pub async fn publish(
     ]);
     git(repo, &commit).await?;
     let refspec = format!("HEAD:refs/heads/{}", request.working_branch);
-    git(repo, &["push", "--quiet", "origin", &refspec]).await?;
+    git_with_token(
+        repo,
+        &["push", "--quiet", "origin", &refspec],
+        request.token,
+    )
+    .await?;
     result.branch = Some(request.working_branch.to_string());
     result.commit = Some(git(repo, &["rev-parse", "HEAD"]).await?);
     result.status = "pushed".into();
     if request.mode == PublishMode::Pr {
-        let output = Command::new(request.gh)
+        let mut gh = Command::new(request.gh);
+        if let Some(token) = request.token {
+            // gh takes a token from GH_TOKEN before its own stored login.
+            gh.env("GH_TOKEN", token);
+        }
+        let output = gh
             .args([
                 "pr",
                 "create",

@@ -32,9 +32,39 @@ const SHAPES: &[&str] = &[
     r"(?i:(?P<keep_aws>aws_secret_access_key[\s\x22']*[=:][\s\x22']*)[A-Za-z0-9/+=]{40})",
     // Authorization headers, whatever the token looks like.
     r"(?i:(?P<keep_bearer>\bbearer\s+)[A-Za-z0-9._~+/=-]{8,})",
-    // stepwise's own user and worker tokens.
-    r"\bsw[uw]_[0-9a-f]{16,}",
+    // stepwise's own user and worker tokens, session cookies and login codes.
+    r"\bsw[uwsl]_[0-9a-f]{16,}",
 ];
+
+/// Environment variables whose values are secret wherever a worker runs: the agent CLIs'
+/// API keys and the usual git host and cloud credentials. Their values are redacted even
+/// when they do not look like a token.
+pub const SECRET_ENV: &[&str] = &[
+    "OPENAI_API_KEY",
+    "CODEX_API_KEY",
+    "ANTHROPIC_API_KEY",
+    "CLAUDE_CODE_OAUTH_TOKEN",
+    "GEMINI_API_KEY",
+    "GOOGLE_API_KEY",
+    "GH_TOKEN",
+    "GITHUB_TOKEN",
+    "GH_ENTERPRISE_TOKEN",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "STEPWISE_TOKEN",
+    "STEPWISE_WORKER_TOKEN",
+];
+
+/// The values of [`SECRET_ENV`] and of the `extra` variables that `env` has set.
+pub fn secrets_from_env(extra: &[String], env: impl Fn(&str) -> Option<String>) -> Vec<String> {
+    SECRET_ENV
+        .iter()
+        .copied()
+        .chain(extra.iter().map(String::as_str))
+        .filter_map(env)
+        .filter(|v| !v.trim().is_empty())
+        .collect()
+}
 
 #[derive(Debug, Clone)]
 pub struct Redactor {
@@ -118,6 +148,24 @@ impl Redactor {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn secret_environment_variables_are_known_secrets() {
+        let env = |name: &str| match name {
+            "ANTHROPIC_API_KEY" => Some("plain-looking-value-1".to_string()),
+            "MY_DEPLOY_KEY" => Some("another-plain-value".to_string()),
+            "GH_TOKEN" => Some("  ".to_string()),
+            _ => None,
+        };
+        let secrets = secrets_from_env(&["MY_DEPLOY_KEY".into()], env);
+        assert_eq!(secrets, ["plain-looking-value-1", "another-plain-value"]);
+        let redactor = Redactor::new(secrets);
+        assert_eq!(
+            redactor.redact("a plain-looking-value-1 b another-plain-value"),
+            "a [REDACTED] b [REDACTED]"
+        );
+    }
+
     use serde_json::json;
 
     use super::*;

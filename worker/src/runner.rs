@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 use crate::auth_refs;
 use crate::client::{ClaimParams, ClientError, QueueClient};
 use crate::redact::Redactor;
-use crate::stages::{Report, StageConfig, TaskOutcome, run_task};
+use crate::stages::{Credentials, Report, StageConfig, TaskOutcome, run_task};
 
 #[derive(Debug, Clone)]
 pub struct WorkerConfig {
@@ -145,19 +145,27 @@ pub async fn run_job(
         Ok(task) => task,
         Err(message) => return fail(client, &job, &message, false).await,
     };
-    let mut secrets = config.secrets.clone();
     let auth = &task.payload.auth;
-    for (field, reference) in [
-        ("auth.repoAuthRef", &auth.repo_auth_ref),
-        ("auth.publishAuthRef", &auth.publish_auth_ref),
-    ] {
-        let Some(reference) = reference else { continue };
-        match auth_refs::resolve(field, reference, |name| std::env::var(name).ok()) {
-            Ok(secret) => secrets.push(secret),
-            Err(e) => return fail(client, &job, &e.to_string(), false).await,
-        }
-    }
-    let redactor = Redactor::new(secrets);
+    let resolve = |field: &str, reference: &Option<String>| {
+        reference
+            .as_deref()
+            .map(|r| auth_refs::resolve(field, r, |name| std::env::var(name).ok()))
+            .transpose()
+    };
+    let credentials = match (
+        resolve("auth.repoAuthRef", &auth.repo_auth_ref),
+        resolve("auth.publishAuthRef", &auth.publish_auth_ref),
+    ) {
+        (Ok(repo), Ok(publish)) => Credentials { repo, publish },
+        (Err(e), _) | (_, Err(e)) => return fail(client, &job, &e.to_string(), false).await,
+    };
+    let secrets = config
+        .secrets
+        .iter()
+        .chain(credentials.repo.iter())
+        .chain(credentials.publish.iter())
+        .cloned();
+    let redactor = Redactor::new(secrets.collect::<Vec<_>>());
 
     // `cancel`: the server asked (or took the lease back); `stop_run`: either that or a
     // hand-back, which is what the stages obey.
@@ -198,6 +206,7 @@ pub async fn run_job(
         &job.id,
         &task,
         &redactor,
+        &credentials,
         &stop_run,
         reports,
     )

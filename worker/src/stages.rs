@@ -69,12 +69,23 @@ pub enum TaskOutcome {
     },
 }
 
+/// What a task's auth refs resolved to, on this worker. Never stored, never reported: they
+/// reach git and gh through the environment only.
+#[derive(Debug, Clone, Default)]
+pub struct Credentials {
+    /// `auth.repoAuthRef`: fetching the repository.
+    pub repo: Option<String>,
+    /// `auth.publishAuthRef`: pushing and opening the pull request (the repo's when unset).
+    pub publish: Option<String>,
+}
+
 /// Runs `task` (job `job_id`) through its three stages.
 pub async fn run_task(
     config: &StageConfig,
     job_id: &str,
     task: &NormalizedTask,
     redactor: &Redactor,
+    credentials: &Credentials,
     cancel: &CancellationToken,
     reports: mpsc::UnboundedSender<Report>,
 ) -> TaskOutcome {
@@ -82,6 +93,7 @@ pub async fn run_task(
         config,
         task,
         redactor,
+        credentials,
         cancel,
         reports,
         ws: None,
@@ -93,6 +105,7 @@ struct Run<'a> {
     config: &'a StageConfig,
     task: &'a NormalizedTask,
     redactor: &'a Redactor,
+    credentials: &'a Credentials,
     cancel: &'a CancellationToken,
     reports: mpsc::UnboundedSender<Report>,
     ws: Option<Workspace>,
@@ -246,7 +259,7 @@ impl Run<'_> {
         let mirror = self
             .config
             .mirrors
-            .refresh(&url)
+            .refresh(&url, self.credentials.repo.as_deref())
             .await
             .map_err(|e| e.to_string())?;
         let how = if mirror.cloned { "cloned" } else { "updated" };
@@ -579,6 +592,11 @@ impl Run<'_> {
             pr_body: &body,
             identity: &self.config.identity,
             gh: &self.config.gh,
+            token: self
+                .credentials
+                .publish
+                .as_deref()
+                .or(self.credentials.repo.as_deref()),
         };
         let result = publish::publish(&ws.repo, &request).await;
         match result {

@@ -23,7 +23,7 @@ async fn a_second_job_on_the_same_repository_reuses_the_warm_mirror() {
     let url = remote(tmp.path());
     let cache = MirrorCache::new(tmp.path().join("mirrors"));
 
-    let first = cache.refresh(&url).await.unwrap();
+    let first = cache.refresh(&url, None).await.unwrap();
     assert!(first.cloned);
     let job1 = checkout(
         &first.path,
@@ -39,7 +39,7 @@ async fn a_second_job_on_the_same_repository_reuses_the_warm_mirror() {
 
     // The remote moved on; the next job fetches into the same mirror instead of cloning.
     let head = push_commit(tmp.path(), &url, "second.txt");
-    let second = cache.refresh(&url).await.unwrap();
+    let second = cache.refresh(&url, None).await.unwrap();
     assert!(!second.cloned);
     assert_eq!(second.path, first.path);
     let dest = tmp.path().join("job2/repo");
@@ -64,7 +64,7 @@ async fn the_working_branch_starts_from_the_starting_branch() {
     let tmp = tempfile::tempdir().unwrap();
     let url = remote(tmp.path());
     let cache = MirrorCache::new(tmp.path().join("mirrors"));
-    let mirror = cache.refresh(&url).await.unwrap();
+    let mirror = cache.refresh(&url, None).await.unwrap();
     let dest = tmp.path().join("job/repo");
     let done = checkout(&mirror.path, &url, &dest, Some("dev"), "feature/x")
         .await
@@ -87,7 +87,7 @@ async fn an_unknown_starting_branch_is_named_in_the_error() {
     let tmp = tempfile::tempdir().unwrap();
     let url = remote(tmp.path());
     let cache = MirrorCache::new(tmp.path().join("mirrors"));
-    let mirror = cache.refresh(&url).await.unwrap();
+    let mirror = cache.refresh(&url, None).await.unwrap();
     let error = checkout(
         &mirror.path,
         &url,
@@ -112,7 +112,10 @@ async fn an_unreachable_repository_fails_with_gits_own_reason() {
     let tmp = tempfile::tempdir().unwrap();
     let cache = MirrorCache::new(tmp.path().join("mirrors"));
     let missing = tmp.path().join("missing.git");
-    let error = cache.refresh(missing.to_str().unwrap()).await.unwrap_err();
+    let error = cache
+        .refresh(missing.to_str().unwrap(), None)
+        .await
+        .unwrap_err();
     assert!(error.to_string().contains("clone"), "{error}");
     // Nothing half-made is left to break the next attempt.
     assert!(!cache.path_for(missing.to_str().unwrap()).exists());

@@ -25,7 +25,7 @@ async fn job() -> Job {
     let tmp = tempfile::tempdir().unwrap();
     let remote = remote(tmp.path());
     let mirror = MirrorCache::new(tmp.path().join("mirrors"))
-        .refresh(&remote)
+        .refresh(&remote, None)
         .await
         .unwrap();
     let repo = tmp.path().join("job/repo");
@@ -53,6 +53,7 @@ fn request<'a>(mode: PublishMode, identity: &'a Identity, gh: &'a Path) -> Publi
         pr_body: "Steps:\n1. greet",
         identity,
         gh,
+        token: None,
     }
 }
 
@@ -172,4 +173,24 @@ async fn a_missing_gh_is_a_clear_error() {
         .unwrap_err();
     assert!(matches!(error, PublishError::GhSpawn { .. }), "{error}");
     assert!(error.to_string().contains("no-such-gh"), "{error}");
+}
+
+#[tokio::test]
+async fn a_publish_token_reaches_gh_through_its_environment() {
+    let job = job().await;
+    std::fs::write(job.repo.join("greeting.txt"), "hi\n").unwrap();
+    let identity = Identity::default();
+    let gh = job.gh.clone();
+    let mut request = request(PublishMode::Pr, &identity, &gh);
+    request.token = Some("publish-secret-123");
+    let result = publish(&job.repo, &request).await.unwrap();
+    assert_eq!(result.status, "pr_created");
+    let calls = std::fs::read_to_string(&job.gh_log).unwrap();
+    assert!(calls.contains("GH_TOKEN=publish-secret-123"), "{calls}");
+    assert!(
+        !calls
+            .lines()
+            .any(|l| l.starts_with("pr create") && l.contains("publish-secret")),
+        "the token must not be in gh's argv: {calls}"
+    );
 }

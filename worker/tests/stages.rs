@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use worker::redact::Redactor;
-use worker::stages::{Report, StageConfig, TaskOutcome, run_task};
+use worker::stages::{Credentials, Report, StageConfig, TaskOutcome, run_task};
 use worker::testing::{remote, run, stage_config};
 
 const SECRET: &str = "ghp_0123456789abcdefghijABCDEFGHIJ0123456789";
@@ -58,7 +58,16 @@ async fn run_it(
 ) -> (TaskOutcome, Vec<Report>) {
     let (tx, mut rx) = mpsc::unbounded_channel();
     let redactor = Redactor::new([SECRET]);
-    let outcome = run_task(&setup.config, "job-1", task, &redactor, cancel, tx).await;
+    let outcome = run_task(
+        &setup.config,
+        "job-1",
+        task,
+        &redactor,
+        &Credentials::default(),
+        cancel,
+        tx,
+    )
+    .await;
     let mut reports = Vec::new();
     while let Ok(report) = rx.try_recv() {
         reports.push(report);
@@ -274,10 +283,18 @@ async fn cancelling_a_running_step_stops_it_and_skips_the_rest() {
     let redactor = Redactor::default();
     let config = setup.config.clone();
     let stopper = cancel.clone();
-    let running =
-        tokio::spawn(
-            async move { run_task(&config, "job-1", &task, &redactor, &stopper, tx).await },
-        );
+    let running = tokio::spawn(async move {
+        run_task(
+            &config,
+            "job-1",
+            &task,
+            &redactor,
+            &Credentials::default(),
+            &stopper,
+            tx,
+        )
+        .await
+    });
     let mut reports = Vec::new();
     while let Some(report) = rx.recv().await {
         let started = matches!(&report, Report::Event { kind, message, .. } if kind == task::STEP_LOG && message.contains("started"));
