@@ -11,7 +11,7 @@ use worker::client::QueueClient;
 use worker::git::MirrorCache;
 use worker::process::Limits;
 use worker::publish::Identity;
-use worker::runner::{self, Shutdown, WorkerConfig};
+use worker::runner::{self, KeepWorkspaces, Shutdown, WorkerConfig};
 use worker::runtime::Binaries;
 use worker::stages::StageConfig;
 
@@ -79,6 +79,10 @@ pub struct AgentArgs {
     /// are always redacted.
     #[arg(long = "secret-env", value_name = "NAME")]
     secret_env: Vec<String>,
+    /// Which job workspaces to keep when their job ends (everything a run produced is on
+    /// the server by then): never, failed (to look into) or always.
+    #[arg(long, env = "STEPWISE_KEEP_WORKSPACES", default_value = "failed", value_parser = ["never", "failed", "always"])]
+    keep_workspaces: String,
 }
 
 impl AgentArgs {
@@ -117,6 +121,11 @@ impl AgentArgs {
         config.concurrency = self.concurrency;
         config.lease = Duration::from_secs(self.lease_seconds);
         config.drain = Duration::from_secs(self.drain_seconds);
+        config.keep_workspaces = match self.keep_workspaces.as_str() {
+            "never" => KeepWorkspaces::Never,
+            "always" => KeepWorkspaces::Always,
+            _ => KeepWorkspaces::Failed,
+        };
         config.secrets.push(token.to_string());
         config
             .secrets
@@ -301,8 +310,18 @@ mod tests {
         };
         assert_eq!(done.status, JobState::Succeeded, "{done:?}");
         assert_eq!(done.claimed_by.as_deref(), Some(name.as_str()));
-        // Its workspace lives under the data dir it was given.
-        assert!(tmp.path().join("work/jobs").join(&job.id).is_dir());
+        // Its workspaces live under the data dir it was given; a succeeded job's is removed.
+        assert!(tmp.path().join("work/jobs").is_dir());
+        let workspace = tmp.path().join("work/jobs").join(&job.id);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while workspace.exists() {
+            assert!(
+                Instant::now() < deadline,
+                "{} was kept",
+                workspace.display()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
         second.stop.cancel();
     }
 }

@@ -184,6 +184,17 @@ async fn a_submitted_task_runs_on_the_worker_and_succeeds() {
             "no {name}: {artifacts:?}"
         );
     }
+    // Everything is on the server, so the workspace goes (just after the job's end).
+    let workspace = s.tmp.path().join("work").join(&job.id);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while workspace.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "{} was kept",
+            workspace.display()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let _ = s.server.url();
 }
 
@@ -377,6 +388,16 @@ async fn a_failed_step_fails_the_job_runs_nothing_after_it_and_publishes_nothing
     assert!(
         !kinds.iter().any(|k| k.contains(task::STAGE_PUBLISH)),
         "{kinds:#?}"
+    );
+    // A failed job's workspace is kept to look into.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(
+        s.tmp
+            .path()
+            .join("work")
+            .join(&job.id)
+            .join("repo")
+            .is_dir()
     );
     let branches = worker::testing::run(std::path::Path::new(&s.remote), &["branch"]);
     assert!(

@@ -30,6 +30,20 @@ pub struct WorkerConfig {
     pub secrets: Vec<String>,
     /// After a stop, how long running jobs may go on before they are handed back.
     pub drain: Duration,
+    /// Which workspaces outlive their job. Everything a run produced is on the server by
+    /// then (logs, patches, results), so a workspace is only a checkout to look into.
+    pub keep_workspaces: KeepWorkspaces,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum KeepWorkspaces {
+    /// Remove every workspace when its job ends.
+    Never,
+    /// Keep the workspaces of failed jobs, to look into; remove the rest.
+    #[default]
+    Failed,
+    /// Keep them all (disk use grows with every job).
+    Always,
 }
 
 /// How a worker is told to stop, in two stages.
@@ -52,6 +66,7 @@ impl WorkerConfig {
             claim_wait: Duration::from_secs(20),
             secrets: Vec::new(),
             drain: Duration::from_secs(20),
+            keep_workspaces: KeepWorkspaces::default(),
         }
     }
 }
@@ -133,8 +148,32 @@ pub const HANDED_BACK: &str =
     "the worker shut down during the run; the job goes back to the queue for another attempt";
 
 /// Runs one claimed job to its end and reports that end to the server. `hand_back` stops
-/// the run and gives the job back (see [`Shutdown::hand_back`]).
+/// the run and gives the job back (see [`Shutdown::hand_back`]). The workspace is then
+/// removed or kept, as [`WorkerConfig::keep_workspaces`] says.
 pub async fn run_job(
+    client: &QueueClient,
+    config: &WorkerConfig,
+    job: Job,
+    hand_back: &CancellationToken,
+) -> Settled {
+    let id = job.id.clone();
+    let settled = run_and_settle(client, config, job, hand_back).await;
+    let keep = match config.keep_workspaces {
+        KeepWorkspaces::Always => true,
+        KeepWorkspaces::Failed => matches!(settled, Settled::Failed { .. }),
+        KeepWorkspaces::Never => false,
+    };
+    let workspace = config.stages.workdir.join(&id);
+    if !keep
+        && workspace.exists()
+        && let Err(error) = tokio::fs::remove_dir_all(&workspace).await
+    {
+        tracing::warn!(job = %id, %error, path = %workspace.display(), "could not remove the workspace");
+    }
+    settled
+}
+
+async fn run_and_settle(
     client: &QueueClient,
     config: &WorkerConfig,
     job: Job,
@@ -326,6 +365,69 @@ async fn watch_cancel(
     }
 }
 
+/// The most output lines one `task.step.log` event carries, and the most bytes.
+const LOG_BATCH_LINES: usize = 200;
+const LOG_BATCH_BYTES: usize = 16 * 1024;
+
+/// Joins the `task.step.log` events already waiting behind `first` (same step) into it, one
+/// line each, so a chatty agent costs a request per batch rather than per line. It only
+/// takes what is queued: a quiet agent's line still goes out at once.
+fn coalesce(
+    first: Report,
+    inbox: &mut mpsc::UnboundedReceiver<Report>,
+) -> (Report, Option<Report>) {
+    let Report::Event {
+        kind,
+        level,
+        mut message,
+        payload,
+    } = first
+    else {
+        return (first, None);
+    };
+    if kind != contract::job::task::STEP_LOG {
+        return (
+            Report::Event {
+                kind,
+                level,
+                message,
+                payload,
+            },
+            None,
+        );
+    }
+    let mut lines = 1;
+    let mut left = None;
+    while lines < LOG_BATCH_LINES && message.len() < LOG_BATCH_BYTES {
+        match inbox.try_recv() {
+            Ok(Report::Event {
+                kind: next_kind,
+                message: next,
+                payload: next_payload,
+                ..
+            }) if next_kind == kind && next_payload == payload => {
+                message.push('\n');
+                message.push_str(&next);
+                lines += 1;
+            }
+            Ok(other) => {
+                left = Some(other);
+                break;
+            }
+            Err(_) => break,
+        }
+    }
+    (
+        Report::Event {
+            kind,
+            level,
+            message,
+            payload,
+        },
+        left,
+    )
+}
+
 /// Sends the run's reports to the server in order: events appended, artifacts uploaded.
 async fn upload(
     client: QueueClient,
@@ -333,7 +435,13 @@ async fn upload(
     attempt: u32,
     mut inbox: mpsc::UnboundedReceiver<Report>,
 ) {
-    while let Some(report) = inbox.recv().await {
+    let mut carried: Option<Report> = None;
+    while let Some(next) = match carried.take() {
+        Some(report) => Some(report),
+        None => inbox.recv().await,
+    } {
+        let (report, left) = coalesce(next, &mut inbox);
+        carried = left;
         let sent = match report {
             Report::Event {
                 kind,
@@ -374,5 +482,65 @@ fn content_type(name: &str) -> &'static str {
         Some("json") => "application/json",
         Some("patch") => "text/x-diff",
         _ => "text/plain; charset=utf-8",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use contract::EventLevel;
+    use serde_json::json;
+
+    use super::*;
+
+    fn log(step: usize, line: &str) -> Report {
+        Report::Event {
+            kind: contract::job::task::STEP_LOG.into(),
+            level: EventLevel::Info,
+            message: line.into(),
+            payload: json!({ "stepIndex": step }),
+        }
+    }
+
+    fn message(report: &Report) -> &str {
+        match report {
+            Report::Event { message, .. } => message,
+            Report::Artifact { name, .. } => name,
+        }
+    }
+
+    #[test]
+    fn waiting_log_lines_of_one_step_go_out_as_one_event_in_order() {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        for line in ["b", "c"] {
+            tx.send(log(0, line)).unwrap();
+        }
+        tx.send(log(1, "other step")).unwrap();
+        tx.send(log(1, "more")).unwrap();
+        let (first, left) = coalesce(log(0, "a"), &mut rx);
+        assert_eq!(message(&first), "a\nb\nc");
+        let left = left.expect("the other step's line is kept, not lost");
+        assert_eq!(message(&left), "other step");
+        let (second, none) = coalesce(left, &mut rx);
+        assert_eq!(message(&second), "other step\nmore");
+        assert!(none.is_none());
+    }
+
+    #[test]
+    fn a_batch_stops_at_its_line_limit_and_other_reports_pass_untouched() {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        for i in 0..LOG_BATCH_LINES + 5 {
+            tx.send(log(0, &format!("line {i}"))).unwrap();
+        }
+        let (batch, left) = coalesce(log(0, "start"), &mut rx);
+        assert_eq!(message(&batch).lines().count(), LOG_BATCH_LINES);
+        assert!(left.is_none());
+        let artifact = Report::Artifact {
+            name: "logs/prepare.log".into(),
+            path: "/nowhere".into(),
+        };
+        let (same, _) = coalesce(artifact, &mut rx);
+        assert_eq!(message(&same), "logs/prepare.log");
+        // "start" and 199 queued lines made the batch; six are left for the next one.
+        assert_eq!(rx.len(), 6, "an artifact takes no log lines with it");
     }
 }
