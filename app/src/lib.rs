@@ -2,8 +2,12 @@
 //! Compiled twice: with `ssr` into the server (rendering, server functions) and with
 //! `hydrate` into the browser bundle, where the same contract crate validates input.
 
+#[cfg(feature = "ssr")]
+mod format;
 mod pages;
 mod settings;
+#[cfg(feature = "ssr")]
+mod ssr;
 
 use leptos::prelude::*;
 use leptos_meta::{MetaTags, Stylesheet, Title, provide_meta_context};
@@ -50,6 +54,8 @@ pub fn App() -> impl IntoView {
             <main>
                 <Routes fallback=pages::not_found::NotFound>
                     <Route path=path!("/tasks/queue") view=pages::queue::QueuePage/>
+                    <Route path=path!("/tasks/queue/new") view=pages::new_task::NewTaskPage/>
+                    <Route path=path!("/tasks/queue/:id") view=pages::job::JobPage/>
                     <Route path=path!("/login") view=pages::login::LoginPage/>
                 </Routes>
             </main>

@@ -6,7 +6,7 @@ import { logIn } from "./login";
 
 const screenshots = join(__dirname, "..", "..", "docs", "screenshots");
 
-test("queue page is rendered on the server, hydrates, and validates with the contract in wasm", async ({ page }) => {
+test("the new-task page is rendered on the server, hydrates, and validates with the contract in wasm", async ({ page }) => {
   const consoleErrors: string[] = [];
   page.on("console", (msg) => {
     if (msg.type() === "error") consoleErrors.push(msg.text());
@@ -14,8 +14,8 @@ test("queue page is rendered on the server, hydrates, and validates with the con
   page.on("pageerror", (err) => consoleErrors.push(err.message));
 
   // The server function answered during SSR: the configured default (not the built-in pr).
-  await logIn(page);
-  await expect(page.getByRole("heading", { name: "Task queue" })).toBeVisible();
+  await logIn(page, "/tasks/queue/new");
+  await expect(page.getByRole("heading", { name: "New task" })).toBeVisible();
   await expect(page.getByTestId("default-publish-mode")).toHaveText("branch");
   await expect(page.getByTestId("default-runtime")).toHaveText("codex");
 
@@ -43,7 +43,7 @@ test("queue page is rendered on the server, hydrates, and validates with the con
   await expect(page.getByRole("status")).toContainText("The server accepted this task");
   await expect(page.getByTestId("required-capabilities")).toHaveText("codex, git");
   mkdirSync(screenshots, { recursive: true });
-  await page.screenshot({ path: join(screenshots, "queue.png"), fullPage: true });
+  await page.screenshot({ path: join(screenshots, "new-task.png"), fullPage: true });
 
   // User text is inert: markup in a step is shown as text, never parsed.
   await page.getByLabel("Step 2", { exact: true }).fill("<img src=x onerror=alert(1)>");
@@ -55,10 +55,10 @@ test("queue page is rendered on the server, hydrates, and validates with the con
   expect(consoleErrors).toEqual([]);
 });
 
-test("the queue page works at phone width", async ({ page }) => {
+test("the queue pages work at phone width", async ({ page }) => {
   await page.setViewportSize({ width: 375, height: 800 });
-  await logIn(page);
-  await expect(page.getByRole("heading", { name: "Task queue" })).toBeVisible();
+  await logIn(page, "/tasks/queue/new");
+  await expect(page.getByRole("heading", { name: "New task" })).toBeVisible();
   const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
   expect(overflow).toBeLessThanOrEqual(0);
 });
@@ -68,4 +68,56 @@ test("an unknown page answers 404 with a way back", async ({ page }) => {
   const response = await page.goto("/no/such/page");
   expect(response?.status()).toBe(404);
   await expect(page.getByRole("link", { name: "Go to the queue" })).toBeVisible();
+});
+
+test("a task submitted in the browser is listed, has its page, and can be cancelled", async ({ page }) => {
+  const consoleErrors: string[] = [];
+  page.on("pageerror", (err) => consoleErrors.push(err.message));
+  await logIn(page, "/tasks/queue/new");
+  const objective = "Tidy the docs <img src=x onerror=alert(1)>";
+  await page.getByLabel("Repository").fill("octo/hello");
+  await page.getByLabel("Objective").fill(objective);
+  await page.getByLabel("Step 1", { exact: true }).fill("Fix the typos");
+  await page.getByRole("button", { name: "Add step" }).click();
+  await page.getByLabel("Step 2", { exact: true }).fill("<script>window.owned = 1</script> Link the guide");
+  await page.getByRole("button", { name: "Submit task" }).click();
+
+  // The job's page: the header, the two steps pending, the server's publish default.
+  await expect(page).toHaveURL(/\/tasks\/queue\/[0-9a-f-]{36}$/);
+  await expect(page.getByRole("heading", { level: 1 })).toHaveText(objective);
+  await expect(page.getByTestId("job-status")).toHaveText("queued");
+  await expect(page.getByText("branch", { exact: true })).toBeVisible();
+  const timeline = page.locator("ol.timeline li");
+  await expect(timeline).toHaveCount(2);
+  await expect(timeline.nth(1)).toContainText("<script>window.owned = 1</script> Link the guide");
+  expect(await page.evaluate(() => (window as unknown as { owned?: number }).owned)).toBeUndefined();
+  await expect(page.locator("img")).toHaveCount(0);
+  const jobUrl = page.url();
+
+  // Listed on the queue page, newest first, with a link back to it.
+  await page.goto("/tasks/queue");
+  const row = page.getByRole("row").filter({ hasText: "Tidy the docs" }).first();
+  await expect(row).toContainText("queued");
+  await expect(row).toContainText("octo/hello");
+  await expect(row).toContainText("2 steps");
+  await row.getByRole("link").click();
+  await expect(page).toHaveURL(jobUrl);
+
+  // Cancel, with a reason: a queued job is cancelled at once.
+  await page.getByText("Cancel this job…").click();
+  await page.getByLabel("Reason (optional)").fill("wrong repo");
+  await page.getByRole("button", { name: "Confirm cancel" }).click();
+  await expect(page.getByTestId("job-status")).toHaveText("cancelled");
+  await expect(page.getByText("wrong repo")).toBeVisible();
+  await expect(page.getByRole("button", { name: "Confirm cancel" })).toHaveCount(0);
+
+  // The status filter is a plain GET form.
+  await page.goto("/tasks/queue");
+  await page.getByLabel("Status").selectOption("cancelled");
+  await page.getByRole("button", { name: "Filter" }).click();
+  await expect(page).toHaveURL(/status=cancelled/);
+  await expect(page.getByRole("row").filter({ hasText: "Tidy the docs" }).first()).toBeVisible();
+  mkdirSync(screenshots, { recursive: true });
+  await page.screenshot({ path: join(screenshots, "jobs.png"), fullPage: true });
+  expect(consoleErrors).toEqual([]);
 });

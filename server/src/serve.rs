@@ -143,13 +143,18 @@ fn router(config: &Config, queue: queue::Queue) -> Router {
         .build();
     let routes = generate_route_list(app::App);
     let settings = config.settings.clone();
+    // Pages and server functions reach the one queue service through the context.
+    let queue = state.queue.clone();
     Router::new()
         // A real redirect, so it works without JavaScript and for curl.
         .route("/", get(|| async { Redirect::temporary("/tasks/queue") }))
         .leptos_routes_with_context(
             &options,
             routes,
-            move || provide_context(settings.clone()),
+            move || {
+                provide_context(settings.clone());
+                provide_context(queue.clone());
+            },
             {
                 let options = options.clone();
                 move || app::shell(options.clone())
@@ -292,13 +297,17 @@ pub(crate) mod tests {
     }
 
     #[tokio::test]
-    async fn queue_page_is_server_rendered_with_the_configured_publish_default() {
+    async fn queue_pages_are_server_rendered_with_the_configured_publish_default() {
         let site = tempfile::tempdir().unwrap();
         let (app, queue) = test_site(site.path(), "none").await;
         let cookie = session_cookie(&queue).await;
         let (status, _, html) = get(&app, &cookie, "/tasks/queue").await;
         assert_eq!(status, StatusCode::OK);
         assert!(html.contains("Task queue"), "{html}");
+        assert!(html.contains("No jobs here yet"), "{html}");
+        let (status, _, html) = get(&app, &cookie, "/tasks/queue/new").await;
+        assert_eq!(status, StatusCode::OK);
+        assert!(html.contains("New task"), "{html}");
         assert!(
             html.contains(r#"data-testid="default-publish-mode">none<"#),
             "{html}"

@@ -1,3 +1,5 @@
+pub mod job;
 pub mod login;
+pub mod new_task;
 pub mod not_found;
 pub mod queue;

@@ -1,65 +1,100 @@
-//! `/tasks/queue`: the server's defaults and a small task form that validates as you type,
-//! in the browser, with the same contract crate the server uses.
+//! `/tasks/queue`: the jobs, newest first, with a status filter and keyset pagination. The
+//! filter and the pages are plain links and a GET form, so they work without JavaScript.
 
-use contract::{Defaults, FieldError};
+use contract::JobState;
 use leptos::prelude::*;
 use leptos_meta::Title;
+use leptos_router::hooks::use_query_map;
 use serde::{Deserialize, Serialize};
 
-use crate::settings::ServerSettings;
-
-#[server]
-pub async fn get_settings() -> Result<ServerSettings, ServerFnError> {
-    use_context::<ServerSettings>()
-        .ok_or_else(|| ServerFnError::new("server settings are missing from the context"))
-}
-
-/// What the server made of a draft: the canonical payload, or every field error.
+/// One line of the table, shaped on the server.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub enum CheckOutcome {
-    Valid {
-        canonical: String,
-        required_capabilities: Vec<String>,
-    },
-    Invalid {
-        errors: Vec<FieldError>,
-    },
+pub struct JobRow {
+    pub id: String,
+    pub status: JobState,
+    /// The objective's first line.
+    pub title: String,
+    pub repository: String,
+    pub runtime: String,
+    pub steps: usize,
+    pub created: String,
+    /// From start to finish (or to now, while running); empty before it starts.
+    pub duration: String,
 }
 
-/// Normalizes a draft on the server, with the server's defaults: the browser checked it
-/// already, but only the server's answer counts.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct JobList {
+    pub jobs: Vec<JobRow>,
+    pub next_cursor: Option<String>,
+}
+
 #[server]
-pub async fn check_task(payload: String) -> Result<CheckOutcome, ServerFnError> {
-    let settings = get_settings().await?;
-    let raw: serde_json::Value = serde_json::from_str(&payload)
-        .map_err(|e| ServerFnError::new(format!("the draft is not JSON: {e}")))?;
-    Ok(match contract::normalize(&raw, &settings.defaults) {
-        Ok(task) => CheckOutcome::Valid {
-            required_capabilities: task.payload.required_capabilities.clone(),
-            canonical: serde_json::to_string_pretty(&task)?,
-        },
-        Err(errors) => CheckOutcome::Invalid { errors },
+pub async fn list_jobs(
+    status: Option<String>,
+    after: Option<String>,
+) -> Result<JobList, ServerFnError> {
+    use crate::ssr;
+    ssr::user()?;
+    let status = match status.as_deref().filter(|s| !s.is_empty()) {
+        Some(s) => Some(
+            s.parse::<JobState>()
+                .map_err(|_| ServerFnError::new(format!("unknown status {s:?}")))?,
+        ),
+        None => None,
+    };
+    let filter = queue::JobFilter {
+        status,
+        job_type: None,
+        limit: Some(50),
+        after: after.filter(|a| !a.is_empty()),
+    };
+    let queue = ssr::queue()?;
+    let page = queue.list_jobs(&filter).await.map_err(ssr::shown)?;
+    let now = queue.now().timestamp_millis();
+    Ok(JobList {
+        jobs: page
+            .jobs
+            .iter()
+            .map(|j| crate::format::row(j, now))
+            .collect(),
+        next_cursor: page.next_cursor,
     })
 }
 
 #[component]
 pub fn QueuePage() -> impl IntoView {
-    let settings = Resource::new(|| (), |_| get_settings());
+    let query = use_query_map();
+    let status = move || query.read().get("status").unwrap_or_default();
+    let jobs = Resource::new(
+        move || (query.read().get("status"), query.read().get("after")),
+        |(status, after)| list_jobs(status, after),
+    );
     view! {
         <Title text="Queue"/>
-        <h1>"Task queue"</h1>
-        <Suspense fallback=|| view! { <p class="muted">"Loading the server's settings…"</p> }>
+        <div class="page-head">
+            <h1>"Task queue"</h1>
+            <a class="button" href="/tasks/queue/new">"New task"</a>
+        </div>
+        <form method="get" action="/tasks/queue" class="filters" aria-label="Filter jobs">
+            <label for="status-filter">"Status"</label>
+            <select id="status-filter" name="status">
+                <option value="" selected=move || status().is_empty()>"All"</option>
+                {JobState::ALL
+                    .iter()
+                    .map(|s| {
+                        let value = s.as_str();
+                        view! { <option value=value selected=move || status() == value>{value}</option> }
+                    })
+                    .collect_view()}
+            </select>
+            <button type="submit" class="secondary">"Filter"</button>
+        </form>
+        <Suspense fallback=|| view! { <p class="muted">"Loading jobs…"</p> }>
             {move || Suspend::new(async move {
-                match settings.await {
-                    Ok(settings) => view! {
-                        <SettingsCard settings=settings.clone()/>
-                        <DraftForm defaults=settings.defaults/>
-                    }.into_any(),
+                match jobs.await {
+                    Ok(list) => view! { <JobTable list status=status()/> }.into_any(),
                     Err(e) => view! {
-                        <p class="error" role="alert">
-                            "Could not load the server's settings: " {e.to_string()}
-                            ". Reload the page; if it persists, check the server log."
-                        </p>
+                        <p class="error" role="alert">"Could not load the jobs: " {e.to_string()}</p>
                     }.into_any(),
                 }
             })}
@@ -68,279 +103,59 @@ pub fn QueuePage() -> impl IntoView {
 }
 
 #[component]
-fn SettingsCard(settings: ServerSettings) -> impl IntoView {
-    let defaults = settings.defaults;
-    let runtimes = settings
-        .runtimes
+fn JobTable(list: JobList, status: String) -> impl IntoView {
+    if list.jobs.is_empty() {
+        return view! {
+            <section class="card empty">
+                <p>"No jobs here yet. " <a href="/tasks/queue/new">"Submit a task"</a> "."</p>
+            </section>
+        }
+        .into_any();
+    }
+    let next = list.next_cursor.map(|cursor| {
+        let mut href = format!("/tasks/queue?after={cursor}");
+        if !status.is_empty() {
+            href.push_str(&format!("&status={status}"));
+        }
+        view! { <a class="more" href=href>"Older jobs"</a> }
+    });
+    let rows = list
+        .jobs
         .into_iter()
-        .map(|r| {
-            let (class, state) = if r.installed {
-                ("badge ok", "installed")
-            } else {
-                ("badge muted", "not installed")
-            };
-            view! { <li>{r.mode.as_str()} " " <span class=class>{state}</span></li> }
+        .map(|job| {
+            let href = format!("/tasks/queue/{}", job.id);
+            let steps = if job.steps == 1 { "1 step".to_string() } else { format!("{} steps", job.steps) };
+            view! {
+                <tr>
+                    <td><span class=format!("status {}", job.status.as_str())>{job.status.as_str()}</span></td>
+                    <td class="title"><a href=href>{job.title}</a></td>
+                    <td>{job.repository}</td>
+                    <td>{job.runtime}</td>
+                    <td>{steps}</td>
+                    <td>{job.created}</td>
+                    <td>{job.duration}</td>
+                </tr>
+            }
         })
         .collect_view();
     view! {
-        <section class="card" aria-labelledby="defaults-title">
-            <h2 id="defaults-title">"Server defaults"</h2>
-            <dl class="facts">
-                <dt>"Publish mode"</dt>
-                <dd data-testid="default-publish-mode">{defaults.publish_mode.as_str()}</dd>
-                <dt>"Default runtime"</dt>
-                <dd data-testid="default-runtime">{defaults.runtime.as_str()}</dd>
-                <dt>"Runtimes on this machine"</dt>
-                <dd><ul class="inline-list">{runtimes}</ul></dd>
-            </dl>
-        </section>
-    }
-}
-
-/// One step of the draft; `key` stays with the step when others are removed.
-#[derive(Clone, Debug, PartialEq)]
-struct StepDraft {
-    key: u32,
-    instructions: String,
-}
-
-/// The draft as the JSON a client would submit, so the contract judges exactly that.
-fn draft_json(repository: &str, objective: &str, steps: &[StepDraft]) -> serde_json::Value {
-    let steps: Vec<_> = steps
-        .iter()
-        .map(|s| match s.instructions.trim() {
-            "" => serde_json::json!({}),
-            text => serde_json::json!({ "instructions": text }),
-        })
-        .collect();
-    serde_json::json!({
-        "type": "task",
-        "payload": {
-            "repository": repository,
-            "task": { "instructions": objective, "steps": steps },
-        },
-    })
-}
-
-/// The messages of the errors at `path` or inside it (`task.steps[1]` covers
-/// `task.steps[1].instructions`), but not `task.steps[10]` for `task.steps[1]`.
-fn errors_at(errors: &[FieldError], path: &str) -> Vec<String> {
-    errors
-        .iter()
-        .filter(|e| {
-            e.path == path
-                || e.path
-                    .strip_prefix(path)
-                    .is_some_and(|rest| rest.starts_with('.') || rest.starts_with('['))
-        })
-        .map(|e| e.message.clone())
-        .collect()
-}
-
-#[component]
-fn DraftForm(defaults: Defaults) -> impl IntoView {
-    let repository = RwSignal::new(String::new());
-    let objective = RwSignal::new(String::new());
-    let steps = RwSignal::new(vec![StepDraft {
-        key: 0,
-        instructions: String::new(),
-    }]);
-    let next_key = StoredValue::new(1u32);
-    // Errors show for a field once it has been typed in, or for all after a check.
-    let touched = RwSignal::new(Vec::<String>::new());
-    let touch = move |path: String| {
-        touched.update(|t| {
-            if !t.contains(&path) {
-                t.push(path)
-            }
-        })
-    };
-
-    let errors = Memo::new(move |_| {
-        let draft = steps.with(|s| draft_json(&repository.get(), &objective.get(), s));
-        match contract::normalize(&draft, &defaults) {
-            Ok(_) => Vec::new(),
-            Err(errors) => errors,
-        }
-    });
-    let shown = move |path: &str| {
-        let path = path.to_string();
-        move || {
-            if !touched.with(|t| t.iter().any(|p| p == &path || p == "*")) {
-                return Vec::new();
-            }
-            errors.with(|e| errors_at(e, &path))
-        }
-    };
-
-    let check = Action::new(|payload: &String| check_task(payload.clone()));
-    let on_submit = move |ev: leptos::ev::SubmitEvent| {
-        ev.prevent_default();
-        touch("*".into());
-        let draft = steps.with(|s| draft_json(&repository.get(), &objective.get(), s));
-        check.dispatch(draft.to_string());
-    };
-    let add_step = move |_| {
-        let key = next_key.get_value();
-        next_key.set_value(key + 1);
-        steps.update(|s| {
-            s.push(StepDraft {
-                key,
-                instructions: String::new(),
-            })
-        });
-    };
-
-    view! {
-        <section class="card" aria-labelledby="draft-title">
-            <h2 id="draft-title">"Try a task"</h2>
-            <p class="muted">"Checked as you type, in your browser, by the same rules the server applies."</p>
-            <form on:submit=on_submit novalidate>
-                <Field id="repository" label="Repository" errors=Signal::derive(shown("repository"))>
-                    <input id="repository" name="repository" type="text" autocomplete="off"
-                        placeholder="owner/name, a git URL or a local path"
-                        prop:value=move || repository.get()
-                        on:input=move |ev| { repository.set(event_target_value(&ev)); touch("repository".into()); }/>
-                </Field>
-                <Field id="objective" label="Objective" errors=Signal::derive(shown("task.instructions"))>
-                    <textarea id="objective" name="objective" rows="3"
-                        placeholder="What the whole task should achieve"
-                        prop:value=move || objective.get()
-                        on:input=move |ev| { objective.set(event_target_value(&ev)); touch("task.instructions".into()); }>
-                    </textarea>
-                </Field>
-                <fieldset class="steps">
-                    <legend>"Steps"</legend>
-                    <For each=move || steps.get() key=|s| s.key let:step>
-                        {
-                            let key = step.key;
-                            let index = Memo::new(move |_| steps.with(|s| s.iter().position(|d| d.key == key).unwrap_or(0)));
-                            let path = move || format!("task.steps[{}]", index.get());
-                            let step_errors = Signal::derive(move || shown(&path())());
-                            let id = format!("step-{key}");
-                            view! {
-                                <div class="step">
-                                    <Field id=id.clone() label=format!("Step {}", index.get() + 1) errors=step_errors>
-                                        <textarea id=id.clone() rows="2"
-                                            placeholder="What this step should do"
-                                            prop:value=move || steps.with(|s| s.iter().find(|d| d.key == key).map(|d| d.instructions.clone()).unwrap_or_default())
-                                            on:input=move |ev| {
-                                                let value = event_target_value(&ev);
-                                                steps.update(|s| if let Some(d) = s.iter_mut().find(|d| d.key == key) { d.instructions = value });
-                                                touch(path());
-                                            }>
-                                        </textarea>
-                                    </Field>
-                                    <button type="button" class="secondary"
-                                        aria-label=move || format!("Remove step {}", index.get() + 1)
-                                        on:click=move |_| steps.update(|s| s.retain(|d| d.key != key))>
-                                        "Remove"
-                                    </button>
-                                </div>
-                            }
-                        }
-                    </For>
-                    <button type="button" class="secondary" on:click=add_step>"Add step"</button>
-                </fieldset>
-                <div class="actions">
-                    <button type="submit">"Check on the server"</button>
-                </div>
-            </form>
-            <CheckResult check/>
-        </section>
-    }
-}
-
-#[component]
-fn Field(
-    #[prop(into)] id: String,
-    #[prop(into)] label: String,
-    errors: Signal<Vec<String>>,
-    children: Children,
-) -> impl IntoView {
-    let error_id = format!("{id}-error");
-    view! {
-        <div class="field" class:invalid=move || !errors.with(Vec::is_empty)>
-            <label for=id>{label}</label>
-            {children()}
-            <ul class="field-errors" id=error_id aria-live="polite">
-                {move || errors.get().into_iter().map(|e| view! { <li>{e}</li> }).collect_view()}
-            </ul>
+        <div class="table-wrap">
+            <table class="jobs">
+                <thead>
+                    <tr>
+                        <th scope="col">"Status"</th>
+                        <th scope="col">"Task"</th>
+                        <th scope="col">"Repository"</th>
+                        <th scope="col">"Runtime"</th>
+                        <th scope="col">"Steps"</th>
+                        <th scope="col">"Created"</th>
+                        <th scope="col">"Duration"</th>
+                    </tr>
+                </thead>
+                <tbody>{rows}</tbody>
+            </table>
         </div>
+        {next}
     }
-}
-
-#[component]
-fn CheckResult(check: Action<String, Result<CheckOutcome, ServerFnError>>) -> impl IntoView {
-    move || {
-        check.value().get().map(|result| match result {
-            Ok(CheckOutcome::Valid { canonical, required_capabilities }) => view! {
-                <div class="result ok" role="status">
-                    <p>"The server accepted this task. It needs: "
-                        <strong data-testid="required-capabilities">{required_capabilities.join(", ")}</strong>
-                    </p>
-                    <details>
-                        <summary>"Canonical payload"</summary>
-                        <pre>{canonical}</pre>
-                    </details>
-                </div>
-            }.into_any(),
-            Ok(CheckOutcome::Invalid { errors }) => view! {
-                <div class="result error" role="alert">
-                    <p>"The server found problems:"</p>
-                    <ul>{errors.into_iter().map(|e| view! { <li>{e.to_string()}</li> }).collect_view()}</ul>
-                </div>
-            }.into_any(),
-            Err(e) => view! {
-                <div class="result error" role="alert">
-                    <p>"The server could not check the task: " {e.to_string()} ". Try again; if it persists, check the server log."</p>
-                </div>
-            }.into_any(),
-        })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn err(path: &str) -> FieldError {
-        FieldError {
-            path: path.into(),
-            message: path.into(),
-        }
-    }
-
-    #[test]
-    fn errors_inside_a_step_belong_to_that_step_only() {
-        let errors = vec![
-            err("task.steps[1]"),
-            err("task.steps[1].skill.id"),
-            err("task.steps[10]"),
-        ];
-        assert_eq!(
-            errors_at(&errors, "task.steps[1]"),
-            vec!["task.steps[1]", "task.steps[1].skill.id"]
-        );
-        assert_eq!(errors_at(&errors, "task.steps[10]"), vec!["task.steps[10]"]);
-    }
-
-    #[test]
-    fn empty_step_text_is_sent_as_a_blank_step() {
-        let steps = [
-            StepDraft {
-                key: 0,
-                instructions: "  ".into(),
-            },
-            StepDraft {
-                key: 1,
-                instructions: " a ".into(),
-            },
-        ];
-        let json = draft_json("o/r", "goal", &steps);
-        assert_eq!(
-            json["payload"]["task"]["steps"],
-            serde_json::json!([{}, { "instructions": "a" }])
-        );
-    }
+    .into_any()
 }

@@ -1,0 +1,317 @@
+//! How jobs read on a page: shaped on the server, so SSR and hydration show the same text.
+
+use contract::{Job, NormalizedTask};
+
+use crate::pages::queue::JobRow;
+
+/// `2026-11-22 11:40 UTC`.
+pub fn when(at: &impl std::fmt::Display) -> String {
+    let text = at.to_string();
+    // chrono's Display is `2026-11-22 11:40:05.123 UTC`; minutes are enough in a list.
+    match (text.get(..16), text.ends_with("UTC")) {
+        (Some(minutes), true) => format!("{minutes} UTC"),
+        _ => text,
+    }
+}
+
+/// `1h 02m`, `3m 07s`, `12.3s`, `450ms`.
+pub fn duration(ms: i64) -> String {
+    let ms = ms.max(0);
+    match ms {
+        0..=999 => format!("{ms}ms"),
+        1_000..=59_999 => format!("{:.1}s", ms as f64 / 1000.0),
+        60_000..=3_599_999 => format!("{}m {:02}s", ms / 60_000, ms / 1000 % 60),
+        _ => format!("{}h {:02}m", ms / 3_600_000, ms / 60_000 % 60),
+    }
+}
+
+/// How long the job has run: start to finish, or to `now` while it runs.
+pub fn run_time(job: &Job, now_ms: i64) -> String {
+    match job.started_at {
+        Some(start) => {
+            let end = job.finished_at.map_or(now_ms, |f| f.timestamp_millis());
+            duration(end - start.timestamp_millis())
+        }
+        None => String::new(),
+    }
+}
+
+pub fn title(objective: &str) -> String {
+    let first = objective
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("");
+    let mut title: String = first.chars().take(120).collect();
+    if first.chars().count() > 120 {
+        title.push('…');
+    }
+    title
+}
+
+pub fn row(job: &Job, now_ms: i64) -> JobRow {
+    let task = NormalizedTask::from_job(job).ok();
+    JobRow {
+        id: job.id.clone(),
+        status: job.status,
+        title: task
+            .as_ref()
+            .map(|t| title(&t.payload.task.instructions))
+            .unwrap_or_else(|| job.job_type.clone()),
+        repository: task
+            .as_ref()
+            .map(|t| t.payload.repository.clone())
+            .unwrap_or_default(),
+        runtime: task
+            .as_ref()
+            .map(|t| t.payload.task.runtime.mode.as_str().to_string())
+            .unwrap_or_default(),
+        steps: task.as_ref().map_or(0, |t| t.resolved_steps().len()),
+        created: when(&job.created_at),
+        duration: run_time(job, now_ms),
+    }
+}
+
+/// The job page's data: header facts, the step timeline from the step events, artifacts
+/// with their download links, and the events.
+pub fn job_view(
+    job: &Job,
+    events: &[contract::JobEvent],
+    artifacts: &[contract::Artifact],
+    now_ms: i64,
+) -> crate::pages::job::JobView {
+    use contract::job::task;
+
+    use crate::pages::job::{ArtifactView, CancelView, EventView, JobView, StepView};
+
+    let task = NormalizedTask::from_job(job).ok();
+    let href = |artifact_id: &str| {
+        format!(
+            "/api/queue/jobs/{}/artifacts/{artifact_id}/download",
+            job.id
+        )
+    };
+    let artifact = |name: &str| {
+        artifacts
+            .iter()
+            .find(|a| a.name == name)
+            .map(|a| href(&a.id))
+    };
+    let mut steps: Vec<StepView> = task
+        .as_ref()
+        .map(|t| t.resolved_steps())
+        .unwrap_or_default()
+        .into_iter()
+        .map(|s| StepView {
+            number: s.index + 1,
+            title: s
+                .title
+                .clone()
+                .or_else(|| s.instructions.as_deref().map(title))
+                .unwrap_or_else(|| format!("Step {}", s.index + 1)),
+            skill: s.effective_skill.clone(),
+            state: "pending".into(),
+            duration: String::new(),
+            log: artifact(&task::step_log(s.index)),
+            patch: artifact(&task::step_patch(s.index)),
+        })
+        .collect();
+    let mut started = vec![None; steps.len()];
+    for event in events {
+        let Some(index) = event.payload.get("stepIndex").and_then(|i| i.as_u64()) else {
+            continue;
+        };
+        let index = index as usize;
+        let Some(step) = steps.get_mut(index) else {
+            continue;
+        };
+        let at = event.created_at.timestamp_millis();
+        let state = match event.kind.as_str() {
+            task::STEP_STARTED => {
+                started[index] = Some(at);
+                "running"
+            }
+            task::STEP_FINISHED => "succeeded",
+            task::STEP_FAILED => "failed",
+            task::STEP_CANCELLED => "cancelled",
+            _ => continue,
+        };
+        step.state = state.into();
+        if let (Some(start), true) = (started[index], state != "running") {
+            step.duration = duration(at - start);
+        }
+    }
+    for (step, start) in steps.iter_mut().zip(&started) {
+        if let (Some(start), "running") = (start, step.state.as_str()) {
+            step.duration = duration(now_ms - start);
+        }
+    }
+
+    let mut facts = Vec::new();
+    let mut fact = |name: &str, value: String| {
+        if !value.is_empty() {
+            facts.push((name.to_string(), value));
+        }
+    };
+    if let Some(t) = &task {
+        let spec = &t.payload.task;
+        fact("Repository", t.payload.repository.clone());
+        let runtime = [
+            Some(spec.runtime.mode.as_str().to_string()),
+            spec.runtime.model.clone(),
+            spec.runtime.effort.clone(),
+        ];
+        fact(
+            "Runtime",
+            runtime
+                .into_iter()
+                .flatten()
+                .collect::<Vec<_>>()
+                .join(" · "),
+        );
+        let branch = match (&spec.git.starting_branch, &spec.git.new_branch) {
+            (Some(from), Some(to)) => format!("{to} from {from}"),
+            (None, Some(to)) => format!("{to} from the default branch"),
+            (Some(from), None) => format!("a new task/… branch from {from}"),
+            (None, None) => "a new task/… branch from the default branch".into(),
+        };
+        fact("Branch", branch);
+        fact("Publish", spec.publish.mode.as_str().to_string());
+    }
+    fact(
+        "Attempt",
+        format!("{} of {}", job.attempt, job.max_attempts),
+    );
+    fact("Worker", job.claimed_by.clone().unwrap_or_default());
+    fact("Created", when(&job.created_at));
+    fact(
+        "Started",
+        job.started_at.map(|t| when(&t)).unwrap_or_default(),
+    );
+    fact(
+        "Finished",
+        job.finished_at.map(|t| when(&t)).unwrap_or_default(),
+    );
+    fact("Duration", run_time(job, now_ms));
+    fact("Result", job.result_summary.clone().unwrap_or_default());
+    fact("Error", job.error_message.clone().unwrap_or_default());
+
+    JobView {
+        id: job.id.clone(),
+        status: job.status,
+        title: task
+            .as_ref()
+            .map(|t| title(&t.payload.task.instructions))
+            .unwrap_or_else(|| job.job_type.clone()),
+        objective: task
+            .as_ref()
+            .map(|t| t.payload.task.instructions.clone())
+            .unwrap_or_default(),
+        facts,
+        steps,
+        cancel: job.cancel_requested_at.map(|at| CancelView {
+            requested: when(&at),
+            by: job.cancel_requested_by_user_id.clone().unwrap_or_default(),
+            reason: job.cancel_reason.clone().unwrap_or_default(),
+        }),
+        artifacts: artifacts
+            .iter()
+            .map(|a| ArtifactView {
+                name: a.name.clone(),
+                size: a.size,
+                href: href(&a.id),
+            })
+            .collect(),
+        events: events
+            .iter()
+            .map(|e| EventView {
+                when: when(&e.created_at),
+                level: e.level.as_str().to_string(),
+                kind: e.kind.clone(),
+                message: e.message.clone(),
+            })
+            .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_at_a_glance() {
+        assert_eq!(duration(450), "450ms");
+        assert_eq!(duration(12_345), "12.3s");
+        assert_eq!(duration(187_000), "3m 07s");
+        assert_eq!(duration(3_720_000), "1h 02m");
+        assert_eq!(duration(-5), "0ms");
+    }
+
+    #[test]
+    fn a_title_is_the_objective_s_first_line() {
+        assert_eq!(title("\n  Add a README\nthen more"), "Add a README");
+        assert_eq!(title(&"x".repeat(130)).chars().count(), 121);
+    }
+
+    #[test]
+    fn the_timeline_follows_the_step_events_and_links_what_was_uploaded() {
+        use serde_json::json;
+        let raw = json!({ "payload": { "repository": "octo/hello", "task": {
+            "instructions": "Count\nto three",
+            "steps": [
+                { "title": "One", "instructions": "1" },
+                { "instructions": "Second step\nmore" },
+                { "skill": { "id": "lint" } },
+            ],
+        } } });
+        let task = contract::normalize(&raw, &contract::Defaults::default());
+        let task = task.unwrap_or_else(|e| panic!("{e:?}"));
+        let job: Job = serde_json::from_value(json!({
+            "id": "j1", "type": "task", "status": "running", "priority": 0,
+            "payload": task.payload, "requiredCapabilities": [], "attempt": 1,
+            "maxAttempts": 3, "nextAttemptAt": "2026-01-01T00:00:00Z",
+            "startedAt": "2026-01-01T00:00:00Z",
+            "createdAt": "2026-01-01T00:00:00Z", "updatedAt": "2026-01-01T00:00:00Z",
+        }))
+        .unwrap();
+        let event = |id: i64, kind: &str, step: usize, at: &str| -> contract::JobEvent {
+            serde_json::from_value(json!({
+                "id": id, "jobId": "j1", "kind": kind, "level": "info", "message": "",
+                "payload": { "stepIndex": step }, "createdAt": at,
+            }))
+            .unwrap()
+        };
+        use contract::job::task;
+        let events = [
+            event(1, task::STEP_STARTED, 0, "2026-01-01T00:00:01Z"),
+            event(2, task::STEP_FINISHED, 0, "2026-01-01T00:00:04Z"),
+            event(3, task::STEP_STARTED, 1, "2026-01-01T00:00:05Z"),
+        ];
+        let artifact: contract::Artifact = serde_json::from_value(json!({
+            "id": "a1", "jobId": "j1", "name": task::step_log(0), "size": 3,
+            "contentType": "text/plain", "sha256": "00", "createdAt": "2026-01-01T00:00:04Z",
+        }))
+        .unwrap();
+        let now = 1_767_225_607_000; // 2026-01-01T00:00:07Z
+        let view = job_view(&job, &events, &[artifact], now);
+        let steps: Vec<(&str, &str, &str)> = view
+            .steps
+            .iter()
+            .map(|s| (s.title.as_str(), s.state.as_str(), s.duration.as_str()))
+            .collect();
+        assert_eq!(
+            steps,
+            [
+                ("One", "succeeded", "3.0s"),
+                ("Second step", "running", "2.0s"),
+                ("Step 3", "pending", ""),
+            ]
+        );
+        assert_eq!(
+            view.steps[0].log.as_deref(),
+            Some("/api/queue/jobs/j1/artifacts/a1/download")
+        );
+        assert_eq!(view.steps[1].log, None);
+        assert_eq!(view.title, "Count");
+    }
+}

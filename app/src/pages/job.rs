@@ -1,0 +1,229 @@
+//! `/tasks/queue/{id}`: one job. Its header, the step timeline built from the
+//! `task.steps.plan` / `task.step.*` events, the cancel fields and button, the artifacts and
+//! the events. The cancel form is a plain form post, so it works without JavaScript.
+
+use contract::JobState;
+use leptos::prelude::*;
+use leptos_meta::Title;
+use leptos_router::hooks::use_params_map;
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct JobView {
+    pub id: String,
+    pub status: JobState,
+    pub title: String,
+    pub objective: String,
+    pub facts: Vec<(String, String)>,
+    pub steps: Vec<StepView>,
+    pub cancel: Option<CancelView>,
+    pub artifacts: Vec<ArtifactView>,
+    pub events: Vec<EventView>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StepView {
+    pub number: usize,
+    pub title: String,
+    pub skill: String,
+    /// pending, running, succeeded, failed or cancelled.
+    pub state: String,
+    pub duration: String,
+    pub log: Option<String>,
+    pub patch: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CancelView {
+    pub requested: String,
+    pub by: String,
+    pub reason: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ArtifactView {
+    pub name: String,
+    pub size: u64,
+    pub href: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EventView {
+    pub when: String,
+    pub level: String,
+    pub kind: String,
+    pub message: String,
+}
+
+#[server]
+pub async fn load_job(id: String) -> Result<JobView, ServerFnError> {
+    use crate::ssr;
+    ssr::user()?;
+    let queue = ssr::queue()?;
+    let job = queue.get_job(&id).await.map_err(ssr::shown)?;
+    let events = queue.list_events(&id, 0, 1000).await.map_err(ssr::shown)?;
+    let artifacts = queue.list_artifacts(&id).await.map_err(ssr::shown)?;
+    Ok(crate::format::job_view(
+        &job,
+        &events,
+        &artifacts,
+        queue.now().timestamp_millis(),
+    ))
+}
+
+/// Asks the job's worker to stop (or cancels a queued job at once), as the logged-in
+/// operator.
+#[server]
+pub async fn cancel_job(id: String, reason: String) -> Result<(), ServerFnError> {
+    use crate::ssr;
+    let user = ssr::operator()?;
+    let reason = Some(reason.trim().to_string()).filter(|r| !r.is_empty());
+    ssr::queue()?
+        .request_cancel(&id, Some(&user.name), reason)
+        .await
+        .map_err(ssr::shown)?;
+    Ok(())
+}
+
+#[component]
+pub fn JobPage() -> impl IntoView {
+    let params = use_params_map();
+    let id = move || params.read().get("id").unwrap_or_default();
+    let cancel = ServerAction::<CancelJob>::new();
+    let job = Resource::new(
+        move || (id(), cancel.version().get()),
+        |(id, _)| load_job(id),
+    );
+    view! {
+        <Title text="Job"/>
+        <p><a href="/tasks/queue">"← All jobs"</a></p>
+        <Suspense fallback=|| view! { <p class="muted">"Loading the job…"</p> }>
+            {move || Suspend::new(async move {
+                match job.await {
+                    Ok(view) => view! { <JobDetails view cancel/> }.into_any(),
+                    Err(e) => view! {
+                        <p class="error" role="alert">"Could not load this job: " {e.to_string()}</p>
+                    }.into_any(),
+                }
+            })}
+        </Suspense>
+    }
+}
+
+#[component]
+fn JobDetails(view: JobView, cancel: ServerAction<CancelJob>) -> impl IntoView {
+    let done = view.steps.iter().filter(|s| s.state == "succeeded").count();
+    let total = view.steps.len();
+    let facts = view
+        .facts
+        .into_iter()
+        .map(|(name, value)| view! { <dt>{name}</dt><dd>{value}</dd> })
+        .collect_view();
+    let cancel_facts = view.cancel.map(|c| {
+        view! {
+            <section class="card notice" aria-labelledby="cancel-title">
+                <h2 id="cancel-title">
+                    {if view.status == JobState::Running { "Cancellation requested" } else { "Cancellation" }}
+                </h2>
+                <dl class="facts">
+                    <dt>"Requested"</dt><dd>{c.requested}</dd>
+                    <dt>"By"</dt><dd>{c.by}</dd>
+                    <dt>"Reason"</dt><dd>{c.reason}</dd>
+                </dl>
+            </section>
+        }
+    });
+    let cancellable = !view.status.is_terminal();
+    let error = move || {
+        cancel.value().get().and_then(Result::err).map(
+            |e| view! { <p class="error" role="alert">"The cancel failed: " {e.to_string()}</p> },
+        )
+    };
+    let steps = view
+        .steps
+        .into_iter()
+        .map(|step| {
+            let current = step.state == "running";
+            view! {
+                <li class=format!("step-row {}", step.state) aria-current=current.then_some("step")>
+                    <span class=format!("status {}", step.state)>{step.state.clone()}</span>
+                    <span class="step-title">{format!("{}. {}", step.number, step.title)}</span>
+                    <span class="muted">{step.skill}</span>
+                    <span class="muted">{step.duration}</span>
+                    <span class="links">
+                        {step.log.map(|href| view! { <a href=href>"log"</a> })}
+                        {step.patch.map(|href| view! { <a href=href>"patch"</a> })}
+                    </span>
+                </li>
+            }
+        })
+        .collect_view();
+    let artifacts = view
+        .artifacts
+        .into_iter()
+        .map(|a| view! { <li><a href=a.href>{a.name}</a> <span class="muted">{format!("{} B", a.size)}</span></li> })
+        .collect_view();
+    let events = view
+        .events
+        .into_iter()
+        .map(|e| {
+            view! {
+                <tr class=e.level.clone()>
+                    <td>{e.when}</td>
+                    <td>{e.kind}</td>
+                    <td class="message">{e.message}</td>
+                </tr>
+            }
+        })
+        .collect_view();
+    let percent = (done * 100).checked_div(total).unwrap_or(0);
+    view! {
+        <div class="page-head">
+            <h1>{view.title}</h1>
+            <span class=format!("status {}", view.status.as_str()) data-testid="job-status">{view.status.as_str()}</span>
+        </div>
+        <section class="card" aria-labelledby="job-facts">
+            <h2 id="job-facts" class="visually-hidden">"Job"</h2>
+            <p class="objective">{view.objective}</p>
+            <dl class="facts">{facts}</dl>
+        </section>
+        {cancel_facts}
+        <section class="card" aria-labelledby="steps-title">
+            <h2 id="steps-title">"Steps"</h2>
+            <div class="progress" role="progressbar" aria-valuemin="0" aria-valuemax=total aria-valuenow=done
+                aria-label="Steps done">
+                <div class="bar" style=format!("width: {percent}%")></div>
+            </div>
+            <p class="muted">{format!("{done}/{total} steps done")}</p>
+            <ol class="timeline">{steps}</ol>
+        </section>
+        {cancellable.then(|| view! {
+            <section class="card" aria-labelledby="cancel-form-title">
+                <h2 id="cancel-form-title">"Cancel"</h2>
+                <details>
+                    <summary>"Cancel this job…"</summary>
+                    <ActionForm action=cancel>
+                        <input type="hidden" name="id" value=view.id.clone()/>
+                        <label for="cancel-reason">"Reason (optional)"</label>
+                        <input id="cancel-reason" type="text" name="reason" autocomplete="off"/>
+                        <button type="submit" class="danger">"Confirm cancel"</button>
+                    </ActionForm>
+                </details>
+                {error}
+            </section>
+        })}
+        <section class="card" aria-labelledby="artifacts-title">
+            <h2 id="artifacts-title">"Artifacts"</h2>
+            <ul class="artifacts">{artifacts}</ul>
+        </section>
+        <section class="card" aria-labelledby="events-title">
+            <h2 id="events-title">"Events"</h2>
+            <div class="table-wrap">
+                <table class="events">
+                    <thead><tr><th scope="col">"When"</th><th scope="col">"Event"</th><th scope="col">"Message"</th></tr></thead>
+                    <tbody>{events}</tbody>
+                </table>
+            </div>
+        </section>
+    }
+}

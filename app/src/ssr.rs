@@ -1,0 +1,44 @@
+//! What the server functions need from the server: the queue service, and who is asking
+//! (the session's user token, which the server's login gate put on the request).
+
+use leptos::prelude::*;
+use queue::{Queue, QueueError, Role, TokenRecord};
+
+pub fn queue() -> Result<Queue, ServerFnError> {
+    use_context::<Queue>()
+        .ok_or_else(|| ServerFnError::new("the queue is missing from the context"))
+}
+
+/// The logged-in user's token.
+pub fn user() -> Result<TokenRecord, ServerFnError> {
+    use_context::<http::request::Parts>()
+        .and_then(|parts| parts.extensions.get::<TokenRecord>().cloned())
+        .ok_or_else(|| ServerFnError::new("log in first: this needs a dashboard session"))
+}
+
+/// The logged-in user, when they may submit and cancel (admin or operator).
+pub fn operator() -> Result<TokenRecord, ServerFnError> {
+    let user = user()?;
+    match user.role {
+        Some(Role::Admin | Role::Operator) => Ok(user),
+        _ => Err(ServerFnError::new(
+            "viewers can read jobs but not submit or cancel them",
+        )),
+    }
+}
+
+/// A queue error as the page shows it: what the user can act on, said; the rest (a
+/// database or disk failure) logged in full and answered without details.
+pub fn shown(error: QueueError) -> ServerFnError {
+    match error {
+        QueueError::NotFound { .. }
+        | QueueError::StateConflict { .. }
+        | QueueError::Invalid(_)
+        | QueueError::TooLarge { .. }
+        | QueueError::OwnershipMismatch { .. } => ServerFnError::new(error.to_string()),
+        other => {
+            leptos::logging::error!("dashboard request failed: {other}");
+            ServerFnError::new("the server failed; see its log")
+        }
+    }
+}
