@@ -53,7 +53,8 @@ export default defineConfig({
   },
   projects: [{ name: "chromium" }],
   webServer: {
-    command: `"${bin}" serve --port ${port} --data-dir "${dataDir}" --site-root "${siteRoot}"`,
+    // The embedded worker offers git only, so a codex task waits and says why.
+    command: `"${bin}" serve --port ${port} --data-dir "${dataDir}" --site-root "${siteRoot}" --capability git`,
     url: `http://127.0.0.1:${port}/login`,
     reuseExistingServer: false,
     timeout: 60_000,

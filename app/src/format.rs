@@ -49,7 +49,28 @@ pub fn title(objective: &str) -> String {
     title
 }
 
-pub fn row(job: &Job, now_ms: i64) -> JobRow {
+/// For a queued job that no connected worker can run, why: which capabilities are missing
+/// (or that no worker is connected at all), so it is never silently stuck.
+pub fn waiting(
+    job: &Job,
+    workers: &[queue::WorkerRecord],
+    now: chrono::DateTime<chrono::Utc>,
+) -> Option<String> {
+    if job.status != contract::JobState::Queued {
+        return None;
+    }
+    let missing = queue::missing_capabilities(&job.required_capabilities, workers, now)?;
+    if !workers.iter().any(|w| w.is_live(now)) {
+        return Some(
+            "no worker is connected: start `stepwise worker` on a machine with the agent CLIs, \
+             or `stepwise serve` with its embedded worker"
+                .into(),
+        );
+    }
+    Some(format!("no connected worker has: {}", missing.join(", ")))
+}
+
+pub fn row(job: &Job, now_ms: i64, waiting: Option<String>) -> JobRow {
     let task = NormalizedTask::from_job(job).ok();
     JobRow {
         id: job.id.clone(),
@@ -69,6 +90,7 @@ pub fn row(job: &Job, now_ms: i64) -> JobRow {
         steps: task.as_ref().map_or(0, |t| t.resolved_steps().len()),
         created: when(&job.created_at),
         duration: run_time(job, now_ms),
+        waiting,
     }
 }
 
@@ -79,6 +101,7 @@ pub fn job_view(
     events: &[contract::JobEvent],
     artifacts: &[contract::Artifact],
     now_ms: i64,
+    waiting: Option<String>,
 ) -> crate::pages::job::JobView {
     use contract::job::task;
 
@@ -209,6 +232,7 @@ pub fn job_view(
             .unwrap_or_default(),
         facts,
         steps,
+        waiting,
         cancel: job.cancel_requested_at.map(|at| CancelView {
             requested: when(&at),
             by: job.cancel_requested_by_user_id.clone().unwrap_or_default(),
@@ -293,7 +317,7 @@ mod tests {
         }))
         .unwrap();
         let now = 1_767_225_607_000; // 2026-01-01T00:00:07Z
-        let view = job_view(&job, &events, &[artifact], now);
+        let view = job_view(&job, &events, &[artifact], now, None);
         let steps: Vec<(&str, &str, &str)> = view
             .steps
             .iter()
@@ -313,5 +337,41 @@ mod tests {
         );
         assert_eq!(view.steps[1].log, None);
         assert_eq!(view.title, "Count");
+    }
+
+    #[test]
+    fn a_queued_job_nobody_can_run_says_what_is_missing() {
+        use serde_json::json;
+        let job: Job = serde_json::from_value(json!({
+            "id": "j1", "type": "task", "status": "queued", "priority": 0,
+            "payload": {}, "requiredCapabilities": ["codex", "git"], "attempt": 0,
+            "maxAttempts": 3, "nextAttemptAt": "2026-01-01T00:00:00Z",
+            "createdAt": "2026-01-01T00:00:00Z", "updatedAt": "2026-01-01T00:00:00Z",
+        }))
+        .unwrap();
+        let now = job.created_at;
+        let git_only = queue::WorkerRecord {
+            id: "w".into(),
+            capabilities: vec!["git".into()],
+            version: None,
+            first_seen_at: now,
+            last_seen_at: now,
+            running_jobs: Vec::new(),
+        };
+        assert!(
+            waiting(&job, &[], now)
+                .unwrap()
+                .starts_with("no worker is connected")
+        );
+        assert_eq!(
+            waiting(&job, std::slice::from_ref(&git_only), now).as_deref(),
+            Some("no connected worker has: codex")
+        );
+        let mut both = git_only.clone();
+        both.capabilities.push("codex".into());
+        assert_eq!(waiting(&job, &[both], now), None);
+        let mut running = job.clone();
+        running.status = contract::JobState::Running;
+        assert_eq!(waiting(&running, &[], now), None);
     }
 }

@@ -48,6 +48,7 @@ pub fn App() -> impl IntoView {
                 <a class="brand" href="/tasks/queue">"stepwise"</a>
                 <nav aria-label="Main">
                     <a href="/tasks/queue">"Queue"</a>
+                    <a href="/tasks/workers">"Workers"</a>
                 </nav>
                 <LogoutButton/>
             </header>
@@ -56,6 +57,7 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("/tasks/queue") view=pages::queue::QueuePage/>
                     <Route path=path!("/tasks/queue/new") view=pages::new_task::NewTaskPage/>
                     <Route path=path!("/tasks/queue/:id") view=pages::job::JobPage/>
+                    <Route path=path!("/tasks/workers") view=pages::workers::WorkersPage/>
                     <Route path=path!("/login") view=pages::login::LoginPage/>
                 </Routes>
             </main>

@@ -92,6 +92,8 @@ test("a task submitted in the browser is listed, has its page, and can be cancel
   await expect(timeline.nth(1)).toContainText("<script>window.owned = 1</script> Link the guide");
   expect(await page.evaluate(() => (window as unknown as { owned?: number }).owned)).toBeUndefined();
   await expect(page.locator("img")).toHaveCount(0);
+  // The embedded worker offers git only: the page says why nothing runs this codex task.
+  await expect(page.getByTestId("waiting")).toContainText("no connected worker has: codex");
   const jobUrl = page.url();
 
   // Listed on the queue page, newest first, with a link back to it.
@@ -100,6 +102,7 @@ test("a task submitted in the browser is listed, has its page, and can be cancel
   await expect(row).toContainText("queued");
   await expect(row).toContainText("octo/hello");
   await expect(row).toContainText("2 steps");
+  await expect(row).toContainText("no connected worker has: codex");
   await row.getByRole("link").click();
   await expect(page).toHaveURL(jobUrl);
 
@@ -120,4 +123,15 @@ test("a task submitted in the browser is listed, has its page, and can be cancel
   mkdirSync(screenshots, { recursive: true });
   await page.screenshot({ path: join(screenshots, "jobs.png"), fullPage: true });
   expect(consoleErrors).toEqual([]);
+});
+
+test("the workers page lists the embedded worker and what it can run", async ({ page }) => {
+  await logIn(page, "/tasks/workers");
+  await expect(page.getByRole("heading", { name: "Workers" })).toBeVisible();
+  const row = page.getByRole("row").filter({ hasText: "embedded@" });
+  await expect(row).toContainText("connected");
+  await expect(row).toContainText("git");
+  await expect(row).toContainText("stepwise-worker");
+  mkdirSync(screenshots, { recursive: true });
+  await page.screenshot({ path: join(screenshots, "workers.png"), fullPage: true });
 });

@@ -54,6 +54,7 @@ mod service;
 mod store;
 mod tokens;
 mod waiters;
+mod workers;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::QueueConfig;
@@ -65,3 +66,4 @@ pub use rescuer::{RescueReport, Rescuer, RescuerConfig};
 pub use scratch::ScratchPostgres;
 pub use service::{ClaimRequest, Completion, Fence, JobFilter, JobPage, MAX_CLAIM_BATCH, Queue};
 pub use tokens::{NewToken, Role, SessionPurpose, TokenKind, TokenRecord, UnknownName};
+pub use workers::{LIVE_FOR, WorkerRecord, missing_capabilities};

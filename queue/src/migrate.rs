@@ -33,6 +33,11 @@ const SQLITE: &[Embedded] = &[
         "sessions",
         include_str!("../../migrations/sqlite/0004_sessions.sql"),
     ),
+    (
+        5,
+        "workers",
+        include_str!("../../migrations/sqlite/0005_workers.sql"),
+    ),
 ];
 
 const POSTGRES: &[Embedded] = &[
@@ -55,6 +60,11 @@ const POSTGRES: &[Embedded] = &[
         4,
         "sessions",
         include_str!("../../migrations/postgres/0004_sessions.sql"),
+    ),
+    (
+        5,
+        "workers",
+        include_str!("../../migrations/postgres/0005_workers.sql"),
     ),
 ];
 

@@ -26,6 +26,7 @@ use crate::recent::RecentRows;
 use crate::store::{ClaimSql, ListSql, Tx};
 use crate::tokens::{self, NewToken, SessionPurpose, TokenKind, TokenRecord};
 use crate::waiters::Waiters;
+use crate::workers::{SeenCache, WorkerRecord};
 
 /// The proof of a lease a worker presents with every write: its id and the attempt it
 /// claimed. Once the lease is taken back (expired and requeued, reclaimed, cancelled), the
@@ -140,6 +141,8 @@ struct Inner {
     recent: Option<RecentRows>,
     /// Idle `claim_wait` callers, woken one per available job.
     waiters: Waiters,
+    /// Worker sightings this replica wrote lately.
+    seen: SeenCache,
     /// Stops the PostgreSQL listener task when the last clone of the queue is dropped.
     _listener: DropGuard,
 }
@@ -173,6 +176,7 @@ impl Queue {
             inner: Arc::new(Inner {
                 recent: matches!(db, Database::Postgres(_)).then(RecentRows::default),
                 waiters,
+                seen: SeenCache::default(),
                 db,
                 config,
                 notifier,
@@ -964,6 +968,47 @@ impl Queue {
             .delete_session(secret_hash, SessionPurpose::Session, self.now())
             .await?;
         Ok(())
+    }
+
+    /// Records that worker `id` is alive: at a claim with the capabilities it claimed with
+    /// (and its version, if it said), at a heartbeat with neither. Unchanged sightings are
+    /// written at most every [`WRITE_EVERY`](crate::workers::WRITE_EVERY).
+    pub async fn worker_seen(
+        &self,
+        id: &str,
+        capabilities: Option<&[String]>,
+        version: Option<&str>,
+    ) -> Result<(), QueueError> {
+        let now = self.now();
+        if !self.inner.seen.should_write(id, capabilities, version, now) {
+            return Ok(());
+        }
+        Ok(self
+            .inner
+            .db
+            .upsert_worker(id, capabilities, version, now)
+            .await?)
+    }
+
+    /// Every worker seen, most recently seen first, with the jobs each holds now.
+    pub async fn list_workers(&self) -> Result<Vec<WorkerRecord>, QueueError> {
+        let mut workers = self.inner.db.list_workers().await?;
+        let running = self
+            .list_jobs(&JobFilter {
+                status: Some(JobState::Running),
+                limit: Some(JobFilter::MAX_LIMIT),
+                ..JobFilter::default()
+            })
+            .await?;
+        for job in running.jobs {
+            let owner = workers
+                .iter_mut()
+                .find(|w| job.claimed_by.as_deref() == Some(w.id.as_str()));
+            if let Some(owner) = owner {
+                owner.running_jobs.push(job.id);
+            }
+        }
+        Ok(workers)
     }
 
     /// How many tokens are not revoked: zero tells the server to bootstrap an admin token.

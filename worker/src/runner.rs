@@ -89,6 +89,7 @@ pub async fn run(client: QueueClient, config: WorkerConfig, shutdown: Shutdown) 
             allowed_types: None,
             lease_seconds: Some(config.lease.as_secs().max(1)),
             wait_seconds: Some(config.claim_wait.as_secs_f64()),
+            worker_version: Some(concat!("stepwise-worker ", env!("CARGO_PKG_VERSION")).into()),
         };
         let claimed = tokio::select! {
             _ = stop.cancelled() => break 'claiming,

@@ -16,6 +16,8 @@ pub struct JobView {
     pub objective: String,
     pub facts: Vec<(String, String)>,
     pub steps: Vec<StepView>,
+    /// Why a queued job waits with no worker able to run it.
+    pub waiting: Option<String>,
     pub cancel: Option<CancelView>,
     pub artifacts: Vec<ArtifactView>,
     pub events: Vec<EventView>,
@@ -63,11 +65,15 @@ pub async fn load_job(id: String) -> Result<JobView, ServerFnError> {
     let job = queue.get_job(&id).await.map_err(ssr::shown)?;
     let events = queue.list_events(&id, 0, 1000).await.map_err(ssr::shown)?;
     let artifacts = queue.list_artifacts(&id).await.map_err(ssr::shown)?;
+    let workers = queue.list_workers().await.map_err(ssr::shown)?;
+    let now = queue.now();
+    let waiting = crate::format::waiting(&job, &workers, now);
     Ok(crate::format::job_view(
         &job,
         &events,
         &artifacts,
-        queue.now().timestamp_millis(),
+        now.timestamp_millis(),
+        waiting,
     ))
 }
 
@@ -187,6 +193,13 @@ fn JobDetails(view: JobView, cancel: ServerAction<CancelJob>) -> impl IntoView {
             <p class="objective">{view.objective}</p>
             <dl class="facts">{facts}</dl>
         </section>
+        {view.waiting.map(|w| view! {
+            <section class="card notice" role="status" aria-labelledby="waiting-title">
+                <h2 id="waiting-title">"Waiting for a worker"</h2>
+                <p data-testid="waiting">"Nothing can run this job yet: " {w} ". "
+                    <a href="/tasks/workers">"See the workers"</a></p>
+            </section>
+        })}
         {cancel_facts}
         <section class="card" aria-labelledby="steps-title">
             <h2 id="steps-title">"Steps"</h2>

@@ -3,3 +3,4 @@ pub mod login;
 pub mod new_task;
 pub mod not_found;
 pub mod queue;
+pub mod workers;

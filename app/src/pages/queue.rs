@@ -20,6 +20,8 @@ pub struct JobRow {
     pub created: String,
     /// From start to finish (or to now, while running); empty before it starts.
     pub duration: String,
+    /// Why a queued job waits with no worker able to run it.
+    pub waiting: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -50,13 +52,14 @@ pub async fn list_jobs(
     };
     let queue = ssr::queue()?;
     let page = queue.list_jobs(&filter).await.map_err(ssr::shown)?;
-    let now = queue.now().timestamp_millis();
+    let workers = queue.list_workers().await.map_err(ssr::shown)?;
+    let now = queue.now();
+    let row = |job: &contract::Job| {
+        let waiting = crate::format::waiting(job, &workers, now);
+        crate::format::row(job, now.timestamp_millis(), waiting)
+    };
     Ok(JobList {
-        jobs: page
-            .jobs
-            .iter()
-            .map(|j| crate::format::row(j, now))
-            .collect(),
+        jobs: page.jobs.iter().map(row).collect(),
         next_cursor: page.next_cursor,
     })
 }
@@ -128,7 +131,10 @@ fn JobTable(list: JobList, status: String) -> impl IntoView {
             view! {
                 <tr>
                     <td><span class=format!("status {}", job.status.as_str())>{job.status.as_str()}</span></td>
-                    <td class="title"><a href=href>{job.title}</a></td>
+                    <td class="title">
+                        <a href=href>{job.title}</a>
+                        {job.waiting.map(|w| view! { <p class="waiting">{w}</p> })}
+                    </td>
                     <td>{job.repository}</td>
                     <td>{job.runtime}</td>
                     <td>{steps}</td>

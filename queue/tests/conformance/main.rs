@@ -19,6 +19,7 @@ mod notify;
 mod rescuer;
 mod retry;
 mod tokens;
+mod workers;
 
 /// Instantiates each `module::case` once per backend.
 macro_rules! conformance {
@@ -120,6 +121,7 @@ conformance! {
     tokens::revoking_a_token_ends_its_sessions_and_logout_ends_one,
     tokens::login_code_is_redeemed_once_and_only_before_it_expires,
     tokens::only_a_live_user_token_can_open_a_session,
+    workers::a_worker_is_remembered_with_what_it_can_run_and_what_it_holds,
     listing::jobs_are_listed_newest_first_in_keyset_pages,
     listing::listing_filters_by_state_and_type,
     listing::a_cursor_the_queue_did_not_issue_is_refused,

@@ -671,6 +671,29 @@ async fn a_worker_token_scope_limits_what_it_can_claim() {
 }
 
 #[tokio::test]
+async fn a_claim_records_the_worker_with_what_its_token_lets_it_run() {
+    let api = api().await;
+    let narrow = api
+        .token("git-only", TokenKind::Worker, None, Some(vec!["git"]))
+        .await;
+    let body = json!({ "capabilities": ["codex", "git"], "workerVersion": "stepwise-worker 9.9" });
+    let (status, _) = api
+        .call(
+            Method::POST,
+            "/api/queue/jobs/claim",
+            Some(&narrow),
+            Some(body),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let workers = api.fixture.queue.list_workers().await.unwrap();
+    assert_eq!(workers.len(), 1);
+    assert_eq!(workers[0].id, "git-only");
+    assert_eq!(workers[0].capabilities, ["git"]);
+    assert_eq!(workers[0].version.as_deref(), Some("stepwise-worker 9.9"));
+}
+
+#[tokio::test]
 async fn cancel_is_immediate_when_queued_and_acknowledged_when_running() {
     let api = api().await;
     let operator = api.user(Role::Operator).await;

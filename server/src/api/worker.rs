@@ -34,6 +34,8 @@ struct ClaimBody {
     lease_seconds: Option<u64>,
     /// Long-poll: wait up to this long for a job before answering `{"job": null}`.
     wait_seconds: Option<f64>,
+    /// What the worker runs, e.g. `stepwise-worker 0.1.0`; shown on the workers page.
+    worker_version: Option<String>,
 }
 
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -89,6 +91,13 @@ async fn claim(
             ));
         }
     };
+    seen(
+        &state,
+        &request.worker_id,
+        Some(&request.capabilities),
+        body.worker_version.as_deref(),
+    )
+    .await;
     let job = if wait.is_zero() {
         state.queue.claim(&request).await?
     } else {
@@ -123,7 +132,16 @@ async fn heartbeat(
 ) -> Result<Json<Job>, ApiError> {
     let fence = worker.fence(body.worker_id.as_deref(), body.attempt)?;
     let lease = lease(&state.limits, body.lease_seconds)?;
+    seen(&state, worker.worker_id(), None, None).await;
     Ok(Json(state.queue.heartbeat(&id, &fence, lease).await?))
+}
+
+/// Notes that the worker is alive. Bookkeeping only: a failure is logged, never the
+/// worker's problem.
+async fn seen(state: &AppState, id: &str, capabilities: Option<&[String]>, version: Option<&str>) {
+    if let Err(error) = state.queue.worker_seen(id, capabilities, version).await {
+        tracing::warn!(worker = %id, %error, "could not record the worker as seen");
+    }
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]

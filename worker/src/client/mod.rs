@@ -86,6 +86,9 @@ pub struct ClaimParams {
     /// (it caps this, 30 s by default); `None` answers at once.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub wait_seconds: Option<f64>,
+    /// What this worker runs, for the server's workers page.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub worker_version: Option<String>,
 }
 
 #[derive(Deserialize)]

@@ -1,0 +1,111 @@
+//! `/tasks/workers`: every worker the server has seen through claims and heartbeats, what
+//! it can run, and what it is running now.
+
+use leptos::prelude::*;
+use leptos_meta::Title;
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WorkerView {
+    pub id: String,
+    pub capabilities: Vec<String>,
+    pub version: String,
+    pub last_seen: String,
+    pub connected: bool,
+    pub jobs: Vec<String>,
+}
+
+#[server]
+pub async fn list_workers() -> Result<Vec<WorkerView>, ServerFnError> {
+    use crate::ssr;
+    ssr::user()?;
+    let queue = ssr::queue()?;
+    let now = queue.now();
+    let workers = queue.list_workers().await.map_err(ssr::shown)?;
+    Ok(workers
+        .into_iter()
+        .map(|w| WorkerView {
+            connected: w.is_live(now),
+            last_seen: crate::format::when(&w.last_seen_at),
+            version: w.version.unwrap_or_default(),
+            id: w.id,
+            capabilities: w.capabilities,
+            jobs: w.running_jobs,
+        })
+        .collect())
+}
+
+#[component]
+pub fn WorkersPage() -> impl IntoView {
+    let workers = Resource::new(|| (), |_| list_workers());
+    view! {
+        <Title text="Workers"/>
+        <h1>"Workers"</h1>
+        <Suspense fallback=|| view! { <p class="muted">"Loading the workers…"</p> }>
+            {move || Suspend::new(async move {
+                match workers.await {
+                    Ok(list) if list.is_empty() => view! {
+                        <section class="card empty">
+                            <p>"No worker has connected yet. Start `stepwise serve` (it runs one) or "
+                               "`stepwise worker --server … --token …` on a machine with the agent CLIs."</p>
+                        </section>
+                    }.into_any(),
+                    Ok(list) => view! { <WorkerTable list/> }.into_any(),
+                    Err(e) => view! {
+                        <p class="error" role="alert">"Could not load the workers: " {e.to_string()}</p>
+                    }.into_any(),
+                }
+            })}
+        </Suspense>
+    }
+}
+
+#[component]
+fn WorkerTable(list: Vec<WorkerView>) -> impl IntoView {
+    let rows = list
+        .into_iter()
+        .map(|w| {
+            let (class, state) = if w.connected {
+                ("status succeeded", "connected")
+            } else {
+                ("status queued", "gone")
+            };
+            let jobs = w
+                .jobs
+                .into_iter()
+                .map(|id| {
+                    let href = format!("/tasks/queue/{id}");
+                    let short: String = id.chars().take(8).collect();
+                    view! { <a href=href>{short}</a> " " }
+                })
+                .collect_view();
+            view! {
+                <tr>
+                    <td>{w.id}</td>
+                    <td><span class=class>{state}</span></td>
+                    <td>{w.capabilities.join(", ")}</td>
+                    <td>{w.version}</td>
+                    <td>{w.last_seen}</td>
+                    <td>{jobs}</td>
+                </tr>
+            }
+        })
+        .collect_view();
+    view! {
+        <div class="table-wrap">
+            <table class="workers">
+                <thead>
+                    <tr>
+                        <th scope="col">"Worker"</th>
+                        <th scope="col">"State"</th>
+                        <th scope="col">"Capabilities"</th>
+                        <th scope="col">"Version"</th>
+                        <th scope="col">"Last seen"</th>
+                        <th scope="col">"Running"</th>
+                    </tr>
+                </thead>
+                <tbody>{rows}</tbody>
+            </table>
+        </div>
+    }
+}
