@@ -70,15 +70,18 @@ pub fn waiting(
     Some(format!("no connected worker has: {}", missing.join(", ")))
 }
 
+/// The objective's first line; a job that is not a task shows its type.
+fn job_title(job: &Job, task: Option<&NormalizedTask>) -> String {
+    task.map(|t| title(&t.payload.task.instructions))
+        .unwrap_or_else(|| job.job_type.clone())
+}
+
 pub fn row(job: &Job, now_ms: i64, waiting: Option<String>) -> JobRow {
     let task = NormalizedTask::from_job(job).ok();
     JobRow {
         id: job.id.clone(),
         status: job.status,
-        title: task
-            .as_ref()
-            .map(|t| title(&t.payload.task.instructions))
-            .unwrap_or_else(|| job.job_type.clone()),
+        title: job_title(job, task.as_ref()),
         repository: task
             .as_ref()
             .map(|t| t.payload.repository.clone())
@@ -222,10 +225,7 @@ pub fn job_view(
     JobView {
         id: job.id.clone(),
         status: job.status,
-        title: task
-            .as_ref()
-            .map(|t| title(&t.payload.task.instructions))
-            .unwrap_or_else(|| job.job_type.clone()),
+        title: job_title(job, task.as_ref()),
         objective: task
             .as_ref()
             .map(|t| t.payload.task.instructions.clone())

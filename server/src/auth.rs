@@ -30,15 +30,20 @@ pub fn hash(secret: &str) -> String {
     hex::encode(Sha256::digest(secret.as_bytes()))
 }
 
-fn mint_secret(kind: TokenKind) -> Result<String, ApiError> {
+/// 32 random bytes in hex behind `prefix`: a token, session or login-code secret. The
+/// prefix makes a leaked one recognisable (and redactable).
+pub fn random_secret(prefix: &str) -> Result<String, ApiError> {
     let mut bytes = [0u8; 32];
     getrandom::fill(&mut bytes)
-        .map_err(|e| ApiError::internal(format!("no randomness for a token: {e}")))?;
-    let prefix = match kind {
+        .map_err(|e| ApiError::internal(format!("no randomness for a secret: {e}")))?;
+    Ok(format!("{prefix}{}", hex::encode(bytes)))
+}
+
+fn mint_secret(kind: TokenKind) -> Result<String, ApiError> {
+    random_secret(match kind {
         TokenKind::User => USER_PREFIX,
         TokenKind::Worker => WORKER_PREFIX,
-    };
-    Ok(format!("{prefix}{}", hex::encode(bytes)))
+    })
 }
 
 /// What a new token may do: a role for a user, scope lists for a worker.
@@ -47,6 +52,28 @@ pub struct Scope {
     pub capabilities: Option<Vec<String>>,
     pub allowed_repositories: Option<Vec<String>>,
     pub allowed_job_types: Option<Vec<String>>,
+}
+
+impl Scope {
+    /// A user token with `role`.
+    pub fn user(role: Role) -> Scope {
+        Scope {
+            role: Some(role),
+            capabilities: None,
+            allowed_repositories: None,
+            allowed_job_types: None,
+        }
+    }
+
+    /// A worker token with no limit on what it may claim.
+    pub fn any_worker() -> Scope {
+        Scope {
+            role: None,
+            capabilities: None,
+            allowed_repositories: None,
+            allowed_job_types: None,
+        }
+    }
 }
 
 pub fn mint(name: &str, kind: TokenKind, scope: Scope) -> Result<Minted, ApiError> {
@@ -70,13 +97,7 @@ pub async fn bootstrap_admin(queue: &Queue) -> Result<Option<String>, ApiError> 
     if queue.count_tokens().await? > 0 {
         return Ok(None);
     }
-    let scope = Scope {
-        role: Some(Role::Admin),
-        capabilities: None,
-        allowed_repositories: None,
-        allowed_job_types: None,
-    };
-    let minted = mint("admin", TokenKind::User, scope)?;
+    let minted = mint("admin", TokenKind::User, Scope::user(Role::Admin))?;
     queue.create_token(minted.record).await?;
     Ok(Some(minted.secret))
 }

@@ -292,31 +292,11 @@ async fn drain(
 
 /// Milliseconds from `create_job` being called to the idle worker's HTTP claim answer, sorted.
 async fn claim_latency(queue: &Queue, samples: usize) -> Result<Vec<f64>, CliError> {
-    let minted = mint(
-        "bench-worker",
-        TokenKind::Worker,
-        Scope {
-            role: None,
-            capabilities: None,
-            allowed_repositories: None,
-            allowed_job_types: None,
-        },
-    )
-    .map_err(CliError::Bootstrap)?;
+    let minted = mint("bench-worker", TokenKind::Worker, Scope::any_worker())
+        .map_err(CliError::Bootstrap)?;
     queue.create_token(minted.record).await?;
-    let router = api::router(queue.config().max_artifact_bytes).with_state(AppState {
-        queue: queue.clone(),
-        limits: Limits::default(),
-    });
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .map_err(|source| CliError::Bind {
-            addr: "127.0.0.1:0".into(),
-            source,
-        })?;
-    let addr = listener.local_addr().map_err(CliError::Serve)?;
-    let server = tokio::spawn(axum::serve(listener, router).into_future());
-    let client = worker::client::QueueClient::new(&format!("http://{addr}"), &minted.secret)
+    let (url, server) = serve_api(queue).await?;
+    let client = worker::client::QueueClient::new(&url, &minted.secret)
         .map_err(|e| CliError::Bench(e.to_string()))?;
 
     // The worker reports the instant each claim answer arrived; the producer waits for it.
@@ -357,6 +337,25 @@ async fn claim_latency(queue: &Queue, samples: usize) -> Result<Vec<f64>, CliErr
     server.abort();
     latencies.sort_by(f64::total_cmp);
     Ok(latencies)
+}
+
+/// The REST API over `queue` on a free loopback port: its base URL and the serving task.
+pub(crate) async fn serve_api(
+    queue: &Queue,
+) -> Result<(String, tokio::task::JoinHandle<std::io::Result<()>>), CliError> {
+    let router = api::router(queue.config().max_artifact_bytes).with_state(AppState {
+        queue: queue.clone(),
+        limits: Limits::default(),
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .map_err(|source| CliError::Bind {
+            addr: "127.0.0.1:0".into(),
+            source,
+        })?;
+    let addr = listener.local_addr().map_err(CliError::Serve)?;
+    let server = tokio::spawn(axum::serve(listener, router).into_future());
+    Ok((format!("http://{addr}"), server))
 }
 
 /// The nearest-rank percentile of sorted values.

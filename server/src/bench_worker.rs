@@ -25,9 +25,8 @@ use worker::runner::{Shutdown, WorkerConfig};
 use worker::runtime::Binaries;
 use worker::stages::StageConfig;
 
-use crate::api::{self, AppState};
 use crate::auth::{Scope, mint};
-use crate::bench::percentile;
+use crate::bench::{percentile, serve_api};
 use crate::cli::CliError;
 
 #[derive(Debug, Args)]
@@ -78,28 +77,15 @@ async fn measure(args: &WorkerBenchArgs, agent: &Path, root: &Path) -> Result<()
     )
     .await?;
     queue.migrate().await?;
-    let router = api::router(queue.config().max_artifact_bytes).with_state(AppState {
-        queue: queue.clone(),
-        limits: api::Limits::default(),
-    });
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .map_err(|source| CliError::Bind {
-            addr: "127.0.0.1:0".into(),
-            source,
-        })?;
-    let url = format!("http://{}", listener.local_addr().map_err(CliError::Serve)?);
-    let server = tokio::spawn(axum::serve(listener, router).into_future());
+    let (url, server) = serve_api(&queue).await?;
 
     let token = |name: &str, kind: TokenKind, role: Option<Role>| {
         let queue = queue.clone();
         let name = name.to_string();
         async move {
-            let scope = Scope {
-                role,
-                capabilities: None,
-                allowed_repositories: None,
-                allowed_job_types: None,
+            let scope = match role {
+                Some(role) => Scope::user(role),
+                None => Scope::any_worker(),
             };
             let minted = mint(&name, kind, scope).map_err(|e| bench_err(e.code()))?;
             queue.create_token(minted.record).await?;

@@ -54,26 +54,27 @@ impl LoginError {
     }
 }
 
-/// A fresh random secret with a recognisable prefix (so it can be redacted like a token).
-fn secret(prefix: &str) -> Result<String, ApiError> {
-    let mut bytes = [0u8; 32];
-    getrandom::fill(&mut bytes)
-        .map_err(|e| ApiError::internal(format!("no randomness for a session: {e}")))?;
-    Ok(format!("{prefix}{}", hex::encode(bytes)))
+/// A fresh secret that stands for `token` (stored as its hash) for `ttl`.
+async fn issue(
+    queue: &Queue,
+    token: &TokenRecord,
+    purpose: SessionPurpose,
+    ttl: Duration,
+) -> Result<String, ApiError> {
+    let prefix = match purpose {
+        SessionPurpose::Session => SESSION_PREFIX,
+        SessionPurpose::Login => LOGIN_CODE_PREFIX,
+    };
+    let secret = auth::random_secret(prefix)?;
+    queue
+        .create_session(&token.id, purpose, &auth::hash(&secret), ttl)
+        .await?;
+    Ok(secret)
 }
 
 /// A one-time code that logs `token` in, for the URL printed at start-up.
 pub async fn mint_login_code(queue: &Queue, token: &TokenRecord) -> Result<String, ApiError> {
-    let code = secret(LOGIN_CODE_PREFIX)?;
-    queue
-        .create_session(
-            &token.id,
-            SessionPurpose::Login,
-            &auth::hash(&code),
-            LOGIN_CODE_TTL,
-        )
-        .await?;
-    Ok(code)
+    issue(queue, token, SessionPurpose::Login, LOGIN_CODE_TTL).await
 }
 
 /// The login URL `serve` prints: a one-time code for the oldest live admin token, or the
@@ -200,15 +201,7 @@ async fn start_session(
     token: &TokenRecord,
     next: Option<&str>,
 ) -> Result<Response, ApiError> {
-    let secret = secret(SESSION_PREFIX)?;
-    queue
-        .create_session(
-            &token.id,
-            SessionPurpose::Session,
-            &auth::hash(&secret),
-            SESSION_TTL,
-        )
-        .await?;
+    let secret = issue(queue, token, SessionPurpose::Session, SESSION_TTL).await?;
     let mut response = see_other(local_path(next));
     response
         .headers_mut()
@@ -429,17 +422,8 @@ mod tests {
         let site = tempfile::tempdir().unwrap();
         let (app, queue) = test_site(site.path(), "pr").await;
         let admin = crate::auth::bootstrap_admin(&queue).await.unwrap().unwrap();
-        let worker = crate::auth::mint(
-            "w",
-            TokenKind::Worker,
-            crate::auth::Scope {
-                role: None,
-                capabilities: None,
-                allowed_repositories: None,
-                allowed_job_types: None,
-            },
-        )
-        .unwrap();
+        let worker =
+            crate::auth::mint("w", TokenKind::Worker, crate::auth::Scope::any_worker()).unwrap();
         queue.create_token(worker.record).await.unwrap();
         for (request, error) in [
             (login_post("swu_nope", ORIGIN_URL), "invalid"),

@@ -196,22 +196,13 @@ pub async fn start_embedded(
             queue.revoke_token(&old.id).await?;
         }
     }
-    let minted = crate::auth::mint(
-        &name,
-        TokenKind::Worker,
-        crate::auth::Scope {
-            role: None,
-            capabilities: None,
-            allowed_repositories: None,
-            allowed_job_types: None,
-        },
-    )
-    .map_err(|e| {
-        CliError::Usage(format!(
-            "cannot mint the embedded worker's token: {}",
-            e.code()
-        ))
-    })?;
+    let minted = crate::auth::mint(&name, TokenKind::Worker, crate::auth::Scope::any_worker())
+        .map_err(|e| {
+            CliError::Usage(format!(
+                "cannot mint the embedded worker's token: {}",
+                e.code()
+            ))
+        })?;
     queue.create_token(minted.record).await?;
     let client = QueueClient::new(base_url, &minted.secret)
         .map_err(|e| CliError::Usage(format!("the embedded worker's server URL: {e}")))?;

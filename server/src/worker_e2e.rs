@@ -9,7 +9,7 @@ use queue::Role;
 use serde_json::json;
 use worker::client::QueueClient;
 use worker::runner::{HANDED_BACK, Shutdown, WorkerConfig, run};
-use worker::testing::{remote, stage_config};
+use worker::testing::{alive, remote, stage_config};
 
 use crate::jobs_cli::test_server::{TestServer, start};
 
@@ -236,18 +236,6 @@ async fn a_cancel_stops_the_running_step_and_the_job_ends_cancelled() {
     // first heartbeat, the only other way the worker hears of the cancel, comes at 20 s.
     eprintln!("cancel request → job cancelled: {took:?}");
     assert!(took < Duration::from_secs(15), "{took:?}");
-}
-
-/// Whether a process is still alive (a zombie counts as gone).
-fn alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
-        !stat
-            .rsplit(')')
-            .next()
-            .unwrap_or("")
-            .trim_start()
-            .starts_with('Z')
-    })
 }
 
 #[tokio::test]

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use contract::JobState;
 use serde_json::json;
 use worker::client::QueueClient;
+use worker::testing::alive;
 
 const BIN: &str = env!("CARGO_BIN_EXE_stepwise");
 
@@ -95,17 +96,6 @@ fn worker(url: &str, token: &str, workdir: &Path) -> Process {
         .spawn()
         .unwrap();
     Process(child)
-}
-
-fn alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
-        !stat
-            .rsplit(')')
-            .next()
-            .unwrap_or("")
-            .trim_start()
-            .starts_with('Z')
-    })
 }
 
 async fn wait_for<T>(what: &str, check: impl AsyncFnMut() -> Option<T>) -> T {

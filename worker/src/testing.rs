@@ -103,3 +103,15 @@ pub fn gh_shim(dir: &Path) -> (PathBuf, PathBuf) {
     std::fs::set_permissions(&gh, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     (gh, log)
 }
+
+/// Whether process `pid` is still running (a zombie counts as gone: it runs nothing).
+pub fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        !stat
+            .rsplit(')')
+            .next()
+            .unwrap_or("")
+            .trim_start()
+            .starts_with('Z')
+    })
+}

@@ -9,6 +9,7 @@ use contract::RuntimeMode;
 use tokio_util::sync::CancellationToken;
 use worker::process::{Ended, Limits, Pipe, run};
 use worker::runtime::{Invocation, Progress, parse_line};
+use worker::testing::alive;
 
 fn fake_agent() -> PathBuf {
     worker::testing::fixture("fake-agent")
@@ -23,18 +24,6 @@ fn invocation(dir: &Path, prompt: &str) -> Invocation {
         files: Vec::new(),
         notes: Vec::new(),
     }
-}
-
-/// Whether a process runs (a zombie does not).
-fn running(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map(|stat| {
-            let state = stat[stat.rfind(')').unwrap() + 1..]
-                .split_whitespace()
-                .next();
-            state != Some("Z")
-        })
-        .unwrap_or(false)
 }
 
 async fn pid_in(file: &Path) -> u32 {
@@ -117,7 +106,7 @@ async fn cancel_stops_the_whole_group_even_when_it_ignores_sigterm() {
     let stopper = cancel.clone();
     let running_run = tokio::spawn(async move { run(&call, limits, &stopper, |_, _| {}).await });
     let grandchild = pid_in(&pidfile).await;
-    assert!(running(grandchild));
+    assert!(alive(grandchild));
     cancel.cancel();
     let ended = tokio::time::timeout(Duration::from_secs(20), running_run)
         .await
@@ -135,7 +124,7 @@ async fn cancel_stops_the_whole_group_even_when_it_ignores_sigterm() {
     assert!(cancelled);
     assert!(killed, "SIGTERM was ignored, so only SIGKILL could stop it");
     assert!(stop >= limits.grace, "{stop:?}");
-    assert!(!running(grandchild), "the grandchild {grandchild} survived");
+    assert!(!alive(grandchild), "the grandchild {grandchild} survived");
 }
 
 #[tokio::test]
@@ -217,7 +206,7 @@ async fn what_a_finished_cli_left_running_is_stopped_with_it() {
     );
     let grandchild = pid_in(&pidfile).await;
     for _ in 0..200 {
-        if !running(grandchild) {
+        if !alive(grandchild) {
             return;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
