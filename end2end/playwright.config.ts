@@ -53,8 +53,12 @@ export default defineConfig({
   },
   projects: [{ name: "chromium" }],
   webServer: {
-    // The embedded worker offers git only, so a codex task waits and says why.
-    command: `"${bin}" serve --port ${port} --data-dir "${dataDir}" --site-root "${siteRoot}" --capability git`,
+    // The embedded worker runs the scripted agent as claude and offers claude and git only,
+    // so a codex task waits and says why.
+    command:
+      `"${bin}" serve --port ${port} --data-dir "${dataDir}" --site-root "${siteRoot}" ` +
+      `--capability claude --capability git --claude-bin "${join(root, "worker", "tests", "fixtures", "fake-agent")}" ` +
+      `--grace-seconds 3`,
     url: `http://127.0.0.1:${port}/login`,
     reuseExistingServer: false,
     timeout: 60_000,

@@ -246,6 +246,7 @@ pub fn job_view(
                 href: href(&a.id),
             })
             .collect(),
+        last_event_id: events.last().map_or(0, |e| e.id),
         events: events
             .iter()
             .map(|e| EventView {

@@ -312,6 +312,20 @@ pub mod task {
     /// could not take, a step that committed on its own).
     pub const WARNING: &str = "task.warning";
 
+    /// Every task event kind above, for a client that listens to them by name (the event
+    /// stream names each event by its kind).
+    pub const ALL: [&str; 9] = [
+        STAGE_STARTED,
+        STAGE_FINISHED,
+        STEPS_PLAN,
+        STEP_STARTED,
+        STEP_FINISHED,
+        STEP_FAILED,
+        STEP_CANCELLED,
+        STEP_LOG,
+        WARNING,
+    ];
+
     pub const TASK_CONTEXT: &str = "task_context.json";
     pub const PUBLISH_RESULT: &str = "publish_result.json";
     pub const CHANGES_PATCH: &str = "patches/changes.patch";

@@ -1,6 +1,8 @@
 //! `/tasks/queue/{id}`: one job. Its header, the step timeline built from the
 //! `task.steps.plan` / `task.step.*` events, the cancel fields and button, the artifacts and
-//! the events. The cancel form is a plain form post, so it works without JavaScript.
+//! the events. The cancel form is a plain form post, so it works without JavaScript. In the
+//! browser the page follows the job's event stream and reloads its data when something
+//! happens, so the timeline advances live.
 
 use contract::JobState;
 use leptos::prelude::*;
@@ -21,6 +23,8 @@ pub struct JobView {
     pub cancel: Option<CancelView>,
     pub artifacts: Vec<ArtifactView>,
     pub events: Vec<EventView>,
+    /// The newest event's id: the live stream resumes after it.
+    pub last_event_id: i64,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -100,10 +104,14 @@ pub fn JobPage() -> impl IntoView {
         move || (id(), cancel.version().get()),
         |(id, _)| load_job(id),
     );
+    #[cfg(feature = "hydrate")]
+    live::follow(job);
     view! {
         <Title text="Job"/>
         <p><a href="/tasks/queue">"← All jobs"</a></p>
-        <Suspense fallback=|| view! { <p class="muted">"Loading the job…"</p> }>
+        // Transition, not Suspense: a live reload keeps the page on screen until the new
+        // data is there.
+        <Transition fallback=|| view! { <p class="muted">"Loading the job…"</p> }>
             {move || Suspend::new(async move {
                 match job.await {
                     Ok(view) => view! { <JobDetails view cancel/> }.into_any(),
@@ -112,7 +120,69 @@ pub fn JobPage() -> impl IntoView {
                     }.into_any(),
                 }
             })}
-        </Suspense>
+        </Transition>
+    }
+}
+
+/// The browser side of the live page: an EventSource on the job's stream, opened once the
+/// first data is in (to resume after its newest event), that reloads the job's data when
+/// events arrive, at most every quarter second. The browser reconnects a dropped stream by
+/// itself, resuming after the last event it saw.
+#[cfg(feature = "hydrate")]
+mod live {
+    use std::time::Duration;
+
+    use leptos::prelude::*;
+    use wasm_bindgen::JsCast;
+    use wasm_bindgen::closure::Closure;
+    use web_sys::EventSource;
+
+    use super::JobView;
+
+    pub fn follow(job: Resource<Result<JobView, ServerFnError>>) {
+        let source = StoredValue::new_local(None::<EventSource>);
+        let reload_queued = StoredValue::new(false);
+        Effect::new(move |_| {
+            let Some(Ok(view)) = job.get() else { return };
+            if source.with_value(Option::is_some) {
+                return;
+            }
+            let url = format!(
+                "/api/queue/jobs/{}/events/stream?after={}",
+                view.id, view.last_event_id
+            );
+            let Ok(stream) = EventSource::new(&url) else {
+                return;
+            };
+            let on_event = Closure::<dyn FnMut(web_sys::Event)>::new(move |_| {
+                if reload_queued.get_value() {
+                    return;
+                }
+                reload_queued.set_value(true);
+                set_timeout(
+                    move || {
+                        reload_queued.set_value(false);
+                        job.refetch();
+                    },
+                    Duration::from_millis(250),
+                );
+            });
+            // Events are named by their kind, so each kind needs its own listener.
+            let kinds = contract::job::events::ALL
+                .iter()
+                .chain(contract::job::task::ALL.iter());
+            for kind in kinds {
+                let _ = stream
+                    .add_event_listener_with_callback(kind, on_event.as_ref().unchecked_ref());
+            }
+            on_event.forget();
+            source.set_value(Some(stream));
+        });
+        on_cleanup(move || {
+            if let Some(stream) = source.try_with_value(|s| s.clone()).flatten() {
+                stream.close();
+            }
+        });
     }
 }
 
