@@ -173,6 +173,34 @@ pub fn job_view(
         }
     }
 
+    let mut stages: Vec<(String, String)> = task::STAGES
+        .iter()
+        .map(|s| {
+            (
+                s.rsplit('.').next().unwrap_or(s).to_string(),
+                "pending".to_string(),
+            )
+        })
+        .collect();
+    for event in events {
+        let Some(stage) = event.payload.get("stage").and_then(|s| s.as_str()) else {
+            continue;
+        };
+        let Some(i) = task::STAGES.iter().position(|s| *s == stage) else {
+            continue;
+        };
+        let state = match event.kind.as_str() {
+            task::STAGE_STARTED => "running",
+            task::STAGE_FINISHED => event
+                .payload
+                .get("outcome")
+                .and_then(|o| o.as_str())
+                .unwrap_or("succeeded"),
+            _ => continue,
+        };
+        stages[i].1 = state.to_string();
+    }
+
     let mut facts = Vec::new();
     let mut fact = |name: &str, value: String| {
         if !value.is_empty() {
@@ -232,6 +260,7 @@ pub fn job_view(
             .unwrap_or_default(),
         facts,
         steps,
+        stages,
         waiting,
         cancel: job.cancel_requested_at.map(|at| CancelView {
             requested: when(&at),
@@ -307,7 +336,29 @@ mod tests {
             .unwrap()
         };
         use contract::job::task;
+        let stage = |id: i64, kind: &str, payload: serde_json::Value| -> contract::JobEvent {
+            serde_json::from_value(json!({
+                "id": id, "jobId": "j1", "kind": kind, "level": "info", "message": "",
+                "payload": payload, "createdAt": "2026-01-01T00:00:00Z",
+            }))
+            .unwrap()
+        };
         let events = [
+            stage(
+                0,
+                task::STAGE_STARTED,
+                json!({ "stage": task::STAGE_PREPARE }),
+            ),
+            stage(
+                0,
+                task::STAGE_FINISHED,
+                json!({ "stage": task::STAGE_PREPARE, "outcome": "succeeded" }),
+            ),
+            stage(
+                0,
+                task::STAGE_STARTED,
+                json!({ "stage": task::STAGE_EXECUTE }),
+            ),
             event(1, task::STEP_STARTED, 0, "2026-01-01T00:00:01Z"),
             event(2, task::STEP_FINISHED, 0, "2026-01-01T00:00:04Z"),
             event(3, task::STEP_STARTED, 1, "2026-01-01T00:00:05Z"),
@@ -337,6 +388,19 @@ mod tests {
             Some("/api/queue/jobs/j1/artifacts/a1/download")
         );
         assert_eq!(view.steps[1].log, None);
+        let stages: Vec<(&str, &str)> = view
+            .stages
+            .iter()
+            .map(|(n, s)| (n.as_str(), s.as_str()))
+            .collect();
+        assert_eq!(
+            stages,
+            [
+                ("prepare", "succeeded"),
+                ("execute", "running"),
+                ("publish", "pending")
+            ]
+        );
         assert_eq!(view.title, "Count");
     }
 

@@ -76,3 +76,56 @@ test("cancelling a running job shows the request, then the job cancelled", async
   await expect(steps.nth(1)).toContainText("pending");
   await expect(page.getByText("not today")).toBeVisible();
 });
+
+test("figures: event stored → shown on the job page (printed, not asserted)", async ({ page }) => {
+  // A gemini job: the embedded worker cannot take it, so this test plays its worker (with
+  // gemini, not codex, so that the codex job of another test still has no worker).
+  const made = execFileSync(
+    process.env.STEPWISE_BIN!,
+    ["token", "create", "--name", "latency-worker", "--kind", "worker", "--data-dir", process.env.STEPWISE_E2E_DATA_DIR!],
+    { encoding: "utf8" },
+  );
+  const worker = /shown only now\): (sww_\S+)/.exec(made)![1];
+  const auth = (token: string) => ({ Authorization: `Bearer ${token}` });
+  const created = await page.request.post("/api/queue/jobs", {
+    headers: auth(process.env.STEPWISE_E2E_TOKEN!),
+    data: {
+      payload: {
+        repository: "octo/latency",
+        task: { instructions: "Latency probe", runtime: { mode: "gemini" }, publish: { mode: "none" } },
+      },
+    },
+  });
+  const id = (await created.json()).id;
+  const claimed = await page.request.post("/api/queue/jobs/claim", {
+    headers: auth(worker),
+    data: { capabilities: ["gemini", "git"] },
+  });
+  expect((await claimed.json()).job?.id).toBe(id);
+  await logIn(page, `/tasks/queue/${id}`);
+  await expect(page.getByTestId("job-status")).toHaveText("running");
+
+  const latencies: number[] = [];
+  for (let i = 0; i < 20; i++) {
+    const marker = `probe-${i}`;
+    const seen = page.evaluate(
+      (text) =>
+        new Promise<number>((resolve) => {
+          const check = () => document.body.innerText.includes(text) && (resolve(Date.now()), true);
+          if (check()) return;
+          new MutationObserver(() => check()).observe(document.body, { childList: true, subtree: true, characterData: true });
+        }),
+      marker,
+    );
+    const sent = Date.now();
+    const appended = await page.request.post(`/api/queue/jobs/${id}/events`, {
+      headers: auth(worker),
+      data: { attempt: 1, kind: "task.warning", message: marker },
+    });
+    expect(appended.status()).toBe(200);
+    latencies.push((await seen) - sent);
+  }
+  latencies.sort((a, b) => a - b);
+  const at = (p: number) => latencies[Math.min(latencies.length - 1, Math.ceil((p / 100) * latencies.length) - 1)];
+  console.log(`event appended → in the DOM: p50 ${at(50)} ms, p99 ${at(99)} ms over ${latencies.length} events`);
+});

@@ -18,6 +18,9 @@ pub struct JobView {
     pub objective: String,
     pub facts: Vec<(String, String)>,
     pub steps: Vec<StepView>,
+    /// prepare, execute and publish, each with its state (pending, running, succeeded,
+    /// failed, skipped or cancelled).
+    pub stages: Vec<(String, String)>,
     /// Why a queued job waits with no worker able to run it.
     pub waiting: Option<String>,
     pub cancel: Option<CancelView>,
@@ -126,7 +129,7 @@ pub fn JobPage() -> impl IntoView {
 
 /// The browser side of the live page: an EventSource on the job's stream, opened once the
 /// first data is in (to resume after its newest event), that reloads the job's data when
-/// events arrive, at most every quarter second. The browser reconnects a dropped stream by
+/// events arrive, a few dozen milliseconds after the first of a burst. The browser reconnects a dropped stream by
 /// itself, resuming after the last event it saw.
 #[cfg(feature = "hydrate")]
 mod live {
@@ -138,6 +141,11 @@ mod live {
     use web_sys::EventSource;
 
     use super::JobView;
+
+    /// How long after an event the page reloads: events that come closer together share
+    /// one reload, so a chatty agent (whose lines arrive batched) costs at most this many
+    /// reloads a second, not one per event. Short enough that an event shows within 100 ms.
+    const RELOAD_AFTER_MS: u64 = 40;
 
     pub fn follow(job: Resource<Result<JobView, ServerFnError>>) {
         let source = StoredValue::new_local(None::<EventSource>);
@@ -164,7 +172,7 @@ mod live {
                         reload_queued.set_value(false);
                         job.refetch();
                     },
-                    Duration::from_millis(250),
+                    Duration::from_millis(RELOAD_AFTER_MS),
                 );
             });
             // Events are named by their kind, so each kind needs its own listener.
@@ -278,6 +286,11 @@ fn JobDetails(view: JobView, cancel: ServerAction<CancelJob>) -> impl IntoView {
                 <div class="bar" style=format!("width: {percent}%")></div>
             </div>
             <p class="muted">{format!("{done}/{total} steps done")}</p>
+            <ol class="stages" aria-label="Stages">
+                {view.stages.into_iter().map(|(name, state)| view! {
+                    <li class=format!("status {state}")>{format!("{name}: {state}")}</li>
+                }).collect_view()}
+            </ol>
             <ol class="timeline">{steps}</ol>
         </section>
         {cancellable.then(|| view! {
