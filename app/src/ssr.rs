@@ -29,16 +29,11 @@ pub fn operator() -> Result<TokenRecord, ServerFnError> {
 
 /// A queue error as the page shows it: what the user can act on, said; the rest (a
 /// database or disk failure) logged in full and answered without details.
+/// The queue's own `code()` says which errors are internal, as it does for the REST API.
 pub fn shown(error: QueueError) -> ServerFnError {
-    match error {
-        QueueError::NotFound { .. }
-        | QueueError::StateConflict { .. }
-        | QueueError::Invalid(_)
-        | QueueError::TooLarge { .. }
-        | QueueError::OwnershipMismatch { .. } => ServerFnError::new(error.to_string()),
-        other => {
-            leptos::logging::error!("dashboard request failed: {other}");
-            ServerFnError::new("the server failed; see its log")
-        }
+    if error.code() == "internal" {
+        leptos::logging::error!("dashboard request failed: {error}");
+        return ServerFnError::new("the server failed; see its log");
     }
+    ServerFnError::new(error.to_string())
 }
