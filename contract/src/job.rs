@@ -326,6 +326,20 @@ pub mod task {
         WARNING,
     ];
 
+    /// The kinds that move a task's step progress (what a jobs list shows as `2/3`); a
+    /// step's log lines and warnings do not.
+    pub const PROGRESS: [&str; 5] = [
+        STEPS_PLAN,
+        STEP_STARTED,
+        STEP_FINISHED,
+        STEP_FAILED,
+        STEP_CANCELLED,
+    ];
+
+    pub fn is_progress(kind: &str) -> bool {
+        PROGRESS.contains(&kind)
+    }
+
     pub const TASK_CONTEXT: &str = "task_context.json";
     pub const PUBLISH_RESULT: &str = "publish_result.json";
     pub const CHANGES_PATCH: &str = "patches/changes.patch";

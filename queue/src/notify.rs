@@ -54,6 +54,9 @@ pub enum NotificationKind {
     EventAppended { event_id: i64 },
     /// The job may now be claimed (created or requeued): waiting workers should try.
     JobAvailable,
+    /// A worker moved the task's step progress (a step planned, started or ended; see
+    /// `contract::job::task::PROGRESS`), which a jobs list shows beside the row.
+    StepProgress,
 }
 
 impl Notification {
@@ -62,6 +65,7 @@ impl Notification {
         match self.kind {
             NotificationKind::JobChanged => format!("{origin}|{}|changed", self.job_id),
             NotificationKind::JobAvailable => format!("{origin}|{}|available", self.job_id),
+            NotificationKind::StepProgress => format!("{origin}|{}|progress", self.job_id),
             NotificationKind::EventAppended { event_id } => {
                 format!("{origin}|{}|event|{event_id}", self.job_id)
             }
@@ -75,6 +79,7 @@ impl Notification {
         let kind = match parts.next()? {
             "changed" => NotificationKind::JobChanged,
             "available" => NotificationKind::JobAvailable,
+            "progress" => NotificationKind::StepProgress,
             "event" => NotificationKind::EventAppended {
                 event_id: parts.next()?.parse().ok()?,
             },
@@ -240,6 +245,7 @@ mod tests {
             NotificationKind::JobChanged,
             NotificationKind::JobAvailable,
             NotificationKind::EventAppended { event_id: 42 },
+            NotificationKind::StepProgress,
         ] {
             let note = Notification {
                 job_id: "0198c1f0-0000-7000-8000-000000000001".into(),

@@ -730,6 +730,9 @@ impl Queue {
             payload: event.payload,
         };
         let appended = tx.insert_event(&job.id, &pending, now).await?;
+        if contract::job::task::is_progress(&appended.kind) {
+            tx.notify(&job.id, NotificationKind::StepProgress);
+        }
         self.commit(tx).await?;
         Ok(appended)
     }
@@ -749,6 +752,71 @@ impl Queue {
             return Err(QueueError::job_not_found(id));
         }
         Ok(events)
+    }
+
+    /// The newest `limit` (1 to 1000) events of the job, oldest first: the end of a long
+    /// timeline, for a page that shows the latest activity.
+    pub async fn list_latest_events(
+        &self,
+        id: &str,
+        limit: u32,
+    ) -> Result<Vec<JobEvent>, QueueError> {
+        let uuid = parse_job_id(id)?;
+        let limit = i64::from(limit.clamp(1, MAX_EVENTS_PAGE));
+        let mut events = self.inner.db.list_newest_events(uuid, limit).await?;
+        if events.is_empty() && self.inner.db.get_job(uuid).await?.is_none() {
+            return Err(QueueError::job_not_found(id));
+        }
+        events.reverse();
+        Ok(events)
+    }
+
+    /// [`list_events`](Self::list_events) leaving out the events of kind `except` (a
+    /// step's log lines, say, which outnumber every other kind by far).
+    pub async fn list_events_except(
+        &self,
+        id: &str,
+        except: &str,
+        after: i64,
+        limit: u32,
+    ) -> Result<Vec<JobEvent>, QueueError> {
+        let uuid = parse_job_id(id)?;
+        let limit = i64::from(limit.clamp(1, MAX_EVENTS_PAGE));
+        let events = self
+            .inner
+            .db
+            .list_events_except(uuid, except, after, limit)
+            .await?;
+        if events.is_empty() && self.inner.db.get_job(uuid).await?.is_none() {
+            return Err(QueueError::job_not_found(id));
+        }
+        Ok(events)
+    }
+
+    /// How many events the job has.
+    pub async fn count_events(&self, id: &str) -> Result<u64, QueueError> {
+        let uuid = parse_job_id(id)?;
+        let n = self.inner.db.count_events(uuid).await?;
+        if n == 0 && self.inner.db.get_job(uuid).await?.is_none() {
+            return Err(QueueError::job_not_found(id));
+        }
+        Ok(u64::try_from(n).unwrap_or(0))
+    }
+
+    /// How many steps each task has finished in its current attempt (`task.step.finished`
+    /// events since its latest claim), for a list of jobs; a job with none is left out.
+    /// Unknown ids are ignored.
+    pub async fn steps_finished(&self, ids: &[&str]) -> Result<HashMap<String, u32>, QueueError> {
+        let uuids: Vec<Uuid> = ids.iter().filter_map(|id| Uuid::parse_str(id).ok()).collect();
+        let counts = self
+            .inner
+            .db
+            .count_kind_since(&uuids, contract::job::task::STEP_FINISHED, events::JOB_CLAIMED)
+            .await?;
+        Ok(counts
+            .into_iter()
+            .map(|(id, n)| (id.to_string(), u32::try_from(n).unwrap_or(u32::MAX)))
+            .collect())
     }
 
     /// Stores `bytes` as the job's artifact `name`, replacing an earlier one of that name.
@@ -835,6 +903,38 @@ impl Queue {
             .ok_or_else(not_found)?;
         let path = artifacts::path_of(&self.inner.config.artifacts_dir, &artifact.job_id, name);
         Ok((artifact, path))
+    }
+
+    /// An artifact found by its id, with the first `max_bytes` of its content and whether
+    /// there was more: for a page that shows a log or a patch.
+    pub async fn read_artifact(
+        &self,
+        id: &str,
+        artifact_id: &str,
+        max_bytes: u64,
+    ) -> Result<(Artifact, Vec<u8>, bool), QueueError> {
+        use tokio::io::AsyncReadExt;
+        let artifact = self
+            .list_artifacts(id)
+            .await?
+            .into_iter()
+            .find(|a| a.id == artifact_id)
+            .ok_or_else(|| QueueError::NotFound {
+                entity: Entity::Artifact,
+                id: format!("{id}/{artifact_id}"),
+            })?;
+        let path = artifacts::path_of(&self.inner.config.artifacts_dir, &artifact.job_id, &artifact.name);
+        let at = |e: std::io::Error| {
+            QueueError::Storage(std::io::Error::new(e.kind(), format!("{}: {e}", path.display())))
+        };
+        let file = tokio::fs::File::open(&path).await.map_err(at)?;
+        let mut bytes = Vec::new();
+        file.take(max_bytes)
+            .read_to_end(&mut bytes)
+            .await
+            .map_err(at)?;
+        let more = artifact.size > bytes.len() as u64;
+        Ok((artifact, bytes, more))
     }
 
     pub async fn create_token(&self, token: NewToken) -> Result<TokenRecord, QueueError> {

@@ -1022,6 +1022,90 @@ impl Database {
         })
     }
 
+    /// The newest `limit` events of the job, newest first.
+    pub(crate) async fn list_newest_events(
+        &self,
+        job_id: Uuid,
+        limit: i64,
+    ) -> Result<Vec<JobEvent>, sqlx::Error> {
+        on_pool!(self, p => {
+            let rows = sqlx::query(concat!(
+                "SELECT ",
+                event_columns!(),
+                " FROM job_events WHERE job_id = $1 ORDER BY id DESC LIMIT $2"
+            ))
+            .bind(Id(job_id))
+            .bind(limit)
+            .fetch_all(p)
+            .await?;
+            rows.iter().map(|row| event_from_row!(row)).collect()
+        })
+    }
+
+    /// [`list_events`](Self::list_events) without the events of one kind.
+    pub(crate) async fn list_events_except(
+        &self,
+        job_id: Uuid,
+        kind: &str,
+        after: i64,
+        limit: i64,
+    ) -> Result<Vec<JobEvent>, sqlx::Error> {
+        on_pool!(self, p => {
+            let rows = sqlx::query(concat!(
+                "SELECT ",
+                event_columns!(),
+                " FROM job_events WHERE job_id = $1 AND id > $2 AND kind <> $3 ORDER BY id LIMIT $4"
+            ))
+            .bind(Id(job_id))
+            .bind(after)
+            .bind(kind)
+            .bind(limit)
+            .fetch_all(p)
+            .await?;
+            rows.iter().map(|row| event_from_row!(row)).collect()
+        })
+    }
+
+    pub(crate) async fn count_events(&self, job_id: Uuid) -> Result<i64, sqlx::Error> {
+        on_pool!(self, p => {
+            sqlx::query_scalar("SELECT COUNT(*) FROM job_events WHERE job_id = $1")
+                .bind(Id(job_id))
+                .fetch_one(p)
+                .await
+        })
+    }
+
+    /// For each of `job_ids` that has any, how many events of `kind` it has since its
+    /// newest event of `since_kind` (or since it was created, when it has none).
+    pub(crate) async fn count_kind_since(
+        &self,
+        job_ids: &[Uuid],
+        kind: &str,
+        since_kind: &str,
+    ) -> Result<Vec<(Uuid, i64)>, sqlx::Error> {
+        if job_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let placeholders: Vec<String> = (3..job_ids.len() + 3).map(|n| format!("${n}")).collect();
+        let sql = format!(
+            "SELECT e.job_id AS job_id, COUNT(*) AS n FROM job_events e \
+             WHERE e.job_id IN ({}) AND e.kind = $1 AND e.id > COALESCE(( \
+                 SELECT MAX(s.id) FROM job_events s WHERE s.job_id = e.job_id AND s.kind = $2 \
+             ), 0) GROUP BY e.job_id",
+            placeholders.join(", ")
+        );
+        on_pool!(self, p => {
+            let mut query = sqlx::query(&sql).bind(kind).bind(since_kind);
+            for id in job_ids {
+                query = query.bind(Id(*id));
+            }
+            let rows = query.fetch_all(p).await?;
+            rows.iter()
+                .map(|row| Ok((row.try_get::<Id, _>("job_id")?.0, row.try_get::<i64, _>("n")?)))
+                .collect()
+        })
+    }
+
     pub(crate) async fn list_artifacts(&self, job_id: Uuid) -> Result<Vec<Artifact>, sqlx::Error> {
         on_pool!(self, p => {
             let rows = sqlx::query(concat!(

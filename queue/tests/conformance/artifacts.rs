@@ -172,3 +172,27 @@ pub async fn unknown_artifact_is_not_found(h: Harness) {
         "artifact_not_found",
     );
 }
+
+/// A page shows the start of an artifact, found by its id, and says when there is more.
+pub async fn an_artifact_is_read_by_id_up_to_a_limit(h: Harness) {
+    let (job, f) = running(&h).await;
+    let patch = h
+        .queue
+        .add_artifact(&job.id, &f, "patches/changes.patch", "text/x-diff", b"+one\n+two\n")
+        .await
+        .unwrap();
+    let (found, bytes, more) = h.queue.read_artifact(&job.id, &patch.id, 1024).await.unwrap();
+    assert_eq!(found, patch);
+    assert_eq!((bytes.as_slice(), more), (&b"+one\n+two\n"[..], false));
+    let (_, head, more) = h.queue.read_artifact(&job.id, &patch.id, 4).await.unwrap();
+    assert_eq!((head.as_slice(), more), (&b"+one"[..], true));
+    assert_code(
+        h.queue.read_artifact(&job.id, "no-such-id", 10).await,
+        "artifact_not_found",
+    );
+    let other = h.create(Spec::default()).await;
+    assert_code(
+        h.queue.read_artifact(&other.id, &patch.id, 10).await,
+        "artifact_not_found",
+    );
+}

@@ -172,3 +172,94 @@ pub async fn a_cursor_reader_never_skips_events_written_concurrently(h: Harness)
     assert_eq!(all.len(), expected);
     assert_eq!(seen, all, "the cursor reader skipped or repeated events");
 }
+
+/// A long timeline is read from its end (the latest activity) or without its log lines
+/// (the milestones a step timeline is built from), and counted.
+pub async fn a_timeline_is_read_from_its_end_or_without_its_log_lines(h: Harness) {
+    use contract::job::task;
+    let job = h.create(Spec::default()).await;
+    let claimed = h.claim_exactly("w1", &job).await;
+    let f = fence(&claimed);
+    let mut kinds = vec![events::JOB_CREATED.to_string(), events::JOB_CLAIMED.to_string()];
+    for i in 0..30 {
+        let kind = match i {
+            0 => task::STEP_STARTED,
+            29 => task::STEP_FINISHED,
+            _ => task::STEP_LOG,
+        };
+        h.queue.append_event(&job.id, &f, step_event(kind)).await.unwrap();
+        kinds.push(kind.to_string());
+    }
+    let all = h.queue.list_events(&job.id, 0, 1000).await.unwrap();
+    assert_eq!(h.queue.count_events(&job.id).await.unwrap(), 32);
+
+    let latest = h.queue.list_latest_events(&job.id, 5).await.unwrap();
+    assert_eq!(latest[..], all[27..], "the newest five, oldest first");
+    let everything = h.queue.list_latest_events(&job.id, 1000).await.unwrap();
+    assert_eq!(everything, all);
+
+    let milestones = h
+        .queue
+        .list_events_except(&job.id, task::STEP_LOG, 0, 1000)
+        .await
+        .unwrap();
+    let milestone_kinds: Vec<&str> = milestones.iter().map(|e| e.kind.as_str()).collect();
+    assert_eq!(
+        milestone_kinds,
+        [events::JOB_CREATED, events::JOB_CLAIMED, task::STEP_STARTED, task::STEP_FINISHED]
+    );
+    let after = h
+        .queue
+        .list_events_except(&job.id, task::STEP_LOG, milestones[1].id, 1)
+        .await
+        .unwrap();
+    assert_eq!(after, milestones[2..3]);
+
+    let unknown = "0198c1f0-0000-7000-8000-00000000dead";
+    assert_code(h.queue.list_latest_events(unknown, 5).await, "job_not_found");
+    assert_code(
+        h.queue.list_events_except(unknown, task::STEP_LOG, 0, 5).await,
+        "job_not_found",
+    );
+    assert_code(h.queue.count_events(unknown).await, "job_not_found");
+}
+
+/// A jobs list shows `2/3` from the steps finished in the job's current attempt: a retried
+/// job starts again from none.
+pub async fn finished_steps_are_counted_for_the_current_attempt_only(h: Harness) {
+    use contract::job::task;
+    let retried = h.create(Spec::attempts(3)).await;
+    let other = h.create(Spec::default()).await;
+    let idle = h.create(Spec::default()).await;
+    let first = h.claim_exactly("w1", &retried).await;
+    for kind in [task::STEP_FINISHED, task::STEP_LOG, task::STEP_FINISHED] {
+        h.queue
+            .append_event(&retried.id, &fence(&first), step_event(kind))
+            .await
+            .unwrap();
+    }
+    let running = h.claim_exactly("w2", &other).await;
+    h.queue
+        .append_event(&other.id, &fence(&running), step_event(task::STEP_FINISHED))
+        .await
+        .unwrap();
+    let ids = [retried.id.as_str(), other.id.as_str(), idle.id.as_str(), "not-a-job"];
+    let counts = h.queue.steps_finished(&ids).await.unwrap();
+    assert_eq!(counts.get(&retried.id), Some(&2));
+    assert_eq!(counts.get(&other.id), Some(&1));
+    assert_eq!(counts.get(&idle.id), None);
+
+    h.queue
+        .fail(&retried.id, &fence(&first), "flaky".into(), true)
+        .await
+        .unwrap();
+    h.advance(std::time::Duration::from_secs(60));
+    let second = h.claim_exactly("w3", &retried).await;
+    assert_eq!(h.queue.steps_finished(&ids).await.unwrap().get(&retried.id), None);
+    h.queue
+        .append_event(&retried.id, &fence(&second), step_event(task::STEP_FINISHED))
+        .await
+        .unwrap();
+    assert_eq!(h.queue.steps_finished(&ids).await.unwrap().get(&retried.id), Some(&1));
+    assert!(h.queue.steps_finished(&[]).await.unwrap().is_empty());
+}

@@ -139,6 +139,35 @@ pub async fn every_change_is_broadcast_once_to_subscribers(h: Harness) {
     assert_eq!(kinds[1], NotificationKind::JobChanged);
 }
 
+/// A step starting or ending tells a jobs list its progress moved; a log line does not,
+/// so a chatty agent does not redraw every list that shows the job.
+pub async fn step_progress_is_announced_but_log_lines_are_not(h: Harness) {
+    let job = h.create(Spec::default()).await;
+    let claimed = h.claim_exactly("w1", &job).await;
+    let mut rx = h.queue.subscribe();
+    let f = fence(&claimed);
+    for kind in [
+        contract::job::task::STEP_STARTED,
+        contract::job::task::STEP_LOG,
+        contract::job::task::WARNING,
+        contract::job::task::STEP_FINISHED,
+    ] {
+        h.queue.append_event(&job.id, &f, step_event(kind)).await.unwrap();
+    }
+    let heard = drain(&mut rx, Duration::from_millis(300)).await;
+    let progress = heard
+        .iter()
+        .filter(|n| n.kind == NotificationKind::StepProgress)
+        .count();
+    assert_eq!(progress, 2, "{heard:?}");
+    assert!(heard.iter().all(|n| n.job_id == job.id));
+    let appended = heard
+        .iter()
+        .filter(|n| matches!(n.kind, NotificationKind::EventAppended { .. }))
+        .count();
+    assert_eq!(appended, 4, "{heard:?}");
+}
+
 /// Another replica (a second queue on the same database) hears this one's changes on
 /// PostgreSQL, through LISTEN/NOTIFY. An embedded SQLite database has a single process, so
 /// there a second queue hears nothing: notifications stay in-process.
