@@ -461,12 +461,14 @@ impl Run<'_> {
                         Progress::Action(_) | Progress::Error(_) => {}
                     }
                 }
-                let _ = reports.send(Report::Event {
-                    kind: task::STEP_LOG.into(),
-                    level: EventLevel::Info,
-                    message: redactor.redact(line).into_owned(),
-                    payload: json!({ "stepIndex": index }),
-                });
+                for text in runtime::readable(runtime.mode, line) {
+                    let _ = reports.send(Report::Event {
+                        kind: task::STEP_LOG.into(),
+                        level: EventLevel::Info,
+                        message: redactor.redact(&text).into_owned(),
+                        payload: json!({ "stepIndex": index }),
+                    });
+                }
             })
             .await
         };

@@ -57,8 +57,58 @@ struct Manifest {
     #[serde(default)]
     required_capabilities: Vec<String>,
     #[serde(default)]
-    #[allow(dead_code)]
     description: Option<String>,
+}
+
+/// The manifest of the skill in `dir`; no file is an empty one.
+fn read_manifest(id: &str, dir: &Path) -> Result<Manifest, WorkspaceError> {
+    let path = dir.join("manifest.json");
+    match std::fs::read_to_string(&path) {
+        Ok(text) => serde_json::from_str(&text).map_err(|e| WorkspaceError::BadManifest {
+            id: id.to_string(),
+            path: path.display().to_string(),
+            reason: e.to_string(),
+        }),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Manifest::default()),
+        Err(e) => Err(io_error(&path)(e)),
+    }
+}
+
+/// A skill installed in a skills directory, as a task form offers it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InstalledSkill {
+    pub id: String,
+    pub description: Option<String>,
+    pub required_capabilities: Vec<String>,
+}
+
+/// The skills in `skills_dir` (each a folder with a SKILL.md), by id. A missing directory
+/// has none; a skill whose manifest cannot be read is left out with a warning, since a
+/// task naming it would fail in prepare anyway, saying why.
+pub fn installed_skills(skills_dir: &Path) -> Vec<InstalledSkill> {
+    let Ok(entries) = std::fs::read_dir(skills_dir) else {
+        return Vec::new();
+    };
+    let mut skills: Vec<InstalledSkill> = entries
+        .filter_map(Result::ok)
+        .filter(|entry| entry.path().join("SKILL.md").is_file())
+        .filter_map(|entry| {
+            let id = entry.file_name().to_str()?.to_string();
+            match read_manifest(&id, &entry.path()) {
+                Ok(manifest) => Some(InstalledSkill {
+                    id,
+                    description: manifest.description,
+                    required_capabilities: manifest.required_capabilities,
+                }),
+                Err(e) => {
+                    tracing::warn!("{e}");
+                    None
+                }
+            }
+        })
+        .collect();
+    skills.sort_by(|a, b| a.id.cmp(&b.id));
+    skills
 }
 
 impl Workspace {
@@ -107,18 +157,7 @@ impl Workspace {
                     path: skill_md.display().to_string(),
                 });
             }
-            let manifest_path = source.join("manifest.json");
-            let manifest = match std::fs::read_to_string(&manifest_path) {
-                Ok(text) => serde_json::from_str::<Manifest>(&text).map_err(|e| {
-                    WorkspaceError::BadManifest {
-                        id: id.clone(),
-                        path: manifest_path.display().to_string(),
-                        reason: e.to_string(),
-                    }
-                })?,
-                Err(e) if e.kind() == io::ErrorKind::NotFound => Manifest::default(),
-                Err(e) => return Err(io_error(&manifest_path)(e)),
-            };
+            let manifest = read_manifest(id, &source)?;
             copy_dir(&source, &self.skills_active.join(id))?;
             active.push(ActiveSkill {
                 id: id.clone(),
@@ -259,6 +298,37 @@ mod tests {
         );
         assert!(ws.skills_active.join("speckit/scripts/run.sh").is_file());
         assert!(!ws.skills_active.join("speckit").is_symlink());
+    }
+
+    #[test]
+    fn installed_skills_are_listed_by_id_with_their_manifest() {
+        let tmp = tempfile::tempdir().unwrap();
+        let skills = tmp.path().join("skills");
+        skill(
+            &skills,
+            "speckit",
+            Some(r#"{"requiredCapabilities":["docker"],"description":"Specs first"}"#),
+        );
+        skill(&skills, "lint", None);
+        skill(&skills, "broken", Some("{"));
+        std::fs::create_dir_all(skills.join("not-a-skill")).unwrap();
+        let listed = installed_skills(&skills);
+        assert_eq!(
+            listed,
+            [
+                InstalledSkill {
+                    id: "lint".into(),
+                    description: None,
+                    required_capabilities: vec![]
+                },
+                InstalledSkill {
+                    id: "speckit".into(),
+                    description: Some("Specs first".into()),
+                    required_capabilities: vec!["docker".into()]
+                },
+            ]
+        );
+        assert!(installed_skills(&tmp.path().join("nowhere")).is_empty());
     }
 
     #[test]

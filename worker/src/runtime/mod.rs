@@ -98,6 +98,29 @@ pub enum Progress {
     Finished { ok: bool, summary: Option<String> },
 }
 
+impl Progress {
+    /// How it reads in a live tail; the end of a run has its own step event instead.
+    pub fn display(&self) -> Option<String> {
+        match self {
+            Progress::Message(text) => Some(text.clone()),
+            Progress::Action(action) => Some(format!("▸ {action}")),
+            Progress::Error(error) => Some(format!("error: {error}")),
+            Progress::Finished { .. } => None,
+        }
+    }
+}
+
+/// What a person watching the step should read for one line of `mode`'s output: the
+/// agent's messages, actions and errors as text; a line that is not JSON (a CLI's plain
+/// warning) as it is; a JSON line with nothing to show, nothing. The step's log artifact
+/// keeps every line as the CLI wrote it.
+pub fn readable(mode: RuntimeMode, line: &str) -> Vec<String> {
+    if !line.trim_start().starts_with('{') {
+        return vec![line.to_string()];
+    }
+    parse_line(mode, line).iter().filter_map(Progress::display).collect()
+}
+
 /// Reads one line of `mode`'s streaming output. Lines that are not JSON (a CLI's plain
 /// warnings) or that carry nothing to show give nothing; they still go to the step's log.
 pub fn parse_line(mode: RuntimeMode, line: &str) -> Vec<Progress> {
@@ -164,6 +187,18 @@ mod tests {
         assert_eq!(built.program, PathBuf::from("/opt/agents/claude"));
         assert_eq!(built.cwd, PathBuf::from("/r"));
         assert!(built.env.contains(&("HOME".into(), "/h".into())));
+    }
+
+    #[test]
+    fn a_live_tail_reads_the_agent_s_words_not_its_json() {
+        let said = r#"{"type":"assistant","message":{"content":[{"type":"text","text":"Reading the code"}]}}"#;
+        assert_eq!(readable(RuntimeMode::Claude, said), ["Reading the code"]);
+        let init = r#"{"type":"system","subtype":"init","cwd":"/w"}"#;
+        assert!(readable(RuntimeMode::Claude, init).is_empty());
+        let done = r#"{"type":"result","subtype":"success","is_error":false,"result":"done"}"#;
+        assert!(readable(RuntimeMode::Claude, done).is_empty(), "the step event says it");
+        assert_eq!(readable(RuntimeMode::Codex, "warning: slow"), ["warning: slow"]);
+        assert_eq!(Progress::Action("edit a.rs".into()).display().as_deref(), Some("▸ edit a.rs"));
     }
 
     #[test]
