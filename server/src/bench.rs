@@ -346,6 +346,7 @@ pub(crate) async fn serve_api(
     let router = api::router(queue.config().max_artifact_bytes).with_state(AppState {
         queue: queue.clone(),
         limits: Limits::default(),
+        closing: Default::default(),
     });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await

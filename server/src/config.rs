@@ -13,6 +13,9 @@ pub struct Config {
     pub db: DbArgs,
     pub site_root: PathBuf,
     pub settings: ServerSettings,
+    /// The skills the task form offers: the embedded worker's (`--skills-dir`, else
+    /// `<data-dir>/skills`), also with --no-worker.
+    pub skills_dir: PathBuf,
     /// The embedded worker's settings; `None` with --no-worker.
     pub worker: Option<crate::worker_cli::AgentArgs>,
 }
@@ -62,9 +65,14 @@ impl Config {
             .collect();
         Ok(Config {
             addr,
+            skills_dir: args.worker.skills_dir(&args.db.data_dir),
             db: args.db,
             site_root,
-            settings: ServerSettings { defaults, runtimes },
+            settings: ServerSettings {
+                defaults,
+                runtimes,
+                skills: Vec::new(),
+            },
             worker: (!args.no_worker).then_some(args.worker),
         })
     }

@@ -1,5 +1,8 @@
 //! The `stepwise` binary: parses the command line and hands over to the command.
 
+// Leptos view types nest deeply; computing their layout needs more than the default 128.
+#![recursion_limit = "256"]
+
 mod api;
 mod auth;
 mod bench;

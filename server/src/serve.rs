@@ -30,7 +30,9 @@ pub async fn run(config: Config) -> Result<(), CliError> {
     let rescuer =
         queue::Rescuer::new(queue.clone(), queue::RescuerConfig::default()).start(stop.clone());
 
-    let app = router(&config, queue.clone());
+    // Stops the HTTP server; its streams end at once (the rest drains gracefully).
+    let http_stop = CancellationToken::new();
+    let app = router(&config, queue.clone(), http_stop.clone());
     let listener = tokio::net::TcpListener::bind(config.addr)
         .await
         .map_err(|source| CliError::Bind {
@@ -72,7 +74,6 @@ pub async fn run(config: Config) -> Result<(), CliError> {
     };
     // The embedded worker talks to this server over HTTP, so the server stays up until the
     // worker has drained (or handed back) its jobs; a second signal hands them back at once.
-    let http_stop = CancellationToken::new();
     tokio::spawn({
         let http_stop = http_stop.clone();
         async move {
@@ -126,11 +127,12 @@ fn base_url(local: std::net::SocketAddr) -> String {
     format!("http://{}", std::net::SocketAddr::new(ip, local.port()))
 }
 
-fn router(config: &Config, queue: queue::Queue) -> Router {
+fn router(config: &Config, queue: queue::Queue, closing: CancellationToken) -> Router {
     let max_artifact_bytes = queue.config().max_artifact_bytes;
     let state = AppState {
         queue,
         limits: Limits::default(),
+        closing,
     };
     let api = api::router(max_artifact_bytes).with_state(state.clone());
     let login = crate::session::router().with_state(state.clone());
@@ -143,6 +145,17 @@ fn router(config: &Config, queue: queue::Queue) -> Router {
         .build();
     let routes = generate_route_list(app::App);
     let settings = config.settings.clone();
+    let skills_dir = config.skills_dir.clone();
+    let skills = app::SkillCatalog(std::sync::Arc::new(move || {
+        worker::workspace::installed_skills(&skills_dir)
+            .into_iter()
+            .map(|s| app::SkillInfo {
+                id: s.id,
+                description: s.description,
+                required_capabilities: s.required_capabilities,
+            })
+            .collect()
+    }));
     // Pages and server functions reach the one queue service through the context.
     let queue = state.queue.clone();
     Router::new()
@@ -153,6 +166,7 @@ fn router(config: &Config, queue: queue::Queue) -> Router {
             routes,
             move || {
                 provide_context(settings.clone());
+                provide_context(skills.clone());
                 provide_context(queue.clone());
             },
             {
@@ -232,7 +246,7 @@ pub(crate) mod tests {
         let queue = open_queue(&config.db, config.settings.defaults.clone())
             .await
             .unwrap();
-        (router(&config, queue.clone()), queue)
+        (router(&config, queue.clone(), CancellationToken::new()), queue)
     }
 
     /// A `Cookie` header of a live session of a fresh admin token.

@@ -12,6 +12,8 @@ use crate::auth::{Scope, mint};
 pub struct Fixture {
     pub queue: Queue,
     pub router: Router,
+    /// The router's `closing`: cancel it to end its streams, as a shutdown does.
+    pub closing: tokio_util::sync::CancellationToken,
     _dir: tempfile::TempDir,
 }
 
@@ -29,13 +31,16 @@ pub async fn fixture(artifact_limit: u64) -> Fixture {
         keep_alive: Duration::from_secs(1),
         ..Limits::default()
     };
+    let closing = tokio_util::sync::CancellationToken::new();
     let router = router(artifact_limit).with_state(AppState {
         queue: queue.clone(),
         limits,
+        closing: closing.clone(),
     });
     Fixture {
         queue,
         router,
+        closing,
         _dir: dir,
     }
 }

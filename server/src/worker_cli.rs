@@ -86,6 +86,13 @@ pub struct AgentArgs {
 }
 
 impl AgentArgs {
+    /// Where skills are installed; `home` is where the relative default goes.
+    pub fn skills_dir(&self, home: &Path) -> PathBuf {
+        self.skills_dir
+            .clone()
+            .unwrap_or_else(|| home.join("skills"))
+    }
+
     /// The worker's configuration; `home` is where relative defaults go.
     fn config(self, home: &Path, token: &str) -> Result<WorkerConfig, CliError> {
         if self.concurrency == 0 || self.lease_seconds < 3 {
@@ -93,6 +100,7 @@ impl AgentArgs {
                 "--concurrency must be at least 1 and --lease-seconds at least 3".into(),
             ));
         }
+        let skills_dir = self.skills_dir(home);
         let capabilities = if self.capabilities.is_empty() {
             worker::probe_capabilities(std::env::var_os("PATH").as_deref())
         } else {
@@ -102,7 +110,7 @@ impl AgentArgs {
         let stages = StageConfig {
             mirrors: MirrorCache::new(workdir.join("mirrors")),
             workdir: workdir.join("jobs"),
-            skills_dir: self.skills_dir.unwrap_or_else(|| home.join("skills")),
+            skills_dir,
             binaries: Binaries {
                 codex: self.codex_bin,
                 claude: self.claude_bin,

@@ -22,6 +22,9 @@ pub use json::ApiJson;
 pub struct AppState {
     pub queue: Queue,
     pub limits: Limits,
+    /// Cancelled when the server stops serving: open event streams end then, so a
+    /// graceful shutdown does not wait on a browser tab that is still watching.
+    pub closing: tokio_util::sync::CancellationToken,
 }
 
 /// Bounds on what a client may ask for.

@@ -14,7 +14,7 @@ use crate::auth::User;
 #[openapi(
     info(title = "stepwise queue API", description = "A queue for coding-agent tasks. Every route needs `Authorization: Bearer <token>`."),
     paths(
-        jobs::create, jobs::list, jobs::show, jobs::cancel, jobs::events, stream::stream_events,
+        jobs::create, jobs::list, jobs::show, jobs::cancel, jobs::events, stream::stream_events, stream::stream_jobs,
         artifacts::list, artifacts::download, artifacts::upload,
         worker::claim, worker::heartbeat, worker::complete, worker::fail, worker::append_event, worker::ack_cancel,
     ),

@@ -1,5 +1,7 @@
-//! `GET /jobs/{id}/events/stream`: the job's timeline as Server-Sent Events, replayed from
-//! `Last-Event-ID` (or `?after=`) and then pushed live from the queue's notifications.
+//! Server-Sent Events, fed by the queue's notifications:
+//! - `GET /jobs/{id}/events/stream`: one job's timeline, replayed from `Last-Event-ID` (or
+//!   `?after=`) and then pushed live;
+//! - `GET /jobs/stream`: which jobs changed, for a live jobs list.
 
 use std::convert::Infallible;
 
@@ -9,6 +11,7 @@ use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::routing::get;
 use contract::JobEvent;
+use futures_util::StreamExt;
 use futures_util::stream::{self, Stream};
 use queue::{NotificationKind, Queue};
 use serde::Deserialize;
@@ -16,7 +19,7 @@ use tokio::sync::broadcast::error::RecvError;
 
 use super::error::ErrorBody;
 use super::{ApiError, AppState};
-use crate::auth::Reader;
+use crate::auth::{Reader, User};
 
 /// Events are read from the store in pages of this size while catching up.
 const PAGE: u32 = 500;
@@ -25,7 +28,57 @@ const PAGE: u32 = 500;
 const RECHECK: std::time::Duration = std::time::Duration::from_secs(5);
 
 pub fn router() -> Router<AppState> {
-    Router::new().route("/jobs/{id}/events/stream", get(stream_events))
+    Router::new()
+        .route("/jobs/{id}/events/stream", get(stream_events))
+        .route("/jobs/stream", get(stream_jobs))
+}
+
+/// One message of `GET /jobs/stream`.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct JobChange {
+    job_id: String,
+    /// `changed` (its row: state, lease, cancel request) or `progress` (its steps).
+    what: &'static str,
+}
+
+/// Named SSE events of `GET /jobs/stream`: a job changed, or the stream missed some
+/// changes and the client should read the list again.
+const JOB_EVENT: &str = "job";
+const RESYNC_EVENT: &str = "resync";
+
+#[utoipa::path(get, path = "/api/queue/jobs/stream", tag = "jobs",
+    responses((status = 200, description = "Server-Sent Events, one per change from now on: `job` with a JobChange (`what`: `changed` for its state, lease or cancel request; `progress` for its steps), or `resync` when some were missed and the list should be read again. Nothing is replayed: read the list first, then follow.", content_type = "text/event-stream", body = JobChange),
+        (status = 401, description = "no valid token", body = ErrorBody), (status = 403, description = "a worker token", body = ErrorBody)))]
+pub(crate) async fn stream_jobs(
+    State(state): State<AppState>,
+    _user: User,
+) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+    let notes = state.queue.subscribe();
+    let changes = stream::unfold(notes, |mut notes| async move {
+        loop {
+            let what = match notes.recv().await {
+                Ok(note) => match note.kind {
+                    NotificationKind::JobChanged => (note.job_id, "changed"),
+                    NotificationKind::StepProgress => (note.job_id, "progress"),
+                    _ => continue,
+                },
+                Err(RecvError::Lagged(_)) => {
+                    let event = Event::default().event(RESYNC_EVENT).data("{}");
+                    return Some((Ok(event), notes));
+                }
+                Err(RecvError::Closed) => return None,
+            };
+            let change = JobChange {
+                job_id: what.0,
+                what: what.1,
+            };
+            let data = serde_json::to_string(&change).unwrap_or_else(|_| "{}".into());
+            return Some((Ok(Event::default().event(JOB_EVENT).data(data)), notes));
+        }
+    });
+    let changes = changes.take_until(state.closing.clone().cancelled_owned());
+    Sse::new(changes).keep_alive(KeepAlive::new().interval(state.limits.keep_alive))
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
@@ -63,8 +116,8 @@ async fn stream_events(
         pending: Vec::new(),
         done: false,
     };
-    Ok(Sse::new(stream::unfold(tail, Tail::next))
-        .keep_alive(KeepAlive::new().interval(state.limits.keep_alive)))
+    let events = stream::unfold(tail, Tail::next).take_until(state.closing.clone().cancelled_owned());
+    Ok(Sse::new(events).keep_alive(KeepAlive::new().interval(state.limits.keep_alive)))
 }
 
 /// The state of one stream: where it is in the timeline and what it still has to send.

@@ -1024,6 +1024,102 @@ async fn the_event_stream_replays_after_last_event_id_then_pushes_live_over_a_re
 }
 
 #[tokio::test]
+async fn the_jobs_stream_names_each_changed_job_and_its_step_progress_over_a_real_socket() {
+    use tokio::io::AsyncWriteExt;
+    let api = api().await;
+    let viewer = api.user(Role::Viewer).await;
+    let operator = api.user(Role::Operator).await;
+    let worker = api.worker("w1").await;
+    let (status, _) = api
+        .call(Method::GET, "/api/queue/jobs/stream", Some(&worker), None)
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "workers do not list jobs");
+
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = tokio::spawn(axum::serve(listener, api.router.clone()).into_future());
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let request = format!(
+        "GET /api/queue/jobs/stream HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {viewer}\r\nAccept: text/event-stream\r\n\r\n"
+    );
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut seen = String::new();
+    read_until(&mut stream, &mut seen, "\r\n\r\n").await;
+    assert!(seen.starts_with("HTTP/1.1 200"), "{seen}");
+
+    let id = api.submit(&operator, "none").await["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let changed = format!(r#"data: {{"jobId":"{id}","what":"changed"}}"#);
+    read_until(&mut stream, &mut seen, &changed).await;
+    assert!(seen.contains("event: job\n"), "{seen}");
+    api.claim(&worker, ALL_CAPS).await;
+    for kind in ["task.step.log", "task.step.finished"] {
+        let event = json!({ "attempt": 1, "kind": kind, "payload": { "stepIndex": 0 } });
+        api.call(
+            Method::POST,
+            &format!("/api/queue/jobs/{id}/events"),
+            Some(&worker),
+            Some(event),
+        )
+        .await;
+    }
+    let progress = format!(r#"data: {{"jobId":"{id}","what":"progress"}}"#);
+    read_until(&mut stream, &mut seen, &progress).await;
+    assert_eq!(seen.matches(&progress).count(), 1, "a log line is no progress: {seen}");
+    server.abort();
+}
+
+/// A server that stops serving ends its open streams, so its shutdown does not wait on a
+/// browser tab that is still watching.
+#[tokio::test]
+async fn open_streams_end_when_the_server_stops_serving() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let api = api().await;
+    let viewer = api.user(Role::Viewer).await;
+    let operator = api.user(Role::Operator).await;
+    let id = api.submit(&operator, "none").await["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = tokio::spawn(axum::serve(listener, api.router.clone()).into_future());
+    let mut streams = Vec::new();
+    for path in ["/api/queue/jobs/stream".to_string(), format!("/api/queue/jobs/{id}/events/stream")] {
+        let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let request = format!(
+            "GET {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {viewer}\r\nAccept: text/event-stream\r\n\r\n"
+        );
+        stream.write_all(request.as_bytes()).await.unwrap();
+        let mut seen = String::new();
+        read_until(&mut stream, &mut seen, "\r\n\r\n").await;
+        streams.push((path, stream, seen));
+    }
+    api.fixture.closing.cancel();
+    for (path, mut stream, mut seen) in streams {
+        let ended = tokio::time::timeout(Duration::from_secs(5), async {
+            let mut buf = [0u8; 4096];
+            loop {
+                let n = stream.read(&mut buf).await.unwrap();
+                if n == 0 {
+                    return;
+                }
+                seen.push_str(&String::from_utf8_lossy(&buf[..n]));
+                // A chunked body ends with its zero-length chunk.
+                if seen.ends_with("0\r\n\r\n") {
+                    return;
+                }
+            }
+        })
+        .await;
+        assert!(ended.is_ok(), "{path} is still open: {seen}");
+    }
+    server.abort();
+}
+
+#[tokio::test]
 async fn the_openapi_document_describes_every_route() {
     let api = api().await;
     let viewer = api.user(Role::Viewer).await;
@@ -1040,6 +1136,7 @@ async fn the_openapi_document_describes_every_route() {
         ("post", "/api/queue/jobs/{id}/cancel"),
         ("get", "/api/queue/jobs/{id}/events"),
         ("get", "/api/queue/jobs/{id}/events/stream"),
+        ("get", "/api/queue/jobs/stream"),
         ("get", "/api/queue/jobs/{id}/artifacts"),
         (
             "get",
