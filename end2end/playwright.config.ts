@@ -1,6 +1,6 @@
 import { defineConfig } from "@playwright/test";
 import { execFileSync } from "node:child_process";
-import { mkdtempSync } from "node:fs";
+import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 
@@ -9,19 +9,39 @@ const root = resolve(__dirname, "..");
 const bin = process.env.STEPWISE_BIN ?? join(root, "target", "release", "stepwise");
 const siteRoot = process.env.LEPTOS_SITE_ROOT ?? join(root, "target", "site");
 const port = Number(process.env.STEPWISE_E2E_PORT ?? 3917);
-// This file is loaded again in every test worker; the main process picks the data dir and
-// makes the admin token the tests log in with, and the workers inherit both through env.
-if (!process.env.STEPWISE_E2E_DATA_DIR) {
+// The second server runs with no configuration at all, to show the built-in defaults
+// (port + 1 and + 2 belong to the README and login-link tests, which start their own).
+const plainPort = port + 3;
+
+/** A fresh data dir with an admin token in it. */
+function dataDirWithToken(): { dir: string; token: string } {
   const dir = mkdtempSync(join(tmpdir(), "stepwise-e2e-"));
   const made = execFileSync(bin, ["token", "create", "--name", "e2e-admin", "--role", "admin", "--data-dir", dir], {
     encoding: "utf8",
   });
   const token = /shown only now\): (swu_\S+)/.exec(made)?.[1];
   if (!token) throw new Error(`stepwise token create printed no token: ${made}`);
-  process.env.STEPWISE_E2E_DATA_DIR = dir;
-  process.env.STEPWISE_E2E_TOKEN = token;
+  return { dir, token };
+}
+
+// This file is loaded again in every test worker; the main process picks the data dirs and
+// makes the admin tokens the tests log in with, and the workers inherit them through env.
+if (!process.env.STEPWISE_E2E_DATA_DIR) {
+  const main = dataDirWithToken();
+  // A skill the task form offers (the embedded worker's skills live in <data-dir>/skills).
+  const skill = join(main.dir, "skills", "speckit");
+  mkdirSync(skill, { recursive: true });
+  writeFileSync(join(skill, "SKILL.md"), "# speckit\nWrite the spec first.\n");
+  writeFileSync(join(skill, "manifest.json"), JSON.stringify({ description: "spec first", requiredCapabilities: [] }));
+  process.env.STEPWISE_E2E_DATA_DIR = main.dir;
+  process.env.STEPWISE_E2E_TOKEN = main.token;
+  const plain = dataDirWithToken();
+  process.env.STEPWISE_E2E_PLAIN_DATA_DIR = plain.dir;
+  process.env.STEPWISE_E2E_PLAIN_TOKEN = plain.token;
+  process.env.STEPWISE_E2E_PLAIN_URL = `http://127.0.0.1:${plainPort}`;
 }
 const dataDir = process.env.STEPWISE_E2E_DATA_DIR;
+const plainDataDir = process.env.STEPWISE_E2E_PLAIN_DATA_DIR;
 
 export default defineConfig({
   testDir: "./tests",
@@ -52,22 +72,34 @@ export default defineConfig({
     },
   },
   projects: [{ name: "chromium" }],
-  webServer: {
-    // The embedded worker runs the scripted agent as claude and offers claude and git only,
-    // so a codex task waits and says why.
-    command:
-      `"${bin}" serve --port ${port} --data-dir "${dataDir}" --site-root "${siteRoot}" ` +
-      `--capability claude --capability git --claude-bin "${join(root, "worker", "tests", "fixtures", "fake-agent")}" ` +
-      `--grace-seconds 3`,
-    url: `http://127.0.0.1:${port}/login`,
-    reuseExistingServer: false,
-    timeout: 60_000,
-    stdout: "pipe",
-    stderr: "pipe",
-    env: {
-      // Proves the page shows the server's configured default, not a hard-coded one.
-      STEPWISE_DEFAULT_PUBLISH_MODE: "branch",
-      RUST_LOG: "warn",
+  webServer: [
+    {
+      // The embedded worker runs the scripted agent as claude and offers claude and git
+      // only, so a codex task waits and says why.
+      command:
+        `"${bin}" serve --port ${port} --data-dir "${dataDir}" --site-root "${siteRoot}" ` +
+        `--capability claude --capability git --claude-bin "${join(root, "worker", "tests", "fixtures", "fake-agent")}" ` +
+        `--grace-seconds 3`,
+      url: `http://127.0.0.1:${port}/login`,
+      reuseExistingServer: false,
+      timeout: 60_000,
+      stdout: "pipe",
+      stderr: "pipe",
+      env: {
+        // Proves the pages use the server's configured default, not a hard-coded one.
+        STEPWISE_DEFAULT_PUBLISH_MODE: "branch",
+        RUST_LOG: "warn",
+      },
     },
-  },
+    {
+      // Nothing configured: the built-in defaults (publish mode pr), and no worker.
+      command: `"${bin}" serve --port ${plainPort} --data-dir "${plainDataDir}" --site-root "${siteRoot}" --no-worker`,
+      url: `http://127.0.0.1:${plainPort}/login`,
+      reuseExistingServer: false,
+      timeout: 60_000,
+      stdout: "pipe",
+      stderr: "pipe",
+      env: { RUST_LOG: "warn", STEPWISE_DEFAULT_PUBLISH_MODE: "", MOONMIND_DEFAULT_PUBLISH_MODE: "" },
+    },
+  ],
 });

@@ -76,7 +76,7 @@ fn job_title(job: &Job, task: Option<&NormalizedTask>) -> String {
         .unwrap_or_else(|| job.job_type.clone())
 }
 
-pub fn row(job: &Job, now_ms: i64, waiting: Option<String>) -> JobRow {
+pub fn row(job: &Job, now_ms: i64, waiting: Option<String>, steps_done: u32) -> JobRow {
     let task = NormalizedTask::from_job(job).ok();
     JobRow {
         id: job.id.clone(),
@@ -91,37 +91,41 @@ pub fn row(job: &Job, now_ms: i64, waiting: Option<String>) -> JobRow {
             .map(|t| t.payload.task.runtime.mode.as_str().to_string())
             .unwrap_or_default(),
         steps: task.as_ref().map_or(0, |t| t.resolved_steps().len()),
+        steps_done,
         created: when(&job.created_at),
         duration: run_time(job, now_ms),
         waiting,
     }
 }
 
-/// The job page's data: header facts, the step timeline from the step events, artifacts
-/// with their download links, and the events.
-pub fn job_view(
-    job: &Job,
-    events: &[contract::JobEvent],
-    artifacts: &[contract::Artifact],
-    now_ms: i64,
-    waiting: Option<String>,
-) -> crate::pages::job::JobView {
+/// What the job page is built from: the job, its timeline without log lines (the
+/// milestones), its newest events of every kind, and its artifacts.
+pub struct JobData<'a> {
+    pub job: &'a Job,
+    pub milestones: &'a [contract::JobEvent],
+    pub latest: &'a [contract::JobEvent],
+    pub events_total: u64,
+    pub artifacts: &'a [contract::Artifact],
+}
+
+/// Lines of a step's output the page shows at most.
+pub const TAIL_LINES: usize = 200;
+
+/// The job page's data: header facts, the step timeline from the step events, the newest
+/// output of the latest step, artifacts with their links, and the newest events.
+pub fn job_view(data: JobData<'_>, now_ms: i64, waiting: Option<String>) -> crate::pages::job::JobView {
     use contract::job::task;
 
-    use crate::pages::job::{ArtifactView, CancelView, EventView, JobView, StepView};
+    use crate::pages::job::{ArtifactView, CancelView, EventView, JobView, LogTail, StepView};
 
+    let JobData { job, milestones: events, latest, events_total, artifacts } = data;
     let task = NormalizedTask::from_job(job).ok();
-    let href = |artifact_id: &str| {
-        format!(
-            "/api/queue/jobs/{}/artifacts/{artifact_id}/download",
-            job.id
-        )
-    };
+    let view_href = |artifact_id: &str| format!("/tasks/queue/{}/artifacts/{artifact_id}", job.id);
     let artifact = |name: &str| {
         artifacts
             .iter()
             .find(|a| a.name == name)
-            .map(|a| href(&a.id))
+            .map(|a| view_href(&a.id))
     };
     let mut steps: Vec<StepView> = task
         .as_ref()
@@ -129,6 +133,7 @@ pub fn job_view(
         .unwrap_or_default()
         .into_iter()
         .map(|s| StepView {
+            index: s.index,
             number: s.index + 1,
             title: s
                 .title
@@ -172,6 +177,28 @@ pub fn job_view(
             step.duration = duration(now_ms - start);
         }
     }
+
+    // The output of the step that runs, else of the last one that ran.
+    let tail = started
+        .iter()
+        .enumerate()
+        .filter_map(|(i, at)| at.map(|at| (i, at)))
+        .max_by_key(|(_, at)| *at)
+        .map(|(i, _)| {
+            let mut lines: Vec<String> = latest
+                .iter()
+                .filter(|e| e.kind == task::STEP_LOG && e.payload.get("stepIndex").and_then(|v| v.as_u64()) == Some(i as u64))
+                .flat_map(|e| e.message.lines().map(str::to_string).collect::<Vec<_>>())
+                .collect();
+            let cut = lines.len().saturating_sub(TAIL_LINES);
+            lines.drain(..cut);
+            LogTail {
+                step_index: i,
+                title: format!("{}. {}", steps[i].number, steps[i].title),
+                running: steps[i].state == "running",
+                lines,
+            }
+        });
 
     let mut stages: Vec<(String, String)> = task::STAGES
         .iter()
@@ -272,13 +299,20 @@ pub fn job_view(
             .map(|a| ArtifactView {
                 name: a.name.clone(),
                 size: a.size,
-                href: href(&a.id),
+                href: view_href(&a.id),
+                download: format!("/api/queue/jobs/{}/artifacts/{}/download", job.id, a.id),
             })
             .collect(),
-        last_event_id: events.last().map_or(0, |e| e.id),
-        events: events
+        tail,
+        last_event_id: events
+            .last()
+            .map_or(0, |e| e.id)
+            .max(latest.last().map_or(0, |e| e.id)),
+        events_total,
+        events: latest
             .iter()
             .map(|e| EventView {
+                id: e.id,
                 when: when(&e.created_at),
                 level: e.level.as_str().to_string(),
                 kind: e.kind.clone(),
@@ -369,7 +403,28 @@ mod tests {
         }))
         .unwrap();
         let now = 1_767_225_607_000; // 2026-01-01T00:00:07Z
-        let view = job_view(&job, &events, &[artifact], now, None);
+        let log = |id: i64, step: usize, message: &str| -> contract::JobEvent {
+            serde_json::from_value(json!({
+                "id": id, "jobId": "j1", "kind": task::STEP_LOG, "level": "info",
+                "message": message, "payload": { "stepIndex": step },
+                "createdAt": "2026-01-01T00:00:05Z",
+            }))
+            .unwrap()
+        };
+        let latest = [
+            log(4, 0, "first step's line"),
+            event(5, task::STEP_STARTED, 1, "2026-01-01T00:00:05Z"),
+            log(6, 1, "two\nlines"),
+            log(7, 1, "three"),
+        ];
+        let data = JobData {
+            job: &job,
+            milestones: &events,
+            latest: &latest,
+            events_total: 40,
+            artifacts: std::slice::from_ref(&artifact),
+        };
+        let view = job_view(data, now, None);
         let steps: Vec<(&str, &str, &str)> = view
             .steps
             .iter()
@@ -385,8 +440,16 @@ mod tests {
         );
         assert_eq!(
             view.steps[0].log.as_deref(),
-            Some("/api/queue/jobs/j1/artifacts/a1/download")
+            Some("/tasks/queue/j1/artifacts/a1")
         );
+        assert_eq!(view.artifacts[0].download, "/api/queue/jobs/j1/artifacts/a1/download");
+        let tail = view.tail.as_ref().unwrap();
+        assert_eq!((tail.step_index, tail.running), (1, true));
+        assert_eq!(tail.title, "2. Second step");
+        assert_eq!(tail.lines, ["two", "lines", "three"]);
+        assert_eq!(view.last_event_id, 7);
+        assert_eq!(view.events.len(), 4);
+        assert_eq!(view.events_total, 40);
         assert_eq!(view.steps[1].log, None);
         let stages: Vec<(&str, &str)> = view
             .stages

@@ -14,7 +14,9 @@ use leptos_meta::{MetaTags, Stylesheet, Title, provide_meta_context};
 use leptos_router::components::{Route, Router, Routes};
 use leptos_router::path;
 
-pub use settings::{RuntimeStatus, ServerSettings};
+#[cfg(feature = "ssr")]
+pub use settings::SkillCatalog;
+pub use settings::{RuntimeStatus, ServerSettings, SkillInfo};
 
 /// The HTML document around every page, rendered by the server.
 pub fn shell(options: LeptosOptions) -> impl IntoView {
@@ -57,6 +59,7 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("/tasks/queue") view=pages::queue::QueuePage/>
                     <Route path=path!("/tasks/queue/new") view=pages::new_task::NewTaskPage/>
                     <Route path=path!("/tasks/queue/:id") view=pages::job::JobPage/>
+                    <Route path=path!("/tasks/queue/:id/artifacts/:artifact") view=pages::artifact::ArtifactPage/>
                     <Route path=path!("/tasks/workers") view=pages::workers::WorkersPage/>
                     <Route path=path!("/login") view=pages::login::LoginPage/>
                 </Routes>

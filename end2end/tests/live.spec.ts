@@ -20,15 +20,15 @@ function remote(): string {
   return join(dir, "remote.git");
 }
 
-/** Submits a claude task over the REST API (the form has no runtime field yet). */
-async function submit(request: APIRequestContext, steps: string[]): Promise<string> {
+/** Submits a claude task, which the embedded worker runs with the scripted agent. */
+async function submit(request: APIRequestContext, steps: string[], objective = "Count slowly"): Promise<string> {
   const response = await request.post("/api/queue/jobs", {
     headers: { Authorization: `Bearer ${process.env.STEPWISE_E2E_TOKEN}` },
     data: {
       payload: {
         repository: remote(),
         task: {
-          instructions: "Count slowly",
+          instructions: objective,
           runtime: { mode: "claude" },
           publish: { mode: "none" },
           steps: steps.map((instructions) => ({ instructions })),
@@ -40,11 +40,11 @@ async function submit(request: APIRequestContext, steps: string[]): Promise<stri
   return (await response.json()).id;
 }
 
-test("the job page's timeline advances live while the agent runs, with no reload", async ({ page }) => {
+test("the job page's timeline and log tail advance live while the agent runs, with no reload", async ({ page }) => {
   const id = await submit(page.request, [
-    "@fake say one\n@fake sleep 1",
-    "@fake say two\n@fake sleep 1",
-    "@fake say three\n@fake sleep 1",
+    "@fake say alpha speaks\n@fake write notes.txt hello from step one\n@fake sleep 2",
+    "@fake say bravo speaks\n@fake sleep 2",
+    "@fake say charlie speaks\n@fake sleep 1",
   ]);
   await logIn(page, `/tasks/queue/${id}`);
   // Marks this document: a reload would lose it.
@@ -52,13 +52,47 @@ test("the job page's timeline advances live while the agent runs, with no reload
   const steps = page.locator("ol.timeline li");
   await expect(steps).toHaveCount(3);
   await expect(steps.nth(0)).toContainText("running", { timeout: 30_000 });
+  // The running step's output, as the agent's words rather than its JSON.
+  const tail = page.getByTestId("log-tail");
+  await expect(tail).toContainText("alpha speaks", { timeout: 30_000 });
+  await expect(tail).not.toContainText('"type"');
+  await expect(page.getByRole("heading", { name: /^Live output of step 1\./ })).toBeVisible();
   await expect(steps.nth(0)).toContainText("succeeded", { timeout: 30_000 });
+  await expect(tail).toContainText("bravo speaks", { timeout: 30_000 });
   await expect(steps.nth(1)).toContainText("succeeded", { timeout: 30_000 });
   await expect(steps.nth(2)).toContainText("succeeded", { timeout: 30_000 });
   await expect(page.getByTestId("job-status")).toHaveText("succeeded", { timeout: 30_000 });
   await expect(page.getByText("3/3 steps done")).toBeVisible();
+  await expect(page.getByRole("heading", { name: /^Last output of step 3\./ })).toBeVisible();
+  await expect(tail).toContainText("charlie speaks");
   expect(await page.evaluate(() => (window as unknown as { marker?: number }).marker)).toBe(1);
   await page.screenshot({ path: join(__dirname, "..", "..", "docs", "screenshots", "job.png"), fullPage: true });
+
+  // Step 1's patch reads as a diff: the file it wrote, its line added.
+  await page.getByRole("link", { name: "Diff of step 1" }).click();
+  await expect(page.getByRole("heading", { name: "patches/steps/step-0000.patch" })).toBeVisible();
+  await expect(page.getByRole("heading", { name: "Files changed" })).toBeVisible();
+  await expect(page.locator(".diff-files")).toContainText("notes.txt");
+  await expect(page.locator(".diff-files")).toContainText("+1");
+  await expect(page.locator("pre.diff .add")).toContainText("+hello from step one");
+  await page.screenshot({ path: join(__dirname, "..", "..", "docs", "screenshots", "diff.png"), fullPage: true });
+  await page.getByRole("link", { name: "← The job" }).click();
+  await page.getByRole("link", { name: "Log of step 2" }).click();
+  await expect(page.getByTestId("text")).toContainText("bravo speaks");
+});
+
+test("the jobs list follows the queue live: a new job, its state and its steps", async ({ page }) => {
+  await logIn(page, "/tasks/queue");
+  await page.evaluate(() => ((window as unknown as { marker: number }).marker = 1));
+  const objective = `Live list ${Date.now()}`;
+  await submit(page.request, ["@fake say one\n@fake sleep 2", "@fake say two\n@fake sleep 2"], objective);
+  const row = page.getByRole("row").filter({ hasText: objective });
+  await expect(row).toBeVisible({ timeout: 10_000 });
+  await expect(row).toContainText("running", { timeout: 30_000 });
+  await expect(row).toContainText("1/2", { timeout: 30_000 });
+  await expect(row).toContainText("succeeded", { timeout: 30_000 });
+  await expect(row).toContainText("2/2");
+  expect(await page.evaluate(() => (window as unknown as { marker?: number }).marker)).toBe(1);
 });
 
 test("cancelling a running job shows the request, then the job cancelled", async ({ page }) => {
@@ -105,27 +139,50 @@ test("figures: event stored → shown on the job page (printed, not asserted)", 
   await logIn(page, `/tasks/queue/${id}`);
   await expect(page.getByTestId("job-status")).toHaveText("running");
 
-  const latencies: number[] = [];
-  for (let i = 0; i < 20; i++) {
-    const marker = `probe-${i}`;
-    const seen = page.evaluate(
-      (text) =>
-        new Promise<number>((resolve) => {
-          const check = () => document.body.innerText.includes(text) && (resolve(Date.now()), true);
-          if (check()) return;
-          new MutationObserver(() => check()).observe(document.body, { childList: true, subtree: true, characterData: true });
-        }),
-      marker,
-    );
-    const sent = Date.now();
-    const appended = await page.request.post(`/api/queue/jobs/${id}/events`, {
-      headers: auth(worker),
-      data: { attempt: 1, kind: "task.warning", message: marker },
-    });
-    expect(appended.status()).toBe(200);
-    latencies.push((await seen) - sent);
+  /** Appends `count` events and times each from the POST to `shown` being true in the page. */
+  async function timed(
+    count: number,
+    event: (i: number) => object,
+    shown: (i: number) => { selector: string; text: string },
+  ): Promise<number[]> {
+    const latencies: number[] = [];
+    for (let i = 0; i < count; i++) {
+      const seen = page.evaluate(
+        ({ selector, text }) =>
+          new Promise<number>((resolve) => {
+            const test = () => document.querySelector(selector)?.textContent?.includes(text) ?? false;
+            if (test()) return resolve(Date.now());
+            new MutationObserver(() => test() && resolve(Date.now())).observe(document.body, {
+              childList: true,
+              subtree: true,
+              characterData: true,
+            });
+          }),
+        shown(i),
+      );
+      const sent = Date.now();
+      const appended = await page.request.post(`/api/queue/jobs/${id}/events`, { headers: auth(worker), data: { attempt: 1, ...event(i) } });
+      expect(appended.status()).toBe(200);
+      latencies.push((await seen) - sent);
+    }
+    return latencies.sort((a, b) => a - b);
   }
-  latencies.sort((a, b) => a - b);
-  const at = (p: number) => latencies[Math.min(latencies.length - 1, Math.ceil((p / 100) * latencies.length) - 1)];
-  console.log(`event appended → in the DOM: p50 ${at(50)} ms, p99 ${at(99)} ms over ${latencies.length} events`);
+  const at = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)];
+  const report = (what: string, sorted: number[]) =>
+    console.log(`${what}: p50 ${at(sorted, 50)} ms, p99 ${at(sorted, 99)} ms over ${sorted.length} events`);
+
+  // A warning is added to the events table straight from the stream.
+  const direct = await timed(
+    20,
+    (i) => ({ kind: "task.warning", message: `probe-${i}` }),
+    (i) => ({ selector: "body", text: `probe-${i}` }),
+  );
+  report("event appended → in the DOM (added from the stream)", direct);
+  // A step event changes the timeline, which the page reloads its data for.
+  const reloaded = await timed(
+    20,
+    (i) => ({ kind: i % 2 === 0 ? "task.step.started" : "task.step.finished", payload: { stepIndex: 0 } }),
+    (i) => ({ selector: "ol.timeline li", text: i % 2 === 0 ? "running" : "succeeded" }),
+  );
+  report("step event appended → timeline updated (page data reloaded)", reloaded);
 });

@@ -25,7 +25,7 @@ test("the new-task page is rendered on the server, hydrates, and validates with 
   await objective.fill("");
   await expect(page.getByText("describe the task objective", { exact: false })).toBeVisible();
 
-  const step = page.getByLabel("Step 1", { exact: true });
+  const step = page.getByLabel("Step 1 instructions");
   await step.fill("a");
   await step.fill("");
   await expect(page.getByText("step is blank", { exact: false })).toBeVisible();
@@ -38,7 +38,7 @@ test("the new-task page is rendered on the server, hydrates, and validates with 
 
   // A second step, then the server function over HTTP: its answer derives capabilities.
   await page.getByRole("button", { name: "Add step" }).click();
-  await page.getByLabel("Step 2", { exact: true }).fill("Link it from the docs");
+  await page.getByLabel("Step 2 instructions").fill("Link it from the docs");
   await page.getByRole("button", { name: "Check on the server" }).click();
   await expect(page.getByRole("status")).toContainText("The server accepted this task");
   await expect(page.getByTestId("required-capabilities")).toHaveText("codex, git");
@@ -46,7 +46,7 @@ test("the new-task page is rendered on the server, hydrates, and validates with 
   await page.screenshot({ path: join(screenshots, "new-task.png"), fullPage: true });
 
   // User text is inert: markup in a step is shown as text, never parsed.
-  await page.getByLabel("Step 2", { exact: true }).fill("<img src=x onerror=alert(1)>");
+  await page.getByLabel("Step 2 instructions").fill("<img src=x onerror=alert(1)>");
   await page.getByRole("button", { name: "Check on the server" }).click();
   await page.getByText("Canonical payload").click();
   await expect(page.locator("pre")).toContainText("<img src=x onerror=alert(1)>");
@@ -77,9 +77,9 @@ test("a task submitted in the browser is listed, has its page, and can be cancel
   const objective = "Tidy the docs <img src=x onerror=alert(1)>";
   await page.getByLabel("Repository").fill("octo/hello");
   await page.getByLabel("Objective").fill(objective);
-  await page.getByLabel("Step 1", { exact: true }).fill("Fix the typos");
+  await page.getByLabel("Step 1 instructions").fill("Fix the typos");
   await page.getByRole("button", { name: "Add step" }).click();
-  await page.getByLabel("Step 2", { exact: true }).fill("<script>window.owned = 1</script> Link the guide");
+  await page.getByLabel("Step 2 instructions").fill("<script>window.owned = 1</script> Link the guide");
   await page.getByRole("button", { name: "Submit task" }).click();
 
   // The job's page: the header, the two steps pending, the server's publish default.
@@ -101,7 +101,7 @@ test("a task submitted in the browser is listed, has its page, and can be cancel
   const row = page.getByRole("row").filter({ hasText: "Tidy the docs" }).first();
   await expect(row).toContainText("queued");
   await expect(row).toContainText("octo/hello");
-  await expect(row).toContainText("2 steps");
+  await expect(row).toContainText("0/2");
   await expect(row).toContainText("no connected worker has: codex");
   await row.getByRole("link").click();
   await expect(page).toHaveURL(jobUrl);

@@ -73,6 +73,19 @@ class Reader {
     return { status: Number(out.slice(cut + 1)), body: out.slice(0, Math.max(cut, 0)), exit: done.status ?? -1 };
   }
 
+  /** Runs the command in the background (a stream), answering when it ends. */
+  start(command: string): Promise<Answer> {
+    const child = spawn("bash", ["-c", command], { cwd: this.dir, env: this.env });
+    let out = "";
+    child.stdout.on("data", (chunk) => (out += chunk));
+    return new Promise((resolveAnswer) =>
+      child.on("close", (code) => {
+        const cut = out.lastIndexOf("\n");
+        resolveAnswer({ status: Number(out.slice(cut + 1)), body: out.slice(0, Math.max(cut, 0)), exit: code ?? -1 });
+      }),
+    );
+  }
+
   /** Runs the command and expects a 2xx, naming the command when it is not. */
   ok(command: string): any {
     const answer = this.run(command);
@@ -139,8 +152,13 @@ test("the README's curl examples work as written against stepwise serve", async 
     return job;
   };
 
-  // The user routes, in the README's order.
+  // The user routes, in the README's order; the jobs stream hears the first submit.
+  const following = reader.start(find(user, /\$API\/jobs\/stream/));
+  await new Promise((r) => setTimeout(r, 1000));
   const job = submitJob();
+  const heard = await following;
+  expect(heard.exit, "the stream stays open until curl's time limit").toBe(28);
+  expect(heard.body).toContain(`"jobId":"${job.id}","what":"changed"`);
   expect(job.payload.task.steps.map((s: any) => s.instructions)).toEqual(["Write the README", "Link it from the docs"]);
   expect(reader.ok(find(user, /\$API\/jobs\?status=queued/)).items.map((j: any) => j.id)).toContain(job.id);
   expect(reader.ok(find(user, /curl -s \$API\/jobs\/\$JOB -H/)).id).toBe(job.id);

@@ -1,8 +1,9 @@
 //! `/tasks/queue/{id}`: one job. Its header, the step timeline built from the
-//! `task.steps.plan` / `task.step.*` events, the cancel fields and button, the artifacts and
-//! the events. The cancel form is a plain form post, so it works without JavaScript. In the
-//! browser the page follows the job's event stream and reloads its data when something
-//! happens, so the timeline advances live.
+//! `task.steps.plan` / `task.step.*` events with a tail of the latest step's output, the
+//! cancel fields and button, the artifacts and the newest events. The cancel form is a plain
+//! form post, so it works without JavaScript. In the browser the page follows the job's
+//! event stream: log lines and warnings are added as they arrive, and any other event
+//! reloads the page's data, so the timeline advances live.
 
 use contract::JobState;
 use leptos::prelude::*;
@@ -25,13 +26,28 @@ pub struct JobView {
     pub waiting: Option<String>,
     pub cancel: Option<CancelView>,
     pub artifacts: Vec<ArtifactView>,
+    /// The output of the running step, else of the last step that ran.
+    pub tail: Option<LogTail>,
+    /// The newest events (at most 200), oldest first; the API has them all.
     pub events: Vec<EventView>,
+    /// How many events the job has in all.
+    pub events_total: u64,
     /// The newest event's id: the live stream resumes after it.
     pub last_event_id: i64,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LogTail {
+    pub step_index: usize,
+    pub title: String,
+    pub running: bool,
+    /// The newest lines, oldest first.
+    pub lines: Vec<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct StepView {
+    pub index: usize,
     pub number: usize,
     pub title: String,
     pub skill: String,
@@ -53,11 +69,14 @@ pub struct CancelView {
 pub struct ArtifactView {
     pub name: String,
     pub size: u64,
+    /// Its page, which shows a patch as a diff.
     pub href: String,
+    pub download: String,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct EventView {
+    pub id: i64,
     pub when: String,
     pub level: String,
     pub kind: String,
@@ -66,22 +85,46 @@ pub struct EventView {
 
 #[server]
 pub async fn load_job(id: String) -> Result<JobView, ServerFnError> {
+    use contract::job::task;
+
     use crate::ssr;
+    /// A timeline this long without its log lines is read no further.
+    const MILESTONES_READ: usize = 20_000;
+    /// The newest events the page lists.
+    const EVENTS_SHOWN: u32 = 200;
     ssr::user()?;
     let queue = ssr::queue()?;
     let job = queue.get_job(&id).await.map_err(ssr::shown)?;
-    let events = queue.list_events(&id, 0, 1000).await.map_err(ssr::shown)?;
+    let mut milestones = Vec::new();
+    loop {
+        let after = milestones.last().map_or(0, |e: &contract::JobEvent| e.id);
+        let page = queue
+            .list_events_except(&id, task::STEP_LOG, after, 1000)
+            .await
+            .map_err(ssr::shown)?;
+        let full = page.len() == 1000;
+        milestones.extend(page);
+        if !full || milestones.len() >= MILESTONES_READ {
+            break;
+        }
+    }
+    let latest = queue
+        .list_latest_events(&id, EVENTS_SHOWN)
+        .await
+        .map_err(ssr::shown)?;
+    let events_total = queue.count_events(&id).await.map_err(ssr::shown)?;
     let artifacts = queue.list_artifacts(&id).await.map_err(ssr::shown)?;
     let workers = queue.list_workers().await.map_err(ssr::shown)?;
     let now = queue.now();
     let waiting = crate::format::waiting(&job, &workers, now);
-    Ok(crate::format::job_view(
-        &job,
-        &events,
-        &artifacts,
-        now.timestamp_millis(),
-        waiting,
-    ))
+    let data = crate::format::JobData {
+        job: &job,
+        milestones: &milestones,
+        latest: &latest,
+        events_total,
+        artifacts: &artifacts,
+    };
+    Ok(crate::format::job_view(data, now.timestamp_millis(), waiting))
 }
 
 /// Asks the job's worker to stop (or cancels a queued job at once), as the logged-in
@@ -98,6 +141,36 @@ pub async fn cancel_job(id: String, reason: String) -> Result<(), ServerFnError>
     Ok(())
 }
 
+/// An event that arrived on the live stream after the page's data was read.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LiveEvent {
+    pub id: i64,
+    pub kind: String,
+    pub level: String,
+    pub message: String,
+    #[serde(default)]
+    pub payload: serde_json::Map<String, serde_json::Value>,
+    pub created_at: String,
+}
+
+impl LiveEvent {
+    fn step_index(&self) -> Option<usize> {
+        self.payload
+            .get("stepIndex")
+            .and_then(|v| v.as_u64())
+            .map(|i| i as usize)
+    }
+}
+
+/// `2026-11-22T11:40:05.123Z` as the page writes times: `2026-11-22 11:40 UTC`.
+pub fn minute_of(rfc3339: &str) -> String {
+    match rfc3339.get(..16) {
+        Some(minutes) if rfc3339.ends_with('Z') => format!("{} UTC", minutes.replacen('T', " ", 1)),
+        _ => rfc3339.to_string(),
+    }
+}
+
 #[component]
 pub fn JobPage() -> impl IntoView {
     let params = use_params_map();
@@ -107,8 +180,9 @@ pub fn JobPage() -> impl IntoView {
         move || (id(), cancel.version().get()),
         |(id, _)| load_job(id),
     );
+    let live = RwSignal::new(Vec::<LiveEvent>::new());
     #[cfg(feature = "hydrate")]
-    live::follow(job);
+    live::follow(job, live);
     view! {
         <Title text="Job"/>
         <p><a href="/tasks/queue">"← All jobs"</a></p>
@@ -117,7 +191,7 @@ pub fn JobPage() -> impl IntoView {
         <Transition fallback=|| view! { <p class="muted">"Loading the job…"</p> }>
             {move || Suspend::new(async move {
                 match job.await {
-                    Ok(view) => view! { <JobDetails view cancel/> }.into_any(),
+                    Ok(view) => view! { <JobDetails view cancel live/> }.into_any(),
                     Err(e) => view! {
                         <p class="error" role="alert">"Could not load this job: " {e.to_string()}</p>
                     }.into_any(),
@@ -128,9 +202,10 @@ pub fn JobPage() -> impl IntoView {
 }
 
 /// The browser side of the live page: an EventSource on the job's stream, opened once the
-/// first data is in (to resume after its newest event), that reloads the job's data when
-/// events arrive, a few dozen milliseconds after the first of a burst. The browser reconnects a dropped stream by
-/// itself, resuming after the last event it saw.
+/// first data is in (to resume after its newest event). Every event is kept in `live`,
+/// where the events table and the log tail show it at once; an event that changes the
+/// page's data also reloads it, a few dozen milliseconds after the first of a burst. The
+/// browser reconnects a dropped stream by itself, resuming after the last event it saw.
 #[cfg(feature = "hydrate")]
 mod live {
     use std::time::Duration;
@@ -138,20 +213,31 @@ mod live {
     use leptos::prelude::*;
     use wasm_bindgen::JsCast;
     use wasm_bindgen::closure::Closure;
-    use web_sys::EventSource;
+    use web_sys::{EventSource, MessageEvent};
 
-    use super::JobView;
+    use super::{JobView, LiveEvent};
 
     /// How long after an event the page reloads: events that come closer together share
-    /// one reload, so a chatty agent (whose lines arrive batched) costs at most this many
-    /// reloads a second, not one per event. Short enough that an event shows within 100 ms.
+    /// one reload. Short enough that an event shows within 100 ms.
     const RELOAD_AFTER_MS: u64 = 40;
 
-    pub fn follow(job: Resource<Result<JobView, ServerFnError>>) {
+    /// Live events a page keeps at most; older ones are in the next reload.
+    const LIVE_KEPT: usize = 2000;
+
+    /// Does an event of this kind change what the page's data shows (the job's state, a
+    /// step, a stage)? Log lines and warnings do not: they are added as they come.
+    fn needs_reload(kind: &str) -> bool {
+        use contract::job::task;
+        kind != task::STEP_LOG && kind != task::WARNING
+    }
+
+    pub fn follow(job: Resource<Result<JobView, ServerFnError>>, live: RwSignal<Vec<LiveEvent>>) {
         let source = StoredValue::new_local(None::<EventSource>);
         let reload_queued = StoredValue::new(false);
         Effect::new(move |_| {
             let Some(Ok(view)) = job.get() else { return };
+            // What the reload brought is in the data now.
+            live.update(|l| l.retain(|e| e.id > view.last_event_id));
             if source.with_value(Option::is_some) {
                 return;
             }
@@ -162,8 +248,18 @@ mod live {
             let Ok(stream) = EventSource::new(&url) else {
                 return;
             };
-            let on_event = Closure::<dyn FnMut(web_sys::Event)>::new(move |_| {
-                if reload_queued.get_value() {
+            let on_event = Closure::<dyn FnMut(MessageEvent)>::new(move |message: MessageEvent| {
+                let Some(data) = message.data().as_string() else { return };
+                let Ok(event) = serde_json::from_str::<LiveEvent>(&data) else { return };
+                let reload = needs_reload(&event.kind);
+                live.update(|l| {
+                    if l.last().is_none_or(|last| last.id < event.id) {
+                        l.push(event);
+                    }
+                    let cut = l.len().saturating_sub(LIVE_KEPT);
+                    l.drain(..cut);
+                });
+                if !reload || reload_queued.get_value() {
                     return;
                 }
                 reload_queued.set_value(true);
@@ -195,9 +291,10 @@ mod live {
 }
 
 #[component]
-fn JobDetails(view: JobView, cancel: ServerAction<CancelJob>) -> impl IntoView {
+fn JobDetails(view: JobView, cancel: ServerAction<CancelJob>, live: RwSignal<Vec<LiveEvent>>) -> impl IntoView {
     let done = view.steps.iter().filter(|s| s.state == "succeeded").count();
     let total = view.steps.len();
+    let last_event_id = view.last_event_id;
     let facts = view
         .facts
         .into_iter()
@@ -235,8 +332,8 @@ fn JobDetails(view: JobView, cancel: ServerAction<CancelJob>) -> impl IntoView {
                     <span class="muted">{step.skill}</span>
                     <span class="muted">{step.duration}</span>
                     <span class="links">
-                        {step.log.map(|href| view! { <a href=href>"log"</a> })}
-                        {step.patch.map(|href| view! { <a href=href>"patch"</a> })}
+                        {step.log.map(|href| view! { <a href=href aria-label=format!("Log of step {}", step.number)>"log"</a> })}
+                        {step.patch.map(|href| view! { <a href=href aria-label=format!("Diff of step {}", step.number)>"diff"</a> })}
                     </span>
                 </li>
             }
@@ -245,21 +342,39 @@ fn JobDetails(view: JobView, cancel: ServerAction<CancelJob>) -> impl IntoView {
     let artifacts = view
         .artifacts
         .into_iter()
-        .map(|a| view! { <li><a href=a.href>{a.name}</a> <span class="muted">{format!("{} B", a.size)}</span></li> })
+        .map(|a| view! {
+            <li>
+                <a href=a.href>{a.name.clone()}</a> " "
+                <span class="muted">{format!("{} B", a.size)}</span> " "
+                <a href=a.download class="muted" aria-label=format!("Download {}", a.name)>"download"</a>
+            </li>
+        })
         .collect_view();
+    let shown = view.events.len() as u64;
+    let events_note = (view.events_total > shown).then(|| {
+        view! {
+            <p class="muted">{format!(
+                "The newest {shown} of {} events; the API lists them all: GET /api/queue/jobs/{}/events.",
+                view.events_total, view.id
+            )}</p>
+        }
+    });
     let events = view
         .events
         .into_iter()
-        .map(|e| {
-            view! {
-                <tr class=e.level.clone()>
-                    <td>{e.when}</td>
-                    <td>{e.kind}</td>
-                    <td class="message">{e.message}</td>
-                </tr>
-            }
-        })
+        .map(|e| view! { <EventRow when=e.when level=e.level kind=e.kind message=e.message/> })
         .collect_view();
+    let live_rows = move || {
+        live.with(|l| {
+            l.iter()
+                .filter(|e| e.id > last_event_id)
+                .map(|e| view! {
+                    <EventRow when=minute_of(&e.created_at) level=e.level.clone() kind=e.kind.clone() message=e.message.clone()/>
+                })
+                .collect_view()
+        })
+    };
+    let tail = view.tail.map(|tail| view! { <Tail tail live last_event_id/> });
     let percent = (done * 100).checked_div(total).unwrap_or(0);
     view! {
         <div class="page-head">
@@ -292,6 +407,7 @@ fn JobDetails(view: JobView, cancel: ServerAction<CancelJob>) -> impl IntoView {
                 }).collect_view()}
             </ol>
             <ol class="timeline">{steps}</ol>
+            {tail}
         </section>
         {cancellable.then(|| view! {
             <section class="card" aria-labelledby="cancel-form-title">
@@ -314,12 +430,59 @@ fn JobDetails(view: JobView, cancel: ServerAction<CancelJob>) -> impl IntoView {
         </section>
         <section class="card" aria-labelledby="events-title">
             <h2 id="events-title">"Events"</h2>
+            {events_note}
             <div class="table-wrap">
                 <table class="events">
                     <thead><tr><th scope="col">"When"</th><th scope="col">"Event"</th><th scope="col">"Message"</th></tr></thead>
-                    <tbody>{events}</tbody>
+                    <tbody>{events}{live_rows}</tbody>
                 </table>
             </div>
+        </section>
+    }
+}
+
+#[component]
+fn EventRow(when: String, level: String, kind: String, message: String) -> impl IntoView {
+    view! {
+        <tr class=level>
+            <td>{when}</td>
+            <td>{kind}</td>
+            <td class="message">{message}</td>
+        </tr>
+    }
+}
+
+/// The newest output of one step: what the page was rendered with, then each line as it
+/// arrives. The box keeps its scroll at the bottom (CSS `column-reverse`), like a terminal.
+#[component]
+fn Tail(tail: LogTail, live: RwSignal<Vec<LiveEvent>>, last_event_id: i64) -> impl IntoView {
+    let step = tail.step_index;
+    let heading = if tail.running {
+        format!("Live output of step {}", tail.title)
+    } else {
+        format!("Last output of step {}", tail.title)
+    };
+    let text = Memo::new(move |_| {
+        let mut lines = tail.lines.clone();
+        live.with(|l| {
+            for e in l.iter().filter(|e| {
+                e.id > last_event_id
+                    && e.kind == contract::job::task::STEP_LOG
+                    && e.step_index() == Some(step)
+            }) {
+                lines.extend(e.message.lines().map(str::to_string));
+            }
+        });
+        let cut = lines.len().saturating_sub(500);
+        lines[cut..].join("\n")
+    });
+    view! {
+        <section class="tail" aria-labelledby="tail-title">
+            <h3 id="tail-title">{heading}</h3>
+            <div class="tail-box" tabindex="0" role="log" aria-live="polite" aria-labelledby="tail-title">
+                <pre data-testid="log-tail">{move || text.get()}</pre>
+            </div>
+            {move || text.with(String::is_empty).then(|| view! { <p class="muted">"No output yet."</p> })}
         </section>
     }
 }

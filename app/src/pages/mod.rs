@@ -1,3 +1,4 @@
+pub mod artifact;
 pub mod job;
 pub mod login;
 pub mod new_task;

@@ -1,5 +1,7 @@
 //! `/tasks/queue`: the jobs, newest first, with a status filter and keyset pagination. The
 //! filter and the pages are plain links and a GET form, so they work without JavaScript.
+//! In the browser the list follows the jobs stream (`/api/queue/jobs/stream`) and reads
+//! itself again when a job changes or a step of one ends, so states and `2/3` move live.
 
 use contract::JobState;
 use leptos::prelude::*;
@@ -17,6 +19,8 @@ pub struct JobRow {
     pub repository: String,
     pub runtime: String,
     pub steps: usize,
+    /// Steps finished in the current attempt.
+    pub steps_done: u32,
     pub created: String,
     /// From start to finish (or to now, while running); empty before it starts.
     pub duration: String,
@@ -54,9 +58,12 @@ pub async fn list_jobs(
     let page = queue.list_jobs(&filter).await.map_err(ssr::shown)?;
     let workers = queue.list_workers().await.map_err(ssr::shown)?;
     let now = queue.now();
+    let ids: Vec<&str> = page.jobs.iter().map(|j| j.id.as_str()).collect();
+    let done = queue.steps_finished(&ids).await.map_err(ssr::shown)?;
     let row = |job: &contract::Job| {
         let waiting = crate::format::waiting(job, &workers, now);
-        crate::format::row(job, now.timestamp_millis(), waiting)
+        let steps_done = done.get(&job.id).copied().unwrap_or(0);
+        crate::format::row(job, now.timestamp_millis(), waiting, steps_done)
     };
     Ok(JobList {
         jobs: page.jobs.iter().map(row).collect(),
@@ -72,6 +79,8 @@ pub fn QueuePage() -> impl IntoView {
         move || (query.read().get("status"), query.read().get("after")),
         |(status, after)| list_jobs(status, after),
     );
+    #[cfg(feature = "hydrate")]
+    live::follow(jobs);
     view! {
         <Title text="Queue"/>
         <div class="page-head">
@@ -92,7 +101,8 @@ pub fn QueuePage() -> impl IntoView {
             </select>
             <button type="submit" class="secondary">"Filter"</button>
         </form>
-        <Suspense fallback=|| view! { <p class="muted">"Loading jobs…"</p> }>
+        // Transition: a live reload keeps the table on screen until the new rows are in.
+        <Transition fallback=|| view! { <p class="muted">"Loading jobs…"</p> }>
             {move || Suspend::new(async move {
                 match jobs.await {
                     Ok(list) => view! { <JobTable list status=status()/> }.into_any(),
@@ -101,7 +111,54 @@ pub fn QueuePage() -> impl IntoView {
                     }.into_any(),
                 }
             })}
-        </Suspense>
+        </Transition>
+    }
+}
+
+/// The browser side of the live list: one EventSource on the jobs stream; a change reads
+/// the list again, once per burst of changes (a job's claim, its steps, its end).
+#[cfg(feature = "hydrate")]
+mod live {
+    use std::time::Duration;
+
+    use leptos::prelude::*;
+    use wasm_bindgen::JsCast;
+    use wasm_bindgen::closure::Closure;
+    use web_sys::EventSource;
+
+    use super::JobList;
+
+    /// Changes closer together than this share one reload.
+    const RELOAD_AFTER_MS: u64 = 100;
+
+    pub fn follow(jobs: Resource<Result<JobList, ServerFnError>>) {
+        let Ok(stream) = EventSource::new("/api/queue/jobs/stream") else {
+            return;
+        };
+        let reload_queued = StoredValue::new(false);
+        let on_change = Closure::<dyn FnMut(web_sys::Event)>::new(move |_| {
+            if reload_queued.get_value() {
+                return;
+            }
+            reload_queued.set_value(true);
+            set_timeout(
+                move || {
+                    reload_queued.set_value(false);
+                    jobs.refetch();
+                },
+                Duration::from_millis(RELOAD_AFTER_MS),
+            );
+        });
+        for kind in ["job", "resync"] {
+            let _ = stream.add_event_listener_with_callback(kind, on_change.as_ref().unchecked_ref());
+        }
+        on_change.forget();
+        let source = StoredValue::new_local(stream);
+        on_cleanup(move || {
+            if let Some(stream) = source.try_get_value() {
+                stream.close();
+            }
+        });
     }
 }
 
@@ -127,7 +184,8 @@ fn JobTable(list: JobList, status: String) -> impl IntoView {
         .into_iter()
         .map(|job| {
             let href = format!("/tasks/queue/{}", job.id);
-            let steps = if job.steps == 1 { "1 step".to_string() } else { format!("{} steps", job.steps) };
+            let steps = format!("{}/{}", job.steps_done, job.steps);
+            let steps_label = format!("{} of {} steps done", job.steps_done, job.steps);
             view! {
                 <tr>
                     <td><span class=format!("status {}", job.status.as_str())>{job.status.as_str()}</span></td>
@@ -137,7 +195,7 @@ fn JobTable(list: JobList, status: String) -> impl IntoView {
                     </td>
                     <td>{job.repository}</td>
                     <td>{job.runtime}</td>
-                    <td>{steps}</td>
+                    <td><span aria-label=steps_label>{steps}</span></td>
                     <td>{job.created}</td>
                     <td>{job.duration}</td>
                 </tr>
