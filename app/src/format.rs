@@ -121,10 +121,11 @@ pub fn job_view(data: JobData<'_>, now_ms: i64, waiting: Option<String>) -> crat
     let JobData { job, milestones: events, latest, events_total, artifacts } = data;
     let task = NormalizedTask::from_job(job).ok();
     let view_href = |artifact_id: &str| format!("/tasks/queue/{}/artifacts/{artifact_id}", job.id);
+    // An empty patch (a step that changed nothing) gets no link.
     let artifact = |name: &str| {
         artifacts
             .iter()
-            .find(|a| a.name == name)
+            .find(|a| a.name == name && (a.size > 0 || !name.ends_with(".patch")))
             .map(|a| view_href(&a.id))
     };
     let mut steps: Vec<StepView> = task

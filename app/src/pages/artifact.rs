@@ -184,6 +184,10 @@ fn ArtifactView(page: ArtifactPage) -> impl IntoView {
         }
     });
     let body = match page.content {
+        Content::Diff { files, .. } if files.is_empty() => view! {
+            <p class="card" data-testid="no-changes">"No changes: this patch is empty."</p>
+        }
+        .into_any(),
         Content::Diff { files, lines } => {
             let summary = files
                 .into_iter()
@@ -219,6 +223,7 @@ fn ArtifactView(page: ArtifactPage) -> impl IntoView {
         .into_any(),
     };
     view! {
+        <Title text=page.name.clone()/>
         <p><a href=back>"← The job"</a></p>
         <div class="page-head">
             <h1><code>{page.name}</code></h1>

@@ -634,6 +634,7 @@ fn StepEditor(
         edited.run(());
     };
     let number = move || index.get() + 1;
+    let context = Signal::derive(move || format!("Step {} ", number()));
     let id = move |field: &str| format!("step-{key}-{field}");
     view! {
         <li class="step">
@@ -658,14 +659,14 @@ fn StepEditor(
                 {move || step_errors.get().into_iter().map(|e| view! { <li>{e}</li> }).collect_view()}
             </ul>
             <div class="grid">
-                <TextInput id=id("title") label=Signal::derive(move || format!("Step {} title", number()))
+                <TextInput id=id("title") label="Title" context
                     errors=Signal::derive(move || shown(format!("{}.title", path())).get())
                     placeholder="optional short label" value=title on_input=set_title/>
-                <Choice id=id("skill") label=Signal::derive(move || format!("Step {} skill", number()))
+                <Choice id=id("skill") label="Skill" context
                     errors=Signal::derive(move || shown(format!("{}.skill", path())).get())
                     options=skill_options value=skill on_change=set_skill/>
             </div>
-            <TextInput id=id("instructions") label=Signal::derive(move || format!("Step {} instructions", number()))
+            <TextInput id=id("instructions") label="Instructions" context
                 errors=Signal::derive(move || shown(format!("{}.instructions", path())).get())
                 placeholder="What this step should do (optional)" rows=2
                 value=instructions on_input=set_instructions/>
@@ -678,6 +679,9 @@ fn StepEditor(
 fn TextInput(
     #[prop(into)] id: String,
     #[prop(into)] label: Signal<String>,
+    /// Read out before the label but not shown (`Step 2 ` before `Title`).
+    #[prop(optional)]
+    context: Option<Signal<String>>,
     errors: Signal<Vec<String>>,
     #[prop(into, optional)] placeholder: Signal<String>,
     #[prop(optional)] rows: Option<u32>,
@@ -704,7 +708,10 @@ fn TextInput(
     };
     view! {
         <div class="field" class:invalid=move || !errors.with(Vec::is_empty)>
-            <label for=id>{move || label.get()}</label>
+            <label for=id>
+                {context.map(|c| view! { <span class="visually-hidden">{move || c.get()}</span> })}
+                {move || label.get()}
+            </label>
             {input}
             <ul class="field-errors" id=error_id aria-live="polite">
                 {move || errors.get().into_iter().map(|e| view! { <li>{e}</li> }).collect_view()}
@@ -718,6 +725,7 @@ fn TextInput(
 fn Choice(
     #[prop(into)] id: String,
     #[prop(into)] label: Signal<String>,
+    #[prop(optional)] context: Option<Signal<String>>,
     errors: Signal<Vec<String>>,
     options: Signal<Vec<(String, String)>>,
     value: Signal<String>,
@@ -726,7 +734,10 @@ fn Choice(
     let error_id = format!("{id}-error");
     view! {
         <div class="field" class:invalid=move || !errors.with(Vec::is_empty)>
-            <label for=id.clone()>{move || label.get()}</label>
+            <label for=id.clone()>
+                {context.map(|c| view! { <span class="visually-hidden">{move || c.get()}</span> })}
+                {move || label.get()}
+            </label>
             <select id=id aria-describedby=error_id.clone()
                 on:change=move |ev| on_change.run(event_target_value(&ev))>
                 {move || options.get().into_iter().map(|(option, text)| {
