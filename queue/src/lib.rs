@@ -35,6 +35,10 @@
 //! - **Idempotent repeats** (retried HTTP calls): `request_cancel` on a cancelled job or a
 //!   running job already marked, `ack_cancel` by the worker whose own call cancelled it, and
 //!   `complete` by the worker and attempt that completed it all return the job unchanged.
+//! - **Handoff**: a job created while a claimer on this replica long-polls for work it may
+//!   run is stored already leased to that claimer (`job.created` then `job.claimed`, in one
+//!   write) and handed to it; `create_job` then answers the running job. One commit from
+//!   submit to start instead of two (see `waiters`).
 //! - **Heartbeats are silent**: they move the lease only, so they append no event and send
 //!   no notification (the UI would otherwise redraw every few seconds per running job).
 //! - **Artifacts** send no notification either; their list is read when a page asks.

@@ -115,6 +115,22 @@ fn fence_payload(fence: &Fence) -> Value {
 }
 
 /// Stamps the claim the claim statement made; the statement itself is backend SQL.
+/// queued → running for `worker_id` until `lease_until`: what both claim statements do in
+/// SQL, for a job handed straight to a waiting claimer as it is created (`waiters`).
+pub(crate) fn claim(
+    job: &mut Job,
+    worker_id: &str,
+    now: DateTime<Utc>,
+    lease_until: DateTime<Utc>,
+) {
+    job.status = JobState::Running;
+    job.claimed_by = Some(worker_id.to_string());
+    job.lease_expires_at = Some(lease_until);
+    job.attempt += 1;
+    job.started_at = job.started_at.or(Some(now));
+    job.updated_at = now;
+}
+
 pub(crate) fn claimed_event(job: &Job) -> PendingEvent {
     PendingEvent::new(
         events::JOB_CLAIMED,

@@ -98,6 +98,25 @@ pub struct ClaimRequest {
     pub lease: Duration,
 }
 
+impl ClaimRequest {
+    /// Whether this claimer may take `job` (of `repository`), by the rules both claim
+    /// statements apply: its required capabilities a subset of the claimer's, its type
+    /// and repository allowed.
+    pub(crate) fn accepts(&self, job: &Job, repository: &str) -> bool {
+        job.required_capabilities
+            .iter()
+            .all(|c| self.capabilities.contains(c))
+            && self
+                .allowed_types
+                .as_ref()
+                .is_none_or(|types| types.contains(&job.job_type))
+            && self
+                .allowed_repositories
+                .as_ref()
+                .is_none_or(|repos| repos.iter().any(|r| r == repository))
+    }
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct JobFilter {
     pub status: Option<JobState>,
@@ -427,26 +446,77 @@ impl Queue {
             created_at: now,
             updated_at: now,
         };
+        let repository = &task.payload.repository;
+        if let Some(claimer) = self
+            .inner
+            .waiters
+            .reserve(|request| request.accepts(&job, repository))
+        {
+            return self.hand_over(job, repository, claimer).await;
+        }
         let created = self
             .inner
             .db
-            .create_job(
-                &job,
-                &task.payload.repository,
-                &machine::created_event(&job),
-            )
+            .create_job(&job, repository, &[machine::created_event(&job)])
             .await?;
-        self.inner.notifier.publish(vec![
-            Notification::new(
-                &job.id,
-                NotificationKind::EventAppended {
-                    event_id: created.id,
-                },
-            ),
-            Notification::new(&job.id, NotificationKind::JobChanged),
-            Notification::new(&job.id, NotificationKind::JobAvailable),
-        ]);
+        let mut notes: Vec<Notification> = created
+            .iter()
+            .map(|e| Notification::new(&job.id, NotificationKind::EventAppended { event_id: e.id }))
+            .collect();
+        notes.push(Notification::new(&job.id, NotificationKind::JobChanged));
+        notes.push(Notification::new(&job.id, NotificationKind::JobAvailable));
+        self.inner.notifier.publish(notes);
         Ok(job)
+    }
+
+    /// Creates `queued` already claimed by a parked claimer (see `waiters`): one write with
+    /// both events, `job.created` then `job.claimed`, and the job delivered to the claimer.
+    /// A claimer that left before the delivery gets nothing, and the job goes back to the
+    /// queue at once, as a lost claim would after its lease.
+    async fn hand_over(
+        &self,
+        queued: Job,
+        repository: &str,
+        claimer: crate::waiters::Reservation,
+    ) -> Result<Job, QueueError> {
+        let now = queued.created_at;
+        let lease =
+            chrono::Duration::from_std(claimer.request.lease).unwrap_or(chrono::Duration::MAX);
+        let mut job = queued.clone();
+        machine::claim(
+            &mut job,
+            &claimer.request.worker_id,
+            now,
+            now.checked_add_signed(lease).unwrap_or(now),
+        );
+        let events = [
+            machine::created_event(&queued),
+            machine::claimed_event(&job),
+        ];
+        let stored = self.inner.db.create_job(&job, repository, &events).await?;
+        if let Some(recent) = &self.inner.recent {
+            recent.remember([&job]);
+        }
+        let mut notes: Vec<Notification> = stored
+            .iter()
+            .map(|e| Notification::new(&job.id, NotificationKind::EventAppended { event_id: e.id }))
+            .collect();
+        notes.push(Notification::new(&job.id, NotificationKind::JobChanged));
+        self.inner.notifier.publish(notes);
+        if claimer.deliver(job.clone()) {
+            return Ok(job);
+        }
+        tracing::warn!(job_id = %job.id, "the claimer left before it got the job; requeued");
+        let fence = Fence::of(&job).expect("a claimed job has a fence");
+        self.transition(&job.id, |job, now| {
+            let at_once = Retry {
+                at: now,
+                delay_ms: 0,
+            };
+            let why = "the claiming worker left before it received the job".to_string();
+            machine::fail(job, &fence, now, why, true, at_once)
+        })
+        .await
     }
 
     pub async fn get_job(&self, id: &str) -> Result<Job, QueueError> {
@@ -553,7 +623,8 @@ impl Queue {
     /// [`claim`](Self::claim), waiting up to `wait` for a job to become claimable: woken at
     /// once when a job is created or requeued (here or, on PostgreSQL, on any replica), one
     /// idle claimer per job (see `waiters`), and every `claim_poll_interval` regardless, to
-    /// notice retry windows that simply elapse.
+    /// notice retry windows that simply elapse. A job created on this replica while the
+    /// claimer waits, and that it may run, is handed to it in the write that creates it.
     pub async fn claim_wait(
         &self,
         request: &ClaimRequest,
@@ -562,7 +633,7 @@ impl Queue {
         let deadline = Instant::now() + wait;
         // In line before the first attempt, so a job created between that attempt and the
         // wait still wakes us.
-        let ticket = self.inner.waiters.join();
+        let ticket = self.inner.waiters.join(Some(Arc::new(request.clone())));
         loop {
             let claimed = self.claim(request).await?;
             ticket.claimed(claimed.is_some());
@@ -574,7 +645,9 @@ impl Queue {
                 return Ok(None);
             }
             let nap = (deadline - now).min(self.inner.config.claim_poll_interval);
-            let _ = tokio::time::timeout(nap, ticket.woken()).await;
+            if let Some(handed) = ticket.park(nap).await {
+                return Ok(Some(handed));
+            }
         }
     }
 
@@ -807,11 +880,18 @@ impl Queue {
     /// events since its latest claim), for a list of jobs; a job with none is left out.
     /// Unknown ids are ignored.
     pub async fn steps_finished(&self, ids: &[&str]) -> Result<HashMap<String, u32>, QueueError> {
-        let uuids: Vec<Uuid> = ids.iter().filter_map(|id| Uuid::parse_str(id).ok()).collect();
+        let uuids: Vec<Uuid> = ids
+            .iter()
+            .filter_map(|id| Uuid::parse_str(id).ok())
+            .collect();
         let counts = self
             .inner
             .db
-            .count_kind_since(&uuids, contract::job::task::STEP_FINISHED, events::JOB_CLAIMED)
+            .count_kind_since(
+                &uuids,
+                contract::job::task::STEP_FINISHED,
+                events::JOB_CLAIMED,
+            )
             .await?;
         Ok(counts
             .into_iter()
@@ -923,9 +1003,16 @@ impl Queue {
                 entity: Entity::Artifact,
                 id: format!("{id}/{artifact_id}"),
             })?;
-        let path = artifacts::path_of(&self.inner.config.artifacts_dir, &artifact.job_id, &artifact.name);
+        let path = artifacts::path_of(
+            &self.inner.config.artifacts_dir,
+            &artifact.job_id,
+            &artifact.name,
+        );
         let at = |e: std::io::Error| {
-            QueueError::Storage(std::io::Error::new(e.kind(), format!("{}: {e}", path.display())))
+            QueueError::Storage(std::io::Error::new(
+                e.kind(),
+                format!("{}: {e}", path.display()),
+            ))
         };
         let file = tokio::fs::File::open(&path).await.map_err(at)?;
         let mut bytes = Vec::new();

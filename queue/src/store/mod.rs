@@ -358,13 +358,17 @@ macro_rules! insert_job_sql {
 
 const INSERT_JOB: &str = insert_job_sql!();
 
-/// PostgreSQL: the job and its first event in one statement, run outside an explicit
-/// transaction (a statement is atomic on its own): one round trip instead of four.
-const INSERT_JOB_WITH_EVENT_POSTGRES: &str = concat!(
+/// PostgreSQL: the job and its first events (`$24`..`$27` arrays, inserted in their order)
+/// in one statement, run outside an explicit transaction (a statement is atomic on its
+/// own): one round trip instead of four.
+const INSERT_JOB_WITH_EVENTS_POSTGRES: &str = concat!(
     "WITH job AS (",
     insert_job_sql!(),
     " RETURNING id) INSERT INTO job_events (job_id, kind, level, message, payload, created_at) \
-     SELECT id, $24, $25, $26, $27, $22 FROM job RETURNING id"
+     SELECT job.id, e.kind, e.level, e.message, e.payload, $22 \
+     FROM job, unnest($24::text[], $25::text[], $26::text[], $27::jsonb[]) \
+       WITH ORDINALITY AS e(kind, level, message, payload, n) \
+     ORDER BY e.n RETURNING id"
 );
 
 const SAVE_JOB: &str = "UPDATE jobs SET status = $2, attempt = $3, next_attempt_at = $4, \
@@ -841,36 +845,54 @@ async fn claim_sqlite(
 // explicit transaction, which saves the BEGIN and COMMIT round trips; on SQLite a
 // transaction on the writer, which costs no round trip at all.
 impl Database {
-    /// Inserts a new job with its first event, atomically; returns the stored event.
+    /// Inserts a new job with its first events (stamped with its creation time),
+    /// atomically; returns the stored events, in order.
     pub(crate) async fn create_job(
         &self,
         job: &Job,
         repository: &str,
-        event: &PendingEvent,
-    ) -> Result<JobEvent, QueueError> {
+        events: &[PendingEvent],
+    ) -> Result<Vec<JobEvent>, QueueError> {
         let Database::Postgres(pool) = self else {
             let mut tx = Tx::begin(self).await?;
             tx.insert_job(job, repository).await?;
-            let stored = tx.insert_event(&job.id, event, job.created_at).await?;
+            let mut stored = Vec::with_capacity(events.len());
+            for event in events {
+                stored.push(tx.insert_event(&job.id, event, job.created_at).await?);
+            }
             tx.commit().await?;
             return Ok(stored);
         };
         let mut args = vec![Arg::Id(parse_id(&job.id)?)];
         args.extend(state_args(job));
         args.extend(created_args(job, repository)?);
-        args.extend([
-            Arg::text(&event.kind),
-            Arg::text(event.level.as_str()),
-            Arg::text(&event.message),
-            Arg::json(&event.payload)?,
-        ]);
         let mut conn = pool.acquire().await?;
-        let ids = pg_rows(&mut conn, INSERT_JOB_WITH_EVENT_POSTGRES, &args, |r| {
-            r.try_get::<i64, _>("id")
-        })
-        .await?;
-        let id = ids.into_iter().next().ok_or(sqlx::Error::RowNotFound)?;
-        Ok(event.stored(&job.id, id, job.created_at))
+        let rows = bind_pg(sqlx::query(INSERT_JOB_WITH_EVENTS_POSTGRES), &args)
+            .bind(events.iter().map(|e| e.kind.as_str()).collect::<Vec<_>>())
+            .bind(events.iter().map(|e| e.level.as_str()).collect::<Vec<_>>())
+            .bind(
+                events
+                    .iter()
+                    .map(|e| e.message.as_str())
+                    .collect::<Vec<_>>(),
+            )
+            .bind(events.iter().map(|e| Json(&e.payload)).collect::<Vec<_>>())
+            .fetch_all(&mut *conn)
+            .await?;
+        let mut ids = rows
+            .iter()
+            .map(|r| r.try_get::<i64, _>("id"))
+            .collect::<Result<Vec<_>, _>>()?;
+        // RETURNING follows no order; the ids were drawn in the events' order.
+        ids.sort_unstable();
+        if ids.len() != events.len() {
+            return Err(sqlx::Error::RowNotFound.into());
+        }
+        Ok(events
+            .iter()
+            .zip(ids)
+            .map(|(event, id)| event.stored(&job.id, id, job.created_at))
+            .collect())
     }
 
     /// PostgreSQL: writes `new` over the row only if the row still equals `old` in every

@@ -178,10 +178,20 @@ pub async fn an_artifact_is_read_by_id_up_to_a_limit(h: Harness) {
     let (job, f) = running(&h).await;
     let patch = h
         .queue
-        .add_artifact(&job.id, &f, "patches/changes.patch", "text/x-diff", b"+one\n+two\n")
+        .add_artifact(
+            &job.id,
+            &f,
+            "patches/changes.patch",
+            "text/x-diff",
+            b"+one\n+two\n",
+        )
         .await
         .unwrap();
-    let (found, bytes, more) = h.queue.read_artifact(&job.id, &patch.id, 1024).await.unwrap();
+    let (found, bytes, more) = h
+        .queue
+        .read_artifact(&job.id, &patch.id, 1024)
+        .await
+        .unwrap();
     assert_eq!(found, patch);
     assert_eq!((bytes.as_slice(), more), (&b"+one\n+two\n"[..], false));
     let (_, head, more) = h.queue.read_artifact(&job.id, &patch.id, 4).await.unwrap();

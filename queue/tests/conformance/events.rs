@@ -180,14 +180,20 @@ pub async fn a_timeline_is_read_from_its_end_or_without_its_log_lines(h: Harness
     let job = h.create(Spec::default()).await;
     let claimed = h.claim_exactly("w1", &job).await;
     let f = fence(&claimed);
-    let mut kinds = vec![events::JOB_CREATED.to_string(), events::JOB_CLAIMED.to_string()];
+    let mut kinds = vec![
+        events::JOB_CREATED.to_string(),
+        events::JOB_CLAIMED.to_string(),
+    ];
     for i in 0..30 {
         let kind = match i {
             0 => task::STEP_STARTED,
             29 => task::STEP_FINISHED,
             _ => task::STEP_LOG,
         };
-        h.queue.append_event(&job.id, &f, step_event(kind)).await.unwrap();
+        h.queue
+            .append_event(&job.id, &f, step_event(kind))
+            .await
+            .unwrap();
         kinds.push(kind.to_string());
     }
     let all = h.queue.list_events(&job.id, 0, 1000).await.unwrap();
@@ -206,7 +212,12 @@ pub async fn a_timeline_is_read_from_its_end_or_without_its_log_lines(h: Harness
     let milestone_kinds: Vec<&str> = milestones.iter().map(|e| e.kind.as_str()).collect();
     assert_eq!(
         milestone_kinds,
-        [events::JOB_CREATED, events::JOB_CLAIMED, task::STEP_STARTED, task::STEP_FINISHED]
+        [
+            events::JOB_CREATED,
+            events::JOB_CLAIMED,
+            task::STEP_STARTED,
+            task::STEP_FINISHED
+        ]
     );
     let after = h
         .queue
@@ -216,9 +227,14 @@ pub async fn a_timeline_is_read_from_its_end_or_without_its_log_lines(h: Harness
     assert_eq!(after, milestones[2..3]);
 
     let unknown = "0198c1f0-0000-7000-8000-00000000dead";
-    assert_code(h.queue.list_latest_events(unknown, 5).await, "job_not_found");
     assert_code(
-        h.queue.list_events_except(unknown, task::STEP_LOG, 0, 5).await,
+        h.queue.list_latest_events(unknown, 5).await,
+        "job_not_found",
+    );
+    assert_code(
+        h.queue
+            .list_events_except(unknown, task::STEP_LOG, 0, 5)
+            .await,
         "job_not_found",
     );
     assert_code(h.queue.count_events(unknown).await, "job_not_found");
@@ -243,7 +259,12 @@ pub async fn finished_steps_are_counted_for_the_current_attempt_only(h: Harness)
         .append_event(&other.id, &fence(&running), step_event(task::STEP_FINISHED))
         .await
         .unwrap();
-    let ids = [retried.id.as_str(), other.id.as_str(), idle.id.as_str(), "not-a-job"];
+    let ids = [
+        retried.id.as_str(),
+        other.id.as_str(),
+        idle.id.as_str(),
+        "not-a-job",
+    ];
     let counts = h.queue.steps_finished(&ids).await.unwrap();
     assert_eq!(counts.get(&retried.id), Some(&2));
     assert_eq!(counts.get(&other.id), Some(&1));
@@ -255,11 +276,21 @@ pub async fn finished_steps_are_counted_for_the_current_attempt_only(h: Harness)
         .unwrap();
     h.advance(std::time::Duration::from_secs(60));
     let second = h.claim_exactly("w3", &retried).await;
-    assert_eq!(h.queue.steps_finished(&ids).await.unwrap().get(&retried.id), None);
+    assert_eq!(
+        h.queue.steps_finished(&ids).await.unwrap().get(&retried.id),
+        None
+    );
     h.queue
-        .append_event(&retried.id, &fence(&second), step_event(task::STEP_FINISHED))
+        .append_event(
+            &retried.id,
+            &fence(&second),
+            step_event(task::STEP_FINISHED),
+        )
         .await
         .unwrap();
-    assert_eq!(h.queue.steps_finished(&ids).await.unwrap().get(&retried.id), Some(&1));
+    assert_eq!(
+        h.queue.steps_finished(&ids).await.unwrap().get(&retried.id),
+        Some(&1)
+    );
     assert!(h.queue.steps_finished(&[]).await.unwrap().is_empty());
 }

@@ -13,6 +13,7 @@ mod claim;
 mod concurrency;
 mod events;
 mod fencing;
+mod handoff;
 mod lifecycle;
 mod listing;
 mod notify;
@@ -107,6 +108,10 @@ conformance! {
     notify::claim_wait_gives_up_at_the_deadline,
     notify::claim_wait_notices_an_elapsed_retry_window,
     notify::step_progress_is_announced_but_log_lines_are_not,
+    handoff::a_job_created_while_a_claimer_waits_is_handed_to_it_in_one_write,
+    handoff::a_waiting_claimer_is_not_handed_a_job_it_may_not_run,
+    handoff::a_claimer_that_left_is_not_handed_a_job,
+    handoff::jobs_created_together_go_one_to_each_waiting_claimer,
     notify::every_change_is_broadcast_once_to_subscribers,
     notify::second_replica_hears_changes_through_the_database,
     notify::own_notifications_are_not_repeated,

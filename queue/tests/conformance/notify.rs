@@ -152,7 +152,10 @@ pub async fn step_progress_is_announced_but_log_lines_are_not(h: Harness) {
         contract::job::task::WARNING,
         contract::job::task::STEP_FINISHED,
     ] {
-        h.queue.append_event(&job.id, &f, step_event(kind)).await.unwrap();
+        h.queue
+            .append_event(&job.id, &f, step_event(kind))
+            .await
+            .unwrap();
     }
     let heard = drain(&mut rx, Duration::from_millis(300)).await;
     let progress = heard
