@@ -113,12 +113,22 @@ pub const TAIL_LINES: usize = 200;
 
 /// The job page's data: header facts, the step timeline from the step events, the newest
 /// output of the latest step, artifacts with their links, and the newest events.
-pub fn job_view(data: JobData<'_>, now_ms: i64, waiting: Option<String>) -> crate::pages::job::JobView {
+pub fn job_view(
+    data: JobData<'_>,
+    now_ms: i64,
+    waiting: Option<String>,
+) -> crate::pages::job::JobView {
     use contract::job::task;
 
     use crate::pages::job::{ArtifactView, CancelView, EventView, JobView, LogTail, StepView};
 
-    let JobData { job, milestones: events, latest, events_total, artifacts } = data;
+    let JobData {
+        job,
+        milestones: events,
+        latest,
+        events_total,
+        artifacts,
+    } = data;
     let task = NormalizedTask::from_job(job).ok();
     let view_href = |artifact_id: &str| format!("/tasks/queue/{}/artifacts/{artifact_id}", job.id);
     // An empty patch (a step that changed nothing) gets no link.
@@ -188,7 +198,10 @@ pub fn job_view(data: JobData<'_>, now_ms: i64, waiting: Option<String>) -> crat
         .map(|(i, _)| {
             let mut lines: Vec<String> = latest
                 .iter()
-                .filter(|e| e.kind == task::STEP_LOG && e.payload.get("stepIndex").and_then(|v| v.as_u64()) == Some(i as u64))
+                .filter(|e| {
+                    e.kind == task::STEP_LOG
+                        && e.payload.get("stepIndex").and_then(|v| v.as_u64()) == Some(i as u64)
+                })
                 .flat_map(|e| e.message.lines().map(str::to_string).collect::<Vec<_>>())
                 .collect();
             let cut = lines.len().saturating_sub(TAIL_LINES);
@@ -443,7 +456,10 @@ mod tests {
             view.steps[0].log.as_deref(),
             Some("/tasks/queue/j1/artifacts/a1")
         );
-        assert_eq!(view.artifacts[0].download, "/api/queue/jobs/j1/artifacts/a1/download");
+        assert_eq!(
+            view.artifacts[0].download,
+            "/api/queue/jobs/j1/artifacts/a1/download"
+        );
         let tail = view.tail.as_ref().unwrap();
         assert_eq!((tail.step_index, tail.running), (1, true));
         assert_eq!(tail.title, "2. Second step");

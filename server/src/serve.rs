@@ -246,7 +246,10 @@ pub(crate) mod tests {
         let queue = open_queue(&config.db, config.settings.defaults.clone())
             .await
             .unwrap();
-        (router(&config, queue.clone(), CancellationToken::new()), queue)
+        (
+            router(&config, queue.clone(), CancellationToken::new()),
+            queue,
+        )
     }
 
     /// A `Cookie` header of a live session of a fresh admin token.

@@ -75,10 +75,7 @@ pub fn parse_diff(text: &str) -> (Vec<DiffFile>, Vec<(LineKind, String)>) {
         let kind = if let Some(rest) = line.strip_prefix("diff --git ") {
             in_hunk = false;
             // `a/path b/path`: the new side names the file.
-            let path = rest
-                .rsplit_once(" b/")
-                .map_or(rest, |(_, b)| b)
-                .to_string();
+            let path = rest.rsplit_once(" b/").map_or(rest, |(_, b)| b).to_string();
             files.push(DiffFile {
                 path,
                 added: 0,
@@ -153,7 +150,10 @@ pub fn ArtifactPage() -> impl IntoView {
     let page = Resource::new(
         move || {
             let p = params.read();
-            (p.get("id").unwrap_or_default(), p.get("artifact").unwrap_or_default())
+            (
+                p.get("id").unwrap_or_default(),
+                p.get("artifact").unwrap_or_default(),
+            )
         },
         |(id, artifact)| load_artifact(id, artifact),
     );
@@ -191,11 +191,13 @@ fn ArtifactView(page: ArtifactPage) -> impl IntoView {
         Content::Diff { files, lines } => {
             let summary = files
                 .into_iter()
-                .map(|f| view! {
-                    <li><code>{f.path}</code> " "
-                        <span class="diff-count add">{format!("+{}", f.added)}</span> " "
-                        <span class="diff-count del">{format!("−{}", f.removed)}</span>
-                    </li>
+                .map(|f| {
+                    view! {
+                        <li><code>{f.path}</code> " "
+                            <span class="diff-count add">{format!("+{}", f.added)}</span> " "
+                            <span class="diff-count del">{format!("−{}", f.removed)}</span>
+                        </li>
+                    }
                 })
                 .collect_view();
             let lines = lines
@@ -260,15 +262,26 @@ mod tests {
         assert_eq!(
             files,
             [
-                DiffFile { path: "README.md".into(), added: 2, removed: 1 },
-                DiffFile { path: "src/--x.rs".into(), added: 1, removed: 0 },
+                DiffFile {
+                    path: "README.md".into(),
+                    added: 2,
+                    removed: 1
+                },
+                DiffFile {
+                    path: "src/--x.rs".into(),
+                    added: 1,
+                    removed: 0
+                },
             ]
         );
         let kinds: Vec<LineKind> = lines.iter().map(|(k, _)| *k).collect();
         use LineKind::*;
         assert_eq!(
             kinds,
-            [File, File, File, File, Hunk, Context, Removed, Added, Added, File, File, File, File, Hunk, Added]
+            [
+                File, File, File, File, Hunk, Context, Removed, Added, Added, File, File, File,
+                File, Hunk, Added
+            ]
         );
     }
 }

@@ -124,7 +124,11 @@ pub async fn load_job(id: String) -> Result<JobView, ServerFnError> {
         events_total,
         artifacts: &artifacts,
     };
-    Ok(crate::format::job_view(data, now.timestamp_millis(), waiting))
+    Ok(crate::format::job_view(
+        data,
+        now.timestamp_millis(),
+        waiting,
+    ))
 }
 
 /// Asks the job's worker to stop (or cancels a queued job at once), as the logged-in
@@ -249,8 +253,12 @@ mod live {
                 return;
             };
             let on_event = Closure::<dyn FnMut(MessageEvent)>::new(move |message: MessageEvent| {
-                let Some(data) = message.data().as_string() else { return };
-                let Ok(event) = serde_json::from_str::<LiveEvent>(&data) else { return };
+                let Some(data) = message.data().as_string() else {
+                    return;
+                };
+                let Ok(event) = serde_json::from_str::<LiveEvent>(&data) else {
+                    return;
+                };
                 let reload = needs_reload(&event.kind);
                 live.update(|l| {
                     if l.last().is_none_or(|last| last.id < event.id) {
@@ -291,7 +299,11 @@ mod live {
 }
 
 #[component]
-fn JobDetails(view: JobView, cancel: ServerAction<CancelJob>, live: RwSignal<Vec<LiveEvent>>) -> impl IntoView {
+fn JobDetails(
+    view: JobView,
+    cancel: ServerAction<CancelJob>,
+    live: RwSignal<Vec<LiveEvent>>,
+) -> impl IntoView {
     let done = view.steps.iter().filter(|s| s.state == "succeeded").count();
     let total = view.steps.len();
     let last_event_id = view.last_event_id;
@@ -374,7 +386,9 @@ fn JobDetails(view: JobView, cancel: ServerAction<CancelJob>, live: RwSignal<Vec
                 .collect_view()
         })
     };
-    let tail = view.tail.map(|tail| view! { <Tail tail live last_event_id/> });
+    let tail = view
+        .tail
+        .map(|tail| view! { <Tail tail live last_event_id/> });
     let percent = (done * 100).checked_div(total).unwrap_or(0);
     view! {
         <div class="page-head">

@@ -274,11 +274,17 @@ fn unplaced(errors: &[FieldError]) -> Vec<FieldError> {
 
 /// Turns pasted `- [ ]` lines into steps, after the steps that have something in them
 /// (a blank first step is replaced, not kept).
-fn add_checklist(steps: &mut Vec<StepDraft>, text: &str, next_key: &mut u32) -> Result<usize, Vec<String>> {
+fn add_checklist(
+    steps: &mut Vec<StepDraft>,
+    text: &str,
+    next_key: &mut u32,
+) -> Result<usize, Vec<String>> {
     let items = contract::parse_checklist(text)
         .map_err(|errors| errors.into_iter().map(|e| e.message).collect::<Vec<_>>())?;
     if items.is_empty() {
-        return Err(vec!["no `- [ ] step` lines found; paste one line per step".into()]);
+        return Err(vec![
+            "no `- [ ] step` lines found; paste one line per step".into(),
+        ]);
     }
     steps.retain(|s| !s.is_blank());
     let added = items.len();
@@ -314,9 +320,7 @@ fn DraftForm(settings: ServerSettings) -> impl IntoView {
         })
     };
 
-    let draft = move || {
-        steps.with(|s| task.with(|t| skills.with_value(|k| draft_json(t, s, k))))
-    };
+    let draft = move || steps.with(|s| task.with(|t| skills.with_value(|k| draft_json(t, s, k))));
     let errors = Memo::new({
         let defaults = defaults.clone();
         move |_| match contract::normalize(&draft(), &defaults) {
@@ -326,7 +330,10 @@ fn DraftForm(settings: ServerSettings) -> impl IntoView {
     });
     let shown = move |path: String| {
         Signal::derive(move || {
-            let mut shown = if touched.with(|t| t.iter().any(|p| p == "*" || belongs(p, &path) || belongs(&path, p))) {
+            let mut shown = if touched.with(|t| {
+                t.iter()
+                    .any(|p| p == "*" || belongs(p, &path) || belongs(&path, p))
+            }) {
                 errors.with(|e| errors_at(e, &path))
             } else {
                 Vec::new()
@@ -391,7 +398,9 @@ fn DraftForm(settings: ServerSettings) -> impl IntoView {
     let runtime_default = format!("Server default ({})", defaults.runtime.as_str());
     let publish_default = format!("Server default ({})", defaults.publish_mode.as_str());
 
-    let text = move |get: fn(&TaskDraft) -> &String, set: fn(&mut TaskDraft, String), path: &'static str| {
+    let text = move |get: fn(&TaskDraft) -> &String,
+                     set: fn(&mut TaskDraft, String),
+                     path: &'static str| {
         (
             Signal::derive(move || task.with(|t| get(t).clone())),
             Callback::new(move |value: String| {
@@ -400,14 +409,39 @@ fn DraftForm(settings: ServerSettings) -> impl IntoView {
             }),
         )
     };
-    let (repository, set_repository) = text(|t| &t.repository, |t, v| t.repository = v, "repository");
-    let (objective, set_objective) = text(|t| &t.objective, |t, v| t.objective = v, "task.instructions");
+    let (repository, set_repository) =
+        text(|t| &t.repository, |t, v| t.repository = v, "repository");
+    let (objective, set_objective) = text(
+        |t| &t.objective,
+        |t, v| t.objective = v,
+        "task.instructions",
+    );
     let (model, set_model) = text(|t| &t.model, |t, v| t.model = v, "task.runtime.model");
-    let (starting, set_starting) = text(|t| &t.starting_branch, |t, v| t.starting_branch = v, "task.git.startingBranch");
-    let (new_branch, set_new_branch) = text(|t| &t.new_branch, |t, v| t.new_branch = v, "task.git.newBranch");
-    let (pr_base, set_pr_base) = text(|t| &t.pr_base_branch, |t, v| t.pr_base_branch = v, "task.publish.prBaseBranch");
-    let (commit, set_commit) = text(|t| &t.commit_message, |t, v| t.commit_message = v, "task.publish.commitMessage");
-    let (pr_title, set_pr_title) = text(|t| &t.pr_title, |t, v| t.pr_title = v, "task.publish.prTitle");
+    let (starting, set_starting) = text(
+        |t| &t.starting_branch,
+        |t, v| t.starting_branch = v,
+        "task.git.startingBranch",
+    );
+    let (new_branch, set_new_branch) = text(
+        |t| &t.new_branch,
+        |t, v| t.new_branch = v,
+        "task.git.newBranch",
+    );
+    let (pr_base, set_pr_base) = text(
+        |t| &t.pr_base_branch,
+        |t, v| t.pr_base_branch = v,
+        "task.publish.prBaseBranch",
+    );
+    let (commit, set_commit) = text(
+        |t| &t.commit_message,
+        |t, v| t.commit_message = v,
+        "task.publish.commitMessage",
+    );
+    let (pr_title, set_pr_title) = text(
+        |t| &t.pr_title,
+        |t, v| t.pr_title = v,
+        "task.publish.prTitle",
+    );
     let (pr_body, set_pr_body) = text(|t| &t.pr_body, |t, v| t.pr_body = v, "task.publish.prBody");
     let (runtime_choice, set_runtime) = text(
         |t| &t.runtime,
@@ -424,12 +458,22 @@ fn DraftForm(settings: ServerSettings) -> impl IntoView {
 
     let runtime_options = Signal::derive(move || {
         let mut options = vec![(String::new(), runtime_default.clone())];
-        options.extend(RuntimeMode::ALL.iter().map(|m| (m.as_str().to_string(), m.as_str().to_string())));
+        options.extend(
+            RuntimeMode::ALL
+                .iter()
+                .map(|m| (m.as_str().to_string(), m.as_str().to_string())),
+        );
         options
     });
     let effort_options = Signal::derive(move || {
         let mut options = vec![(String::new(), effort_default())];
-        options.extend(runtime.get().efforts().iter().map(|e| (e.to_string(), e.to_string())));
+        options.extend(
+            runtime
+                .get()
+                .efforts()
+                .iter()
+                .map(|e| (e.to_string(), e.to_string())),
+        );
         options
     });
     let skill_options = move |first: Vec<(String, String)>| {
@@ -447,10 +491,15 @@ fn DraftForm(settings: ServerSettings) -> impl IntoView {
             options
         })
     };
-    let task_skill_options = skill_options(vec![(String::new(), "auto (the agent decides)".into())]);
+    let task_skill_options =
+        skill_options(vec![(String::new(), "auto (the agent decides)".into())]);
     let publish_options = Signal::derive(move || {
         let mut options = vec![(String::new(), publish_default.clone())];
-        options.extend(PublishMode::ALL.iter().map(|m| (m.as_str().to_string(), m.as_str().to_string())));
+        options.extend(
+            PublishMode::ALL
+                .iter()
+                .map(|m| (m.as_str().to_string(), m.as_str().to_string())),
+        );
         options
     });
 
@@ -593,13 +642,21 @@ fn StepEditor(
     edited: Callback<()>,
     skill_options: Signal<Vec<(String, String)>>,
 ) -> impl IntoView {
-    let index = Memo::new(move |_| steps.with(|s| s.iter().position(|d| d.key == key).unwrap_or(0)));
+    let index =
+        Memo::new(move |_| steps.with(|s| s.iter().position(|d| d.key == key).unwrap_or(0)));
     let count = Memo::new(move |_| steps.with(Vec::len));
     let path = move || format!("task.steps[{}]", index.get());
-    let field = move |get: fn(&StepDraft) -> &String, set: fn(&mut StepDraft, String), name: &'static str| {
+    let field = move |get: fn(&StepDraft) -> &String,
+                      set: fn(&mut StepDraft, String),
+                      name: &'static str| {
         (
             Signal::derive(move || {
-                steps.with(|s| s.iter().find(|d| d.key == key).map(|d| get(d).clone()).unwrap_or_default())
+                steps.with(|s| {
+                    s.iter()
+                        .find(|d| d.key == key)
+                        .map(|d| get(d).clone())
+                        .unwrap_or_default()
+                })
             }),
             Callback::new(move |value: String| {
                 steps.update(|s| {
@@ -612,7 +669,11 @@ fn StepEditor(
         )
     };
     let (title, set_title) = field(|d| &d.title, |d, v| d.title = v, "title");
-    let (instructions, set_instructions) = field(|d| &d.instructions, |d, v| d.instructions = v, "instructions");
+    let (instructions, set_instructions) = field(
+        |d| &d.instructions,
+        |d, v| d.instructions = v,
+        "instructions",
+    );
     let (skill, set_skill) = field(|d| &d.skill, |d, v| d.skill = v, "skill");
     let step_errors = Signal::derive(move || {
         // Errors of the step as a whole (blank, duplicate id); each field shows its own.
@@ -621,7 +682,9 @@ fn StepEditor(
             .iter()
             .flat_map(|f| shown(format!("{}.{f}", path())).get())
             .collect();
-        own.into_iter().filter(|e| !fields.contains(e)).collect::<Vec<_>>()
+        own.into_iter()
+            .filter(|e| !fields.contains(e))
+            .collect::<Vec<_>>()
     });
     let move_by = move |delta: isize| {
         steps.update(|s| {
@@ -772,18 +835,24 @@ fn SubmitResult(submit: Action<String, Result<SubmitOutcome, ServerFnError>>) ->
     move || {
         submit.value().get().and_then(|result| match result {
             Ok(SubmitOutcome::Created { .. }) => None,
-            Ok(SubmitOutcome::Invalid { errors }) => Some(view! {
-                <div class="result error" role="alert">
-                    <p>{format!("The server refused the task: {} problem{}, shown beside {}.",
-                        errors.len(), if errors.len() == 1 { "" } else { "s" },
-                        if errors.len() == 1 { "its field" } else { "their fields" })}</p>
-                </div>
-            }.into_any()),
-            Err(e) => Some(view! {
-                <div class="result error" role="alert">
-                    <p>"The task was not submitted: " {e.to_string()}</p>
-                </div>
-            }.into_any()),
+            Ok(SubmitOutcome::Invalid { errors }) => Some(
+                view! {
+                    <div class="result error" role="alert">
+                        <p>{format!("The server refused the task: {} problem{}, shown beside {}.",
+                            errors.len(), if errors.len() == 1 { "" } else { "s" },
+                            if errors.len() == 1 { "its field" } else { "their fields" })}</p>
+                    </div>
+                }
+                .into_any(),
+            ),
+            Err(e) => Some(
+                view! {
+                    <div class="result error" role="alert">
+                        <p>"The task was not submitted: " {e.to_string()}</p>
+                    </div>
+                }
+                .into_any(),
+            ),
         })
     }
 }
@@ -922,9 +991,18 @@ mod tests {
         ];
         let json = draft_json(&task, &steps, &skills);
         let spec = &json["payload"]["task"];
-        assert_eq!(spec["runtime"], json!({ "mode": "claude", "model": "opus", "effort": "high" }));
-        assert_eq!(spec["skill"], json!({ "id": "speckit", "requiredCapabilities": ["docker"] }));
-        assert_eq!(spec["git"], json!({ "startingBranch": "main", "newBranch": "feature/x" }));
+        assert_eq!(
+            spec["runtime"],
+            json!({ "mode": "claude", "model": "opus", "effort": "high" })
+        );
+        assert_eq!(
+            spec["skill"],
+            json!({ "id": "speckit", "requiredCapabilities": ["docker"] })
+        );
+        assert_eq!(
+            spec["git"],
+            json!({ "startingBranch": "main", "newBranch": "feature/x" })
+        );
         assert_eq!(
             spec["publish"],
             json!({ "mode": "branch", "prBaseBranch": "develop", "commitMessage": "Ship it", "prTitle": "Ship", "prBody": "Body" })
@@ -937,7 +1015,11 @@ mod tests {
             ])
         );
         let task = contract::normalize(&json, &Defaults::default()).unwrap();
-        assert!(task.payload.required_capabilities.contains(&"docker".to_string()));
+        assert!(
+            task.payload
+                .required_capabilities
+                .contains(&"docker".to_string())
+        );
     }
 
     #[test]
@@ -946,7 +1028,10 @@ mod tests {
         let mut next = 2;
         let added = add_checklist(&mut steps, "## Steps\n- [ ] one\n- [x] two\n", &mut next);
         assert_eq!(added, Ok(2));
-        let texts: Vec<(u32, &str)> = steps.iter().map(|s| (s.key, s.instructions.as_str())).collect();
+        let texts: Vec<(u32, &str)> = steps
+            .iter()
+            .map(|s| (s.key, s.instructions.as_str()))
+            .collect();
         assert_eq!(texts, [(1, "keep me"), (2, "one"), (3, "two")]);
         assert_eq!(next, 4);
     }

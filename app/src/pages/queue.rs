@@ -150,7 +150,8 @@ mod live {
             );
         });
         for kind in ["job", "resync"] {
-            let _ = stream.add_event_listener_with_callback(kind, on_change.as_ref().unchecked_ref());
+            let _ =
+                stream.add_event_listener_with_callback(kind, on_change.as_ref().unchecked_ref());
         }
         on_change.forget();
         let source = StoredValue::new_local(stream);

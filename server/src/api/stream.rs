@@ -116,7 +116,8 @@ async fn stream_events(
         pending: Vec::new(),
         done: false,
     };
-    let events = stream::unfold(tail, Tail::next).take_until(state.closing.clone().cancelled_owned());
+    let events =
+        stream::unfold(tail, Tail::next).take_until(state.closing.clone().cancelled_owned());
     Ok(Sse::new(events).keep_alive(KeepAlive::new().interval(state.limits.keep_alive)))
 }
 

@@ -1067,7 +1067,11 @@ async fn the_jobs_stream_names_each_changed_job_and_its_step_progress_over_a_rea
     }
     let progress = format!(r#"data: {{"jobId":"{id}","what":"progress"}}"#);
     read_until(&mut stream, &mut seen, &progress).await;
-    assert_eq!(seen.matches(&progress).count(), 1, "a log line is no progress: {seen}");
+    assert_eq!(
+        seen.matches(&progress).count(),
+        1,
+        "a log line is no progress: {seen}"
+    );
     server.abort();
 }
 
@@ -1087,7 +1091,10 @@ async fn open_streams_end_when_the_server_stops_serving() {
     let addr = listener.local_addr().unwrap();
     let server = tokio::spawn(axum::serve(listener, api.router.clone()).into_future());
     let mut streams = Vec::new();
-    for path in ["/api/queue/jobs/stream".to_string(), format!("/api/queue/jobs/{id}/events/stream")] {
+    for path in [
+        "/api/queue/jobs/stream".to_string(),
+        format!("/api/queue/jobs/{id}/events/stream"),
+    ] {
         let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
         let request = format!(
             "GET {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {viewer}\r\nAccept: text/event-stream\r\n\r\n"

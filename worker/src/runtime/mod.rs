@@ -118,7 +118,10 @@ pub fn readable(mode: RuntimeMode, line: &str) -> Vec<String> {
     if !line.trim_start().starts_with('{') {
         return vec![line.to_string()];
     }
-    parse_line(mode, line).iter().filter_map(Progress::display).collect()
+    parse_line(mode, line)
+        .iter()
+        .filter_map(Progress::display)
+        .collect()
 }
 
 /// Reads one line of `mode`'s streaming output. Lines that are not JSON (a CLI's plain
@@ -196,9 +199,18 @@ mod tests {
         let init = r#"{"type":"system","subtype":"init","cwd":"/w"}"#;
         assert!(readable(RuntimeMode::Claude, init).is_empty());
         let done = r#"{"type":"result","subtype":"success","is_error":false,"result":"done"}"#;
-        assert!(readable(RuntimeMode::Claude, done).is_empty(), "the step event says it");
-        assert_eq!(readable(RuntimeMode::Codex, "warning: slow"), ["warning: slow"]);
-        assert_eq!(Progress::Action("edit a.rs".into()).display().as_deref(), Some("▸ edit a.rs"));
+        assert!(
+            readable(RuntimeMode::Claude, done).is_empty(),
+            "the step event says it"
+        );
+        assert_eq!(
+            readable(RuntimeMode::Codex, "warning: slow"),
+            ["warning: slow"]
+        );
+        assert_eq!(
+            Progress::Action("edit a.rs".into()).display().as_deref(),
+            Some("▸ edit a.rs")
+        );
     }
 
     #[test]
