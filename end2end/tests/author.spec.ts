@@ -59,8 +59,8 @@ test("the steps editor: paste a checklist, add, reorder, remove, a title and a s
   await page.getByRole("button", { name: "Remove step 4" }).click();
   await expect(stepHeadings(page)).toHaveCount(3);
 
-  // A title on one, a skill the server knows on another.
-  await page.getByLabel("Step 2 title").fill("Docs");
+  // A title on one (with markup, which must stay text), a skill the server knows on another.
+  await page.getByLabel("Step 2 title").fill("Docs <img src=x onerror=\"window.owned=1\">");
   await expect(page.getByLabel("Step 1 skill").locator("option")).toContainText(["Inherit the task's skill", "auto (the agent decides)", "speckit — spec first"]);
   await page.getByLabel("Step 1 skill").selectOption("speckit");
 
@@ -81,7 +81,7 @@ test("the steps editor: paste a checklist, add, reorder, remove, a title and a s
     "Implement it",
   ]);
   expect(steps[0].skill.id).toBe("speckit");
-  expect(steps[1].title).toBe("Docs");
+  expect(steps[1].title).toBe('Docs <img src=x onerror="window.owned=1">');
   expect(steps[1].skill ?? null).toBeNull();
   expect(steps.map((s: { id: string }) => s.id)).toEqual(["step-1", "step-2", "step-3"]);
   // This server sets STEPWISE_DEFAULT_PUBLISH_MODE=branch; the form left it to the server.
@@ -92,7 +92,9 @@ test("the steps editor: paste a checklist, add, reorder, remove, a title and a s
   await expect(timeline).toHaveCount(3);
   await expect(timeline.nth(0)).toContainText("Write the spec");
   await expect(timeline.nth(0)).toContainText("speckit");
-  await expect(timeline.nth(1)).toContainText("Docs");
+  await expect(timeline.nth(1)).toContainText('Docs <img src=x onerror="window.owned=1">');
+  await expect(page.locator("img")).toHaveCount(0);
+  expect(await page.evaluate(() => (window as unknown as { owned?: number }).owned)).toBeUndefined();
   expect(errors).toEqual([]);
 });
 

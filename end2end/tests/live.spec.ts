@@ -185,4 +185,31 @@ test("figures: event stored → shown on the job page (printed, not asserted)", 
     (i) => ({ selector: "ol.timeline li", text: i % 2 === 0 ? "running" : "succeeded" }),
   );
   report("step event appended → timeline updated (page data reloaded)", reloaded);
+
+  // The same page once the job has 1,000 more events, most of them log lines, as a busy
+  // agent leaves them: how long the server takes to render it, and how big it is.
+  for (let sent = 0; sent < 1000; sent += 25) {
+    const batch = Array.from({ length: 25 }, (_, k) => {
+      const n = sent + k;
+      const data = n % 50 === 0
+        ? { attempt: 1, kind: "task.warning", message: `warning ${n}` }
+        : { attempt: 1, kind: "task.step.log", message: `line ${n}: ${"x".repeat(60)}`, payload: { stepIndex: 0 } };
+      return page.request.post(`/api/queue/jobs/${id}/events`, { headers: auth(worker), data });
+    });
+    for (const response of await Promise.all(batch)) expect(response.status()).toBe(200);
+  }
+  const renders: number[] = [];
+  let bytes = 0;
+  for (let i = 0; i < 12; i++) {
+    const started = Date.now();
+    const response = await page.request.get(`/tasks/queue/${id}`);
+    const html = await response.text();
+    renders.push(Date.now() - started);
+    expect(response.status()).toBe(200);
+    bytes = html.length;
+  }
+  renders.sort((a, b) => a - b);
+  console.log(
+    `job page with ${1000 + 42} events, server-rendered: p50 ${at(renders, 50)} ms, max ${renders[renders.length - 1]} ms over ${renders.length} requests (${Math.round(bytes / 1024)} KiB of HTML)`,
+  );
 });

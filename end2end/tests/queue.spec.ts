@@ -59,8 +59,21 @@ test("the queue pages work at phone width", async ({ page }) => {
   await page.setViewportSize({ width: 375, height: 800 });
   await logIn(page, "/tasks/queue/new");
   await expect(page.getByRole("heading", { name: "New task" })).toBeVisible();
-  const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
-  expect(overflow).toBeLessThanOrEqual(0);
+  const overflow = () => page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+  expect(await overflow()).toBeLessThanOrEqual(0);
+  // A job's page and the list, with a long unbroken objective.
+  await page.getByLabel("Repository").fill("octo/narrow");
+  await page.getByLabel("Objective").fill(`Narrow ${"x".repeat(80)}`);
+  await page.getByLabel("Step 1 instructions").fill("One step");
+  await page.getByRole("button", { name: "Submit task" }).click();
+  await expect(page).toHaveURL(/\/tasks\/queue\/[0-9a-f-]{36}$/);
+  await expect(page.getByTestId("job-status")).toBeVisible();
+  expect(await overflow()).toBeLessThanOrEqual(0);
+  await page.goto("/tasks/queue");
+  await expect(page.getByRole("row").filter({ hasText: "Narrow" }).first()).toBeVisible();
+  expect(await overflow()).toBeLessThanOrEqual(0);
+  await page.goto("/tasks/workers");
+  expect(await overflow()).toBeLessThanOrEqual(0);
 });
 
 test("an unknown page answers 404 with a way back", async ({ page }) => {
@@ -113,6 +126,8 @@ test("a task submitted in the browser is listed, has its page, and can be cancel
   await expect(page.getByTestId("job-status")).toHaveText("cancelled");
   await expect(page.getByText("wrong repo")).toBeVisible();
   await expect(page.getByRole("button", { name: "Confirm cancel" })).toHaveCount(0);
+  await expect(page.getByRole("button", { name: "Cancel this job" })).toBeDisabled();
+  await expect(page.getByText("This job has ended (cancelled)")).toBeVisible();
 
   // The status filter is a plain GET form.
   await page.goto("/tasks/queue");

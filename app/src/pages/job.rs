@@ -6,6 +6,7 @@
 //! reloads the page's data, so the timeline advances live.
 
 use contract::JobState;
+use leptos::either::Either;
 use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::hooks::use_params_map;
@@ -423,21 +424,30 @@ fn JobDetails(
             <ol class="timeline">{steps}</ol>
             {tail}
         </section>
-        {cancellable.then(|| view! {
-            <section class="card" aria-labelledby="cancel-form-title">
-                <h2 id="cancel-form-title">"Cancel"</h2>
-                <details>
-                    <summary>"Cancel this job…"</summary>
-                    <ActionForm action=cancel>
-                        <input type="hidden" name="id" value=view.id.clone()/>
-                        <label for="cancel-reason">"Reason (optional)"</label>
-                        <input id="cancel-reason" type="text" name="reason" autocomplete="off"/>
-                        <button type="submit" class="danger">"Confirm cancel"</button>
-                    </ActionForm>
-                </details>
-                {error}
-            </section>
-        })}
+        <section class="card" aria-labelledby="cancel-form-title">
+            <h2 id="cancel-form-title">"Cancel"</h2>
+            {if cancellable {
+                Either::Left(view! {
+                    <details>
+                        <summary>"Cancel this job…"</summary>
+                        <ActionForm action=cancel>
+                            <input type="hidden" name="id" value=view.id.clone()/>
+                            <label for="cancel-reason">"Reason (optional)"</label>
+                            <input id="cancel-reason" type="text" name="reason" autocomplete="off"/>
+                            <button type="submit" class="danger">"Confirm cancel"</button>
+                        </ActionForm>
+                    </details>
+                    {error}
+                })
+            } else {
+                Either::Right(view! {
+                    <button type="button" class="danger" disabled aria-describedby="cancel-ended">"Cancel this job"</button>
+                    <p class="muted" id="cancel-ended">
+                        {format!("This job has ended ({}): there is nothing left to cancel.", view.status.as_str())}
+                    </p>
+                })
+            }}
+        </section>
         <section class="card" aria-labelledby="artifacts-title">
             <h2 id="artifacts-title">"Artifacts"</h2>
             <ul class="artifacts">{artifacts}</ul>
