@@ -93,6 +93,7 @@ test("the jobs list follows the queue live: a new job, its state and its steps",
   await expect(row).toContainText("succeeded", { timeout: 30_000 });
   await expect(row).toContainText("2/2");
   expect(await page.evaluate(() => (window as unknown as { marker?: number }).marker)).toBe(1);
+  await page.screenshot({ path: join(__dirname, "..", "..", "docs", "screenshots", "jobs.png"), fullPage: true });
 });
 
 test("cancelling a running job shows the request, then the job cancelled", async ({ page }) => {

@@ -7,7 +7,9 @@
 //!    time ([`Queue::claim_many`], [`Queue::complete_many`]);
 //! 4. end to end: P producers enqueue N more between them while W workers claim and
 //!    complete them one at a time;
-//! 5. enqueue → claim latency: one idle worker long-polls over real HTTP; each job is
+//! 5. the same with the workers claiming and completing B at a time (producers still
+//!    submit one task per call, as clients do);
+//! 6. enqueue → claim latency: one idle worker long-polls over real HTTP; each job is
 //!    created in-process and timed until the worker's claim answer arrives.
 
 use std::sync::Arc;
@@ -184,6 +186,23 @@ async fn measure(queue: &Queue, args: &BenchArgs) -> Result<(), CliError> {
         started.elapsed(),
     );
 
+    let started = Instant::now();
+    let producers = produce(queue, args.producers, args.jobs);
+    let done = drain(queue, args.workers, Some(args.jobs), args.batch).await?;
+    for producer in producers {
+        producer
+            .await
+            .map_err(|e| CliError::Bench(format!("a producer task failed: {e}")))??;
+    }
+    report(
+        &format!(
+            "end to end, workers batched ({}p, {}w, {} per batch)",
+            args.producers, args.workers, args.batch
+        ),
+        done,
+        started.elapsed(),
+    );
+
     let latencies = claim_latency(queue, args.samples).await?;
     println!(
         "enqueue → claim over HTTP long-poll ({} samples): p50 {:.2} ms   p99 {:.2} ms   max {:.2} ms",
@@ -226,7 +245,7 @@ fn produce(
 
 /// Runs `workers` claim-and-complete loops until `target` jobs are done (or, without a
 /// target, until the queue is empty); returns how many were completed. With `batch` above
-/// 1, each loop claims and completes up to that many jobs per call (no target then).
+/// 1, each loop claims and completes up to that many jobs per call.
 async fn drain(
     queue: &Queue,
     workers: usize,
@@ -246,8 +265,13 @@ async fn drain(
                 }
                 if batch > 1 {
                     let jobs = queue.claim_many(&request, batch).await?;
-                    if jobs.is_empty() {
+                    if jobs.is_empty() && target.is_none() {
                         return Ok(());
+                    }
+                    if jobs.is_empty() {
+                        // Producers are behind: a batch claim has no long-poll, so look again soon.
+                        tokio::time::sleep(Duration::from_millis(1)).await;
+                        continue;
                     }
                     let completions = jobs
                         .iter()
