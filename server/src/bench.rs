@@ -169,39 +169,26 @@ async fn measure(queue: &Queue, args: &BenchArgs) -> Result<(), CliError> {
         started.elapsed(),
     );
 
-    let started = Instant::now();
-    let producers = produce(queue, args.producers, args.jobs);
-    let done = drain(queue, args.workers, Some(args.jobs), 1).await?;
-    for producer in producers {
-        producer
-            .await
-            .map_err(|e| CliError::Bench(format!("a producer task failed: {e}")))??;
-    }
-    report(
+    end_to_end(
+        queue,
+        args,
+        1,
         &format!(
             "end to end: enqueue → claim → complete ({}p, {}w)",
             args.producers, args.workers
         ),
-        done,
-        started.elapsed(),
-    );
-
-    let started = Instant::now();
-    let producers = produce(queue, args.producers, args.jobs);
-    let done = drain(queue, args.workers, Some(args.jobs), args.batch).await?;
-    for producer in producers {
-        producer
-            .await
-            .map_err(|e| CliError::Bench(format!("a producer task failed: {e}")))??;
-    }
-    report(
+    )
+    .await?;
+    end_to_end(
+        queue,
+        args,
+        args.batch,
         &format!(
             "end to end, workers batched ({}p, {}w, {} per batch)",
             args.producers, args.workers, args.batch
         ),
-        done,
-        started.elapsed(),
-    );
+    )
+    .await?;
 
     let latencies = claim_latency(queue, args.samples).await?;
     println!(
@@ -211,6 +198,25 @@ async fn measure(queue: &Queue, args: &BenchArgs) -> Result<(), CliError> {
         percentile(&latencies, 99.0),
         latencies.last().copied().unwrap_or_default(),
     );
+    Ok(())
+}
+
+/// P producers enqueue N jobs while W workers claim and complete them, `batch` at a time.
+async fn end_to_end(
+    queue: &Queue,
+    args: &BenchArgs,
+    batch: u32,
+    what: &str,
+) -> Result<(), CliError> {
+    let started = Instant::now();
+    let producers = produce(queue, args.producers, args.jobs);
+    let done = drain(queue, args.workers, Some(args.jobs), batch).await?;
+    for producer in producers {
+        producer
+            .await
+            .map_err(|e| CliError::Bench(format!("a producer task failed: {e}")))??;
+    }
+    report(what, done, started.elapsed());
     Ok(())
 }
 

@@ -953,6 +953,37 @@ async fn a_long_polling_claim_wakes_when_a_job_is_submitted() {
     assert_eq!(claimed["job"]["id"], id);
 }
 
+/// The router served on a free loopback port: its address and the serving task.
+async fn serve(
+    router: Router,
+) -> (
+    std::net::SocketAddr,
+    tokio::task::JoinHandle<std::io::Result<()>>,
+) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    (
+        addr,
+        tokio::spawn(axum::serve(listener, router).into_future()),
+    )
+}
+
+/// `GET path` as an event stream over a real socket, with `headers` (each ending in CRLF).
+async fn open_stream(
+    addr: std::net::SocketAddr,
+    path: &str,
+    token: &str,
+    headers: &str,
+) -> tokio::net::TcpStream {
+    use tokio::io::AsyncWriteExt;
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let request = format!(
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nAccept: text/event-stream\r\n{headers}\r\n"
+    );
+    stream.write_all(request.as_bytes()).await.unwrap();
+    stream
+}
+
 /// Reads from a raw socket until `needle` has arrived (or panics after a timeout).
 async fn read_until(stream: &mut tokio::net::TcpStream, seen: &mut String, needle: &str) {
     use tokio::io::AsyncReadExt;
@@ -970,7 +1001,6 @@ async fn read_until(stream: &mut tokio::net::TcpStream, seen: &mut String, needl
 
 #[tokio::test]
 async fn the_event_stream_replays_after_last_event_id_then_pushes_live_over_a_real_socket() {
-    use tokio::io::AsyncWriteExt;
     let api = api().await;
     let operator = api.user(Role::Operator).await;
     let worker = api.worker("w1").await;
@@ -989,14 +1019,10 @@ async fn the_event_stream_replays_after_last_event_id_then_pushes_live_over_a_re
         .await;
     let created_id = events["items"][0]["id"].as_i64().unwrap();
 
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let server = tokio::spawn(axum::serve(listener, api.router.clone()).into_future());
-    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let request = format!(
-        "GET /api/queue/jobs/{id}/events/stream HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {operator}\r\nAccept: text/event-stream\r\nLast-Event-ID: {created_id}\r\n\r\n"
-    );
-    stream.write_all(request.as_bytes()).await.unwrap();
+    let (addr, server) = serve(api.router.clone()).await;
+    let path = format!("/api/queue/jobs/{id}/events/stream");
+    let last = format!("Last-Event-ID: {created_id}\r\n");
+    let mut stream = open_stream(addr, &path, &operator, &last).await;
     let mut seen = String::new();
     read_until(&mut stream, &mut seen, "event: job.claimed").await;
     assert!(seen.starts_with("HTTP/1.1 200"), "{seen}");
@@ -1025,7 +1051,6 @@ async fn the_event_stream_replays_after_last_event_id_then_pushes_live_over_a_re
 
 #[tokio::test]
 async fn the_jobs_stream_names_each_changed_job_and_its_step_progress_over_a_real_socket() {
-    use tokio::io::AsyncWriteExt;
     let api = api().await;
     let viewer = api.user(Role::Viewer).await;
     let operator = api.user(Role::Operator).await;
@@ -1035,14 +1060,8 @@ async fn the_jobs_stream_names_each_changed_job_and_its_step_progress_over_a_rea
         .await;
     assert_eq!(status, StatusCode::FORBIDDEN, "workers do not list jobs");
 
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let server = tokio::spawn(axum::serve(listener, api.router.clone()).into_future());
-    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let request = format!(
-        "GET /api/queue/jobs/stream HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {viewer}\r\nAccept: text/event-stream\r\n\r\n"
-    );
-    stream.write_all(request.as_bytes()).await.unwrap();
+    let (addr, server) = serve(api.router.clone()).await;
+    let mut stream = open_stream(addr, "/api/queue/jobs/stream", &viewer, "").await;
     let mut seen = String::new();
     read_until(&mut stream, &mut seen, "\r\n\r\n").await;
     assert!(seen.starts_with("HTTP/1.1 200"), "{seen}");
@@ -1079,7 +1098,7 @@ async fn the_jobs_stream_names_each_changed_job_and_its_step_progress_over_a_rea
 /// browser tab that is still watching.
 #[tokio::test]
 async fn open_streams_end_when_the_server_stops_serving() {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::io::AsyncReadExt;
     let api = api().await;
     let viewer = api.user(Role::Viewer).await;
     let operator = api.user(Role::Operator).await;
@@ -1087,19 +1106,13 @@ async fn open_streams_end_when_the_server_stops_serving() {
         .as_str()
         .unwrap()
         .to_string();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let server = tokio::spawn(axum::serve(listener, api.router.clone()).into_future());
+    let (addr, server) = serve(api.router.clone()).await;
     let mut streams = Vec::new();
     for path in [
         "/api/queue/jobs/stream".to_string(),
         format!("/api/queue/jobs/{id}/events/stream"),
     ] {
-        let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-        let request = format!(
-            "GET {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {viewer}\r\nAccept: text/event-stream\r\n\r\n"
-        );
-        stream.write_all(request.as_bytes()).await.unwrap();
+        let mut stream = open_stream(addr, &path, &viewer, "").await;
         let mut seen = String::new();
         read_until(&mut stream, &mut seen, "\r\n\r\n").await;
         streams.push((path, stream, seen));
