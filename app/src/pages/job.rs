@@ -222,9 +222,10 @@ mod live {
 
     use super::{JobView, LiveEvent};
 
-    /// How long after an event the page reloads: events that come closer together share
-    /// one reload. Short enough that an event shows within 100 ms.
-    const RELOAD_AFTER_MS: u64 = 40;
+    /// How long after an event the page reloads: the events a worker sends together (a
+    /// step's end, the next step's start) share one reload. Log lines never reload, so
+    /// this can be short.
+    const RELOAD_AFTER_MS: u64 = 15;
 
     /// Live events a page keeps at most; older ones are in the next reload.
     const LIVE_KEPT: usize = 2000;
