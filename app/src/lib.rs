@@ -1,6 +1,9 @@
 //! The stepwise pages: one file per page, each with the server functions it calls.
 //! Compiled twice: with `ssr` into the server (rendering, server functions) and with
-//! `hydrate` into the browser bundle, where the same contract crate validates input.
+//! `hydrate` into the browser bundle. Pages are islands: the server renders them whole,
+//! and only the `#[island]` parts run in the browser (the task form, which validates with
+//! the same contract crate the server uses; the live jobs table; the live job), so the
+//! bundle carries those and nothing else.
 
 #[cfg(feature = "ssr")]
 mod format;
@@ -11,6 +14,7 @@ mod ssr;
 
 use leptos::prelude::*;
 use leptos_meta::{MetaTags, Stylesheet, Title, provide_meta_context};
+use leptos_router::SsrMode;
 use leptos_router::components::{Route, Router, Routes};
 use leptos_router::path;
 
@@ -29,7 +33,7 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
                 <meta name="color-scheme" content="light dark"/>
                 <link rel="icon" type="image/svg+xml" href="/favicon.svg"/>
                 <AutoReload options=options.clone()/>
-                <HydrationScripts options/>
+                <HydrationScripts options islands=true/>
                 <MetaTags/>
             </head>
             <body>
@@ -56,16 +60,28 @@ pub fn App() -> impl IntoView {
             </header>
             <main>
                 <Routes fallback=pages::not_found::NotFound>
-                    <Route path=path!("/tasks/queue") view=pages::queue::QueuePage/>
-                    <Route path=path!("/tasks/queue/new") view=pages::new_task::NewTaskPage/>
-                    <Route path=path!("/tasks/queue/:id") view=pages::job::JobPage/>
-                    <Route path=path!("/tasks/queue/:id/artifacts/:artifact") view=pages::artifact::ArtifactPage/>
-                    <Route path=path!("/tasks/workers") view=pages::workers::WorkersPage/>
+                    // Async: each page is sent whole, its data in place, so it reads the
+                    // same with scripts off (streamed pages fill themselves in by script).
+                    <Route path=path!("/tasks/queue") view=pages::queue::QueuePage ssr=SsrMode::Async/>
+                    <Route path=path!("/tasks/queue/new") view=pages::new_task::NewTaskPage ssr=SsrMode::Async/>
+                    <Route path=path!("/tasks/queue/:id") view=pages::job::JobPage ssr=SsrMode::Async/>
+                    <Route path=path!("/tasks/queue/:id/artifacts/:artifact") view=pages::artifact::ArtifactPage ssr=SsrMode::Async/>
+                    <Route path=path!("/tasks/workers") view=pages::workers::WorkersPage ssr=SsrMode::Async/>
                     <Route path=path!("/login") view=pages::login::LoginPage/>
                 </Routes>
             </main>
         </Router>
     }
+}
+
+/// Loads another page, as a link would: with islands there is no client-side router.
+pub(crate) fn go_to(path: &str) {
+    #[cfg(feature = "hydrate")]
+    {
+        let _ = window().location().set_href(path);
+    }
+    #[cfg(not(feature = "hydrate"))]
+    let _ = path;
 }
 
 /// Shown on every page but the login page, where there is nobody to log out yet.

@@ -178,9 +178,10 @@ pub fn step_id(v: &str) -> Result<(), String> {
     ))
 }
 
-/// Trims and lowercases, because workers advertise capabilities in lowercase.
+/// Trims and lowercases (ASCII: a capability is ASCII anyway, and the browser bundle is
+/// spared the Unicode case tables), because workers advertise capabilities in lowercase.
 pub fn capability(v: &str) -> Result<String, String> {
-    let c = v.trim().to_lowercase();
+    let c = v.trim().to_ascii_lowercase();
     let first = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
     if is_slug(&c, first, |c| {
         first(c) || matches!(c, '.' | '_' | ':' | '-')
@@ -209,7 +210,7 @@ pub fn model(v: &str) -> Result<(), String> {
 
 /// Returns the lowercase effort when the runtime's CLI accepts it.
 pub fn effort(runtime: RuntimeMode, v: &str) -> Result<String, String> {
-    let e = v.trim().to_lowercase();
+    let e = v.trim().to_ascii_lowercase();
     if runtime.efforts().contains(&e.as_str()) {
         return Ok(e);
     }

@@ -148,3 +148,32 @@ test("the workers page lists the embedded worker and what it can run", async ({ 
   mkdirSync(screenshots, { recursive: true });
   await page.screenshot({ path: join(screenshots, "workers.png"), fullPage: true });
 });
+
+test.describe("with JavaScript off", () => {
+  test.use({ javaScriptEnabled: false });
+
+  test("the pages render, and a job can still be cancelled with its plain form", async ({ page }) => {
+    await logIn(page, "/tasks/queue");
+    const created = await page.request.post("/api/queue/jobs", {
+      headers: { Authorization: `Bearer ${process.env.STEPWISE_E2E_TOKEN}` },
+      data: { payload: { repository: "octo/nojs", task: { instructions: "Cancel me without scripts" } } },
+    });
+    expect(created.status()).toBe(201);
+    const id = (await created.json()).id;
+    await page.goto(`/tasks/queue/${id}`);
+    await expect(page.getByTestId("job-status")).toHaveText("queued");
+    await page.getByText("Cancel this job…").click();
+    await page.getByLabel("Reason (optional)").fill("no scripts here");
+    await page.getByRole("button", { name: "Confirm cancel" }).click();
+    // The server function answers a plain form post with a redirect back to the page.
+    await expect(page).toHaveURL(new RegExp(`/tasks/queue/${id}\\??$`));
+    await expect(page.getByTestId("job-status")).toHaveText("cancelled");
+    await expect(page.getByText("no scripts here")).toBeVisible();
+    // The other pages are whole without scripts too.
+    await page.goto("/tasks/queue");
+    await expect(page.getByRole("row").filter({ hasText: "Cancel me without scripts" })).toContainText("cancelled");
+    await page.goto("/tasks/workers");
+    await expect(page.getByRole("heading", { name: "Workers" })).toBeVisible();
+    await expect(page.getByRole("row").filter({ hasText: "embedded@" })).toBeVisible();
+  });
+});

@@ -146,7 +146,8 @@ pub async fn cancel_job(id: String, reason: String) -> Result<(), ServerFnError>
     Ok(())
 }
 
-/// An event that arrived on the live stream after the page's data was read.
+/// An event that arrived on the live stream after the page's data was read: what the page
+/// shows of it (the rest of its JSON is skipped unread).
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct LiveEvent {
@@ -155,16 +156,19 @@ pub struct LiveEvent {
     pub level: String,
     pub message: String,
     #[serde(default)]
-    pub payload: serde_json::Map<String, serde_json::Value>,
+    pub payload: LivePayload,
     pub created_at: String,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LivePayload {
+    pub step_index: Option<usize>,
 }
 
 impl LiveEvent {
     fn step_index(&self) -> Option<usize> {
-        self.payload
-            .get("stepIndex")
-            .and_then(|v| v.as_u64())
-            .map(|i| i as usize)
+        self.payload.step_index
     }
 }
 
@@ -179,38 +183,48 @@ pub fn minute_of(rfc3339: &str) -> String {
 #[component]
 pub fn JobPage() -> impl IntoView {
     let params = use_params_map();
-    let id = move || params.read().get("id").unwrap_or_default();
-    let cancel = ServerAction::<CancelJob>::new();
-    let job = Resource::new(
-        move || (id(), cancel.version().get()),
-        |(id, _)| load_job(id),
-    );
-    let live = RwSignal::new(Vec::<LiveEvent>::new());
-    #[cfg(feature = "hydrate")]
-    live::follow(job, live);
+    let job = Resource::new(move || params.read().get("id").unwrap_or_default(), load_job);
     view! {
         <Title text="Job"/>
         <p><a href="/tasks/queue">"← All jobs"</a></p>
-        // Transition, not Suspense: a live reload keeps the page on screen until the new
-        // data is there.
-        <Transition fallback=|| view! { <p class="muted">"Loading the job…"</p> }>
+        <Suspense fallback=|| view! { <p class="muted">"Loading the job…"</p> }>
             {move || Suspend::new(async move {
                 match job.await {
-                    Ok(view) => view! { <JobDetails view cancel live/> }.into_any(),
+                    Ok(view) => view! { <LiveJob initial=view/> }.into_any(),
                     Err(e) => view! {
                         <p class="error" role="alert">"Could not load this job: " {e.to_string()}</p>
                     }.into_any(),
                 }
             })}
-        </Transition>
+        </Suspense>
     }
 }
 
-/// The browser side of the live page: an EventSource on the job's stream, opened once the
-/// first data is in (to resume after its newest event). Every event is kept in `live`,
-/// where the events table and the log tail show it at once; an event that changes the
-/// page's data also reloads it, a few dozen milliseconds after the first of a burst. The
-/// browser reconnects a dropped stream by itself, resuming after the last event it saw.
+/// The job, kept up to date in the browser: an island that starts from the data the server
+/// rendered, adds log lines and warnings from the job's event stream as they arrive, and
+/// reads the job again for any other event and after a cancel. The cancel form is drawn
+/// apart, so a reload never throws away a reason being typed.
+#[island]
+fn LiveJob(initial: JobView) -> impl IntoView {
+    let id = initial.id.clone();
+    let job = RwSignal::new(initial);
+    let live = RwSignal::new(Vec::<LiveEvent>::new());
+    let cancel = ServerAction::<CancelJob>::new();
+    #[cfg(feature = "hydrate")]
+    live::follow(job, live, cancel);
+    let state = Memo::new(move |_| job.with(|v| v.status));
+    view! {
+        {move || job.with(|v| view! { <JobTop view=v.clone() live/> })}
+        {move || view! { <CancelSection id=id.clone() status=state.get() cancel/> }}
+        {move || job.with(|v| view! { <JobBottom view=v.clone() live/> })}
+    }
+}
+
+/// The browser side of the live job: an EventSource on the job's stream, resuming after the
+/// newest event the page was rendered with. Every event is kept in `live`, where the events
+/// table and the log tail show it at once; an event that changes the page's data also
+/// reads the job again, a few milliseconds after the first of a burst. The browser
+/// reconnects a dropped stream by itself, resuming after the last event it saw.
 #[cfg(feature = "hydrate")]
 mod live {
     use std::time::Duration;
@@ -220,7 +234,7 @@ mod live {
     use wasm_bindgen::closure::Closure;
     use web_sys::{EventSource, MessageEvent};
 
-    use super::{JobView, LiveEvent};
+    use super::{CancelJob, JobView, LiveEvent, load_job};
 
     /// How long after an event the page reloads: the events a worker sends together (a
     /// step's end, the next step's start) share one reload. Log lines never reload, so
@@ -237,75 +251,91 @@ mod live {
         kind != task::STEP_LOG && kind != task::WARNING
     }
 
-    pub fn follow(job: Resource<Result<JobView, ServerFnError>>, live: RwSignal<Vec<LiveEvent>>) {
-        let source = StoredValue::new_local(None::<EventSource>);
-        let reload_queued = StoredValue::new(false);
-        Effect::new(move |_| {
-            let Some(Ok(view)) = job.get() else { return };
-            // What the reload brought is in the data now.
-            live.update(|l| l.retain(|e| e.id > view.last_event_id));
-            if source.with_value(Option::is_some) {
-                return;
+    pub fn follow(
+        job: RwSignal<JobView>,
+        live: RwSignal<Vec<LiveEvent>>,
+        cancel: ServerAction<CancelJob>,
+    ) {
+        let (id, after) = job.with_untracked(|v| (v.id.clone(), v.last_event_id));
+        let reload = {
+            let id = id.clone();
+            move || {
+                let id = id.clone();
+                leptos::task::spawn_local(async move {
+                    // A failed read keeps the page as it is; the next event retries.
+                    if let Ok(fresh) = load_job(id).await {
+                        // What the reload brought is in the data now.
+                        live.update(|l| l.retain(|e| e.id > fresh.last_event_id));
+                        job.set(fresh);
+                    }
+                });
             }
-            let url = format!(
-                "/api/queue/jobs/{}/events/stream?after={}",
-                view.id, view.last_event_id
-            );
-            let Ok(stream) = EventSource::new(&url) else {
+        };
+        // A cancel's answer changes the job: read it again once the action is done.
+        Effect::new({
+            let reload = reload.clone();
+            move |previous: Option<usize>| {
+                let version = cancel.version().get();
+                if previous.is_some_and(|p| p != version) {
+                    reload();
+                }
+                version
+            }
+        });
+        let url = format!("/api/queue/jobs/{id}/events/stream?after={after}");
+        let Ok(stream) = EventSource::new(&url) else {
+            return;
+        };
+        let reload_queued = StoredValue::new(false);
+        let on_event = Closure::<dyn FnMut(MessageEvent)>::new(move |message: MessageEvent| {
+            let Some(data) = message.data().as_string() else {
                 return;
             };
-            let on_event = Closure::<dyn FnMut(MessageEvent)>::new(move |message: MessageEvent| {
-                let Some(data) = message.data().as_string() else {
-                    return;
-                };
-                let Ok(event) = serde_json::from_str::<LiveEvent>(&data) else {
-                    return;
-                };
-                let reload = needs_reload(&event.kind);
-                live.update(|l| {
-                    if l.last().is_none_or(|last| last.id < event.id) {
-                        l.push(event);
-                    }
-                    let cut = l.len().saturating_sub(LIVE_KEPT);
-                    l.drain(..cut);
-                });
-                if !reload || reload_queued.get_value() {
-                    return;
+            let Ok(event) = serde_json::from_str::<LiveEvent>(&data) else {
+                return;
+            };
+            let wanted = needs_reload(&event.kind);
+            live.update(|l| {
+                if l.last().is_none_or(|last| last.id < event.id) {
+                    l.push(event);
                 }
-                reload_queued.set_value(true);
-                set_timeout(
-                    move || {
-                        reload_queued.set_value(false);
-                        job.refetch();
-                    },
-                    Duration::from_millis(RELOAD_AFTER_MS),
-                );
+                let cut = l.len().saturating_sub(LIVE_KEPT);
+                l.drain(..cut);
             });
-            // Events are named by their kind, so each kind needs its own listener.
-            let kinds = contract::job::events::ALL
-                .iter()
-                .chain(contract::job::task::ALL.iter());
-            for kind in kinds {
-                let _ = stream
-                    .add_event_listener_with_callback(kind, on_event.as_ref().unchecked_ref());
+            if !wanted || reload_queued.get_value() {
+                return;
             }
-            on_event.forget();
-            source.set_value(Some(stream));
+            reload_queued.set_value(true);
+            let reload = reload.clone();
+            set_timeout(
+                move || {
+                    reload_queued.set_value(false);
+                    reload();
+                },
+                Duration::from_millis(RELOAD_AFTER_MS),
+            );
         });
+        // Events are named by their kind, so each kind needs its own listener.
+        let kinds = contract::job::events::ALL
+            .iter()
+            .chain(contract::job::task::ALL.iter());
+        for kind in kinds {
+            let _ =
+                stream.add_event_listener_with_callback(kind, on_event.as_ref().unchecked_ref());
+        }
+        on_event.forget();
+        let source = StoredValue::new_local(stream);
         on_cleanup(move || {
-            if let Some(stream) = source.try_with_value(|s| s.clone()).flatten() {
+            if let Some(stream) = source.try_get_value() {
                 stream.close();
             }
         });
     }
 }
 
+/// The job's head, facts, notices and step timeline with the output tail.
 #[component]
-fn JobDetails(
-    view: JobView,
-    cancel: ServerAction<CancelJob>,
-    live: RwSignal<Vec<LiveEvent>>,
-) -> impl IntoView {
+fn JobTop(view: JobView, live: RwSignal<Vec<LiveEvent>>) -> impl IntoView {
     let done = view.steps.iter().filter(|s| s.state == "succeeded").count();
     let total = view.steps.len();
     let last_event_id = view.last_event_id;
@@ -328,12 +358,6 @@ fn JobDetails(
             </section>
         }
     });
-    let cancellable = !view.status.is_terminal();
-    let error = move || {
-        cancel.value().get().and_then(Result::err).map(
-            |e| view! { <p class="error" role="alert">"The cancel failed: " {e.to_string()}</p> },
-        )
-    };
     let steps = view
         .steps
         .into_iter()
@@ -353,41 +377,6 @@ fn JobDetails(
             }
         })
         .collect_view();
-    let artifacts = view
-        .artifacts
-        .into_iter()
-        .map(|a| view! {
-            <li>
-                <a href=a.href>{a.name.clone()}</a> " "
-                <span class="muted">{format!("{} B", a.size)}</span> " "
-                <a href=a.download class="muted" aria-label=format!("Download {}", a.name)>"download"</a>
-            </li>
-        })
-        .collect_view();
-    let shown = view.events.len() as u64;
-    let events_note = (view.events_total > shown).then(|| {
-        view! {
-            <p class="muted">{format!(
-                "The newest {shown} of {} events; the API lists them all: GET /api/queue/jobs/{}/events.",
-                view.events_total, view.id
-            )}</p>
-        }
-    });
-    let events = view
-        .events
-        .into_iter()
-        .map(|e| view! { <EventRow when=e.when level=e.level kind=e.kind message=e.message/> })
-        .collect_view();
-    let live_rows = move || {
-        live.with(|l| {
-            l.iter()
-                .filter(|e| e.id > last_event_id)
-                .map(|e| view! {
-                    <EventRow when=minute_of(&e.created_at) level=e.level.clone() kind=e.kind.clone() message=e.message.clone()/>
-                })
-                .collect_view()
-        })
-    };
     let tail = view
         .tail
         .map(|tail| view! { <Tail tail live last_event_id/> });
@@ -425,30 +414,97 @@ fn JobDetails(
             <ol class="timeline">{steps}</ol>
             {tail}
         </section>
+    }
+}
+
+/// The cancel form (a plain form post without JavaScript), or why there is none.
+#[component]
+fn CancelSection(id: String, status: JobState, cancel: ServerAction<CancelJob>) -> impl IntoView {
+    let error = move || {
+        cancel.value().get().and_then(Result::err).map(
+            |e| view! { <p class="error" role="alert">"The cancel failed: " {e.to_string()}</p> },
+        )
+    };
+    view! {
         <section class="card" aria-labelledby="cancel-form-title">
             <h2 id="cancel-form-title">"Cancel"</h2>
-            {if cancellable {
-                Either::Left(view! {
-                    <details>
-                        <summary>"Cancel this job…"</summary>
-                        <ActionForm action=cancel>
-                            <input type="hidden" name="id" value=view.id.clone()/>
-                            <label for="cancel-reason">"Reason (optional)"</label>
-                            <input id="cancel-reason" type="text" name="reason" autocomplete="off"/>
-                            <button type="submit" class="danger">"Confirm cancel"</button>
-                        </ActionForm>
-                    </details>
-                    {error}
-                })
-            } else {
+            {if status.is_terminal() {
                 Either::Right(view! {
                     <button type="button" class="danger" disabled aria-describedby="cancel-ended">"Cancel this job"</button>
                     <p class="muted" id="cancel-ended">
-                        {format!("This job has ended ({}): there is nothing left to cancel.", view.status.as_str())}
+                        {format!("This job has ended ({}): there is nothing left to cancel.", status.as_str())}
                     </p>
+                })
+            } else {
+                // A plain form post to the server function without JavaScript (the server
+                // answers with a redirect back here); with it, the action is dispatched.
+                let reason = NodeRef::<leptos::html::Input>::new();
+                let action = <CancelJob as leptos::server_fn::ServerFn>::url();
+                let on_submit = {
+                    let id = id.clone();
+                    move |ev: leptos::ev::SubmitEvent| {
+                        ev.prevent_default();
+                        let reason = reason.get().map(|input| input.value()).unwrap_or_default();
+                        cancel.dispatch(CancelJob { id: id.clone(), reason });
+                    }
+                };
+                Either::Left(view! {
+                    <details>
+                        <summary>"Cancel this job…"</summary>
+                        <form method="post" action=action on:submit=on_submit>
+                            <input type="hidden" name="id" value=id/>
+                            <label for="cancel-reason">"Reason (optional)"</label>
+                            <input id="cancel-reason" type="text" name="reason" autocomplete="off" node_ref=reason/>
+                            <button type="submit" class="danger">"Confirm cancel"</button>
+                        </form>
+                    </details>
+                    {error}
                 })
             }}
         </section>
+    }
+}
+
+/// The job's artifacts and newest events, with the events that arrived since.
+#[component]
+fn JobBottom(view: JobView, live: RwSignal<Vec<LiveEvent>>) -> impl IntoView {
+    let last_event_id = view.last_event_id;
+    let artifacts = view
+        .artifacts
+        .into_iter()
+        .map(|a| view! {
+            <li>
+                <a href=a.href>{a.name.clone()}</a> " "
+                <span class="muted">{format!("{} B", a.size)}</span> " "
+                <a href=a.download class="muted" aria-label=format!("Download {}", a.name)>"download"</a>
+            </li>
+        })
+        .collect_view();
+    let shown = view.events.len() as u64;
+    let events_note = (view.events_total > shown).then(|| {
+        view! {
+            <p class="muted">{format!(
+                "The newest {shown} of {} events; the API lists them all: GET /api/queue/jobs/{}/events.",
+                view.events_total, view.id
+            )}</p>
+        }
+    });
+    let events = view
+        .events
+        .into_iter()
+        .map(|e| view! { <EventRow when=e.when level=e.level kind=e.kind message=e.message/> })
+        .collect_view();
+    let live_rows = move || {
+        live.with(|l| {
+            l.iter()
+                .filter(|e| e.id > last_event_id)
+                .map(|e| view! {
+                    <EventRow when=minute_of(&e.created_at) level=e.level.clone() kind=e.kind.clone() message=e.message.clone()/>
+                })
+                .collect_view()
+        })
+    };
+    view! {
         <section class="card" aria-labelledby="artifacts-title">
             <h2 id="artifacts-title">"Artifacts"</h2>
             <ul class="artifacts">{artifacts}</ul>

@@ -38,7 +38,7 @@ pub fn LoginPage() -> impl IntoView {
                 "and `stepwise token create --role operator` makes a token for someone else."
             </p>
             <form method="post" action="/login" class="stack">
-                <input type="hidden" name="next" prop:value=next/>
+                <input type="hidden" name="next" value=next/>
                 <label for="login-token">"User token"</label>
                 <input
                     id="login-token"

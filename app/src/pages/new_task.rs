@@ -5,6 +5,7 @@
 //! submit, its field errors show beside their fields, and the browser goes to the new job.
 
 use contract::{Defaults, FieldError, PublishMode, RuntimeMode};
+use leptos::either::{Either, EitherOf3};
 use leptos::prelude::*;
 use leptos_meta::Title;
 use serde::{Deserialize, Serialize};
@@ -299,7 +300,8 @@ fn add_checklist(
     Ok(added)
 }
 
-#[component]
+/// The form: an island, the one part of this page that runs in the browser.
+#[island]
 fn DraftForm(settings: ServerSettings) -> impl IntoView {
     let defaults: Defaults = settings.defaults.clone();
     let skills = StoredValue::new(settings.skills.clone());
@@ -347,6 +349,9 @@ fn DraftForm(settings: ServerSettings) -> impl IntoView {
         })
     };
 
+    // Effects run only in the browser: this turns true once the island has hydrated.
+    let ready = RwSignal::new(false);
+    Effect::new(move |_| ready.set(true));
     let check = Action::new(|payload: &String| check_task(payload.clone()));
     let submit = Action::new(|payload: &String| submit_task(payload.clone()));
     let on_submit = move |ev: leptos::ev::SubmitEvent| {
@@ -369,10 +374,9 @@ fn DraftForm(settings: ServerSettings) -> impl IntoView {
             server_errors.set(errors);
         }
     });
-    let navigate = leptos_router::hooks::use_navigate();
     Effect::new(move |_| {
         if let Some(Ok(SubmitOutcome::Created { id })) = submit.value().get() {
-            navigate(&format!("/tasks/queue/{id}"), Default::default());
+            crate::go_to(&format!("/tasks/queue/{id}"));
         }
     });
 
@@ -536,7 +540,10 @@ fn DraftForm(settings: ServerSettings) -> impl IntoView {
         <section class="card" aria-labelledby="draft-title">
             <h2 id="draft-title">"Task"</h2>
             <p class="muted">"Checked as you type, in your browser, by the same rules the server applies."</p>
+            // Disabled until the form runs in the browser: typed before that, text would be
+            // lost when it starts.
             <form on:submit=on_submit novalidate>
+                <fieldset class="form-body" disabled=move || !ready.get()>
                 <TextInput id="repository" label="Repository" errors=shown("repository".into())
                     placeholder="owner/name, a git URL or a local path"
                     value=repository on_input=set_repository/>
@@ -592,10 +599,10 @@ fn DraftForm(settings: ServerSettings) -> impl IntoView {
                         <button type="button" class="secondary" on:click=paste>"Add these steps"</button>
                         <div aria-live="polite">
                             {move || match checklist_note.get() {
-                                Ok(note) => view! { <p class="hint">{note}</p> }.into_any(),
-                                Err(errors) => view! {
+                                Ok(note) => Either::Left(view! { <p class="hint">{note}</p> }),
+                                Err(errors) => Either::Right(view! {
                                     <ul class="field-errors">{errors.into_iter().map(|e| view! { <li>{e}</li> }).collect_view()}</ul>
-                                }.into_any(),
+                                }),
                             }}
                         </div>
                     </details>
@@ -624,6 +631,7 @@ fn DraftForm(settings: ServerSettings) -> impl IntoView {
                     <button type="submit" disabled=move || submit.pending().get()>"Submit task"</button>
                     <button type="button" class="secondary" on:click=on_check>"Check on the server"</button>
                 </div>
+                </fieldset>
             </form>
             <SubmitResult submit/>
             <CheckResult check/>
@@ -753,21 +761,19 @@ fn TextInput(
 ) -> impl IntoView {
     let error_id = format!("{id}-error");
     let input = match rows {
-        Some(rows) => view! {
+        Some(rows) => Either::Left(view! {
             <textarea id=id.clone() rows=rows placeholder=move || placeholder.get()
                 aria-describedby=error_id.clone() aria-invalid=move || (!errors.with(Vec::is_empty)).to_string()
                 prop:value=move || value.get()
                 on:input=move |ev| on_input.run(event_target_value(&ev))>
             </textarea>
-        }
-        .into_any(),
-        None => view! {
+        }),
+        None => Either::Right(view! {
             <input id=id.clone() type="text" autocomplete="off" placeholder=move || placeholder.get()
                 aria-describedby=error_id.clone() aria-invalid=move || (!errors.with(Vec::is_empty)).to_string()
                 prop:value=move || value.get()
                 on:input=move |ev| on_input.run(event_target_value(&ev))/>
-        }
-        .into_any(),
+        }),
     };
     view! {
         <div class="field" class:invalid=move || !errors.with(Vec::is_empty)>
@@ -835,24 +841,22 @@ fn SubmitResult(submit: Action<String, Result<SubmitOutcome, ServerFnError>>) ->
     move || {
         submit.value().get().and_then(|result| match result {
             Ok(SubmitOutcome::Created { .. }) => None,
-            Ok(SubmitOutcome::Invalid { errors }) => Some(
+            Ok(SubmitOutcome::Invalid { errors }) => Some(Either::Left(
                 view! {
                     <div class="result error" role="alert">
                         <p>{format!("The server refused the task: {} problem{}, shown beside {}.",
                             errors.len(), if errors.len() == 1 { "" } else { "s" },
                             if errors.len() == 1 { "its field" } else { "their fields" })}</p>
                     </div>
-                }
-                .into_any(),
-            ),
-            Err(e) => Some(
+                },
+            )),
+            Err(e) => Some(Either::Right(
                 view! {
                     <div class="result error" role="alert">
                         <p>"The task was not submitted: " {e.to_string()}</p>
                     </div>
-                }
-                .into_any(),
-            ),
+                },
+            )),
         })
     }
 }
@@ -861,7 +865,7 @@ fn SubmitResult(submit: Action<String, Result<SubmitOutcome, ServerFnError>>) ->
 fn CheckResult(check: Action<String, Result<CheckOutcome, ServerFnError>>) -> impl IntoView {
     move || {
         check.value().get().map(|result| match result {
-            Ok(CheckOutcome::Valid { canonical, required_capabilities }) => view! {
+            Ok(CheckOutcome::Valid { canonical, required_capabilities }) => EitherOf3::A(view! {
                 <div class="result ok" role="status">
                     <p>"The server accepted this task. It needs: "
                         <strong data-testid="required-capabilities">{required_capabilities.join(", ")}</strong>
@@ -871,19 +875,19 @@ fn CheckResult(check: Action<String, Result<CheckOutcome, ServerFnError>>) -> im
                         <pre>{canonical}</pre>
                     </details>
                 </div>
-            }.into_any(),
-            Ok(CheckOutcome::Invalid { errors }) => view! {
+            }),
+            Ok(CheckOutcome::Invalid { errors }) => EitherOf3::B(view! {
                 <div class="result error" role="alert">
                     <p>{format!("The server found {} problem{}, shown beside {}.",
                         errors.len(), if errors.len() == 1 { "" } else { "s" },
                         if errors.len() == 1 { "its field" } else { "their fields" })}</p>
                 </div>
-            }.into_any(),
-            Err(e) => view! {
+            }),
+            Err(e) => EitherOf3::C(view! {
                 <div class="result error" role="alert">
                     <p>"The server could not check the task: " {e.to_string()} ". Try again; if it persists, check the server log."</p>
                 </div>
-            }.into_any(),
+            }),
         })
     }
 }

@@ -4,6 +4,7 @@
 //! itself again when a job changes or a step of one ends, so states and `2/3` move live.
 
 use contract::JobState;
+use leptos::either::Either;
 use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::hooks::use_query_map;
@@ -79,8 +80,6 @@ pub fn QueuePage() -> impl IntoView {
         move || (query.read().get("status"), query.read().get("after")),
         |(status, after)| list_jobs(status, after),
     );
-    #[cfg(feature = "hydrate")]
-    live::follow(jobs);
     view! {
         <Title text="Queue"/>
         <div class="page-head">
@@ -101,18 +100,31 @@ pub fn QueuePage() -> impl IntoView {
             </select>
             <button type="submit" class="secondary">"Filter"</button>
         </form>
-        // Transition: a live reload keeps the table on screen until the new rows are in.
-        <Transition fallback=|| view! { <p class="muted">"Loading jobs…"</p> }>
+        <Suspense fallback=|| view! { <p class="muted">"Loading jobs…"</p> }>
             {move || Suspend::new(async move {
+                let (status, after) = (query.read().get("status"), query.read().get("after"));
                 match jobs.await {
-                    Ok(list) => view! { <JobTable list status=status()/> }.into_any(),
+                    Ok(list) => view! { <LiveJobs list status after/> }.into_any(),
                     Err(e) => view! {
                         <p class="error" role="alert">"Could not load the jobs: " {e.to_string()}</p>
                     }.into_any(),
                 }
             })}
-        </Transition>
+        </Suspense>
     }
+}
+
+/// The table, kept up to date in the browser: an island that starts from the rows the
+/// server rendered and reads them again when the jobs stream says something changed.
+#[island]
+fn LiveJobs(list: JobList, status: Option<String>, after: Option<String>) -> impl IntoView {
+    let list = RwSignal::new(list);
+    #[cfg(feature = "hydrate")]
+    live::follow(list, status.clone(), after);
+    #[cfg(not(feature = "hydrate"))]
+    let _ = after;
+    let status = status.unwrap_or_default();
+    move || list.with(|l| view! { <JobTable list=l.clone() status=status.clone()/> })
 }
 
 /// The browser side of the live list: one EventSource on the jobs stream; a change reads
@@ -126,12 +138,12 @@ mod live {
     use wasm_bindgen::closure::Closure;
     use web_sys::EventSource;
 
-    use super::JobList;
+    use super::{JobList, list_jobs};
 
     /// Changes closer together than this share one reload.
     const RELOAD_AFTER_MS: u64 = 100;
 
-    pub fn follow(jobs: Resource<Result<JobList, ServerFnError>>) {
+    pub fn follow(list: RwSignal<JobList>, status: Option<String>, after: Option<String>) {
         let Ok(stream) = EventSource::new("/api/queue/jobs/stream") else {
             return;
         };
@@ -142,9 +154,17 @@ mod live {
             }
             reload_queued.set_value(true);
             set_timeout(
-                move || {
-                    reload_queued.set_value(false);
-                    jobs.refetch();
+                {
+                    let (status, after) = (status.clone(), after.clone());
+                    move || {
+                        reload_queued.set_value(false);
+                        leptos::task::spawn_local(async move {
+                            // A failed read keeps the rows on screen; the next change retries.
+                            if let Ok(fresh) = list_jobs(status, after).await {
+                                list.set(fresh);
+                            }
+                        });
+                    }
                 },
                 Duration::from_millis(RELOAD_AFTER_MS),
             );
@@ -166,12 +186,11 @@ mod live {
 #[component]
 fn JobTable(list: JobList, status: String) -> impl IntoView {
     if list.jobs.is_empty() {
-        return view! {
+        return Either::Left(view! {
             <section class="card empty">
                 <p>"No jobs here yet. " <a href="/tasks/queue/new">"Submit a task"</a> "."</p>
             </section>
-        }
-        .into_any();
+        });
     }
     let next = list.next_cursor.map(|cursor| {
         let mut href = format!("/tasks/queue?after={cursor}");
@@ -203,7 +222,7 @@ fn JobTable(list: JobList, status: String) -> impl IntoView {
             }
         })
         .collect_view();
-    view! {
+    Either::Right(view! {
         <div class="table-wrap">
             <table class="jobs">
                 <thead>
@@ -221,6 +240,5 @@ fn JobTable(list: JobList, status: String) -> impl IntoView {
             </table>
         </div>
         {next}
-    }
-    .into_any()
+    })
 }
