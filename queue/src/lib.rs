@@ -63,7 +63,7 @@ mod workers;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::QueueConfig;
 pub use contract::job::events;
-pub use database::{Database, DatabaseError, SqliteDb};
+pub use database::{Database, DatabaseError, SQLITE_FILE, SqliteDb};
 pub use error::{Entity, QueueError};
 pub use notify::{Notification, NotificationKind};
 pub use rescuer::{RescueReport, Rescuer, RescuerConfig};

@@ -112,6 +112,17 @@ pub async fn run(args: BenchArgs) -> Result<(), CliError> {
     let queue = Queue::open(db, QueueConfig::new(artifacts)).await?;
     queue.migrate().await?;
     let outcome = measure(&queue, &args).await;
+    if let Some(dir) = &dir {
+        // The log is bounded by the checkpointer, not by the database's size: worth seeing.
+        let mib = |name: &str| {
+            std::fs::metadata(dir.join(name)).map_or(0.0, |m| m.len() as f64 / 1048576.0)
+        };
+        println!(
+            "sqlite files at the end: database {:.1} MiB, write-ahead log {:.1} MiB",
+            mib(queue::SQLITE_FILE),
+            mib(&format!("{}-wal", queue::SQLITE_FILE))
+        );
+    }
     drop(queue);
     if let Some(scratch) = scratch {
         scratch.drop_database().await?;
