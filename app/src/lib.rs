@@ -11,6 +11,8 @@ mod pages;
 mod settings;
 #[cfg(feature = "ssr")]
 mod ssr;
+#[cfg(feature = "hydrate")]
+mod stream;
 
 use leptos::prelude::*;
 use leptos_meta::{MetaTags, Stylesheet, Title, provide_meta_context};

@@ -183,7 +183,10 @@ pub fn minute_of(rfc3339: &str) -> String {
 #[component]
 pub fn JobPage() -> impl IntoView {
     let params = use_params_map();
-    let job = Resource::new(move || params.read().get("id").unwrap_or_default(), load_job);
+    let job = Resource::new(
+        move || params.read().get("id").unwrap_or_default(),
+        load_job,
+    );
     view! {
         <Title text="Job"/>
         <p><a href="/tasks/queue">"← All jobs"</a></p>
@@ -230,16 +233,15 @@ mod live {
     use std::time::Duration;
 
     use leptos::prelude::*;
-    use wasm_bindgen::JsCast;
-    use wasm_bindgen::closure::Closure;
-    use web_sys::{EventSource, MessageEvent};
+    use web_sys::MessageEvent;
 
     use super::{CancelJob, JobView, LiveEvent, load_job};
+    use crate::stream;
 
     /// How long after an event the page reloads: the events a worker sends together (a
     /// step's end, the next step's start) share one reload. Log lines never reload, so
     /// this can be short.
-    const RELOAD_AFTER_MS: u64 = 15;
+    const RELOAD_AFTER: Duration = Duration::from_millis(15);
 
     /// Live events a page keeps at most; older ones are in the next reload.
     const LIVE_KEPT: usize = 2000;
@@ -282,12 +284,8 @@ mod live {
                 version
             }
         });
-        let url = format!("/api/queue/jobs/{id}/events/stream?after={after}");
-        let Ok(stream) = EventSource::new(&url) else {
-            return;
-        };
-        let reload_queued = StoredValue::new(false);
-        let on_event = Closure::<dyn FnMut(MessageEvent)>::new(move |message: MessageEvent| {
+        let reload_soon = stream::coalesced(RELOAD_AFTER, reload);
+        let on_event = move |message: MessageEvent| {
             let Some(data) = message.data().as_string() else {
                 return;
             };
@@ -302,34 +300,19 @@ mod live {
                 let cut = l.len().saturating_sub(LIVE_KEPT);
                 l.drain(..cut);
             });
-            if !wanted || reload_queued.get_value() {
-                return;
+            if wanted {
+                reload_soon();
             }
-            reload_queued.set_value(true);
-            let reload = reload.clone();
-            set_timeout(
-                move || {
-                    reload_queued.set_value(false);
-                    reload();
-                },
-                Duration::from_millis(RELOAD_AFTER_MS),
-            );
-        });
-        // Events are named by their kind, so each kind needs its own listener.
+        };
         let kinds = contract::job::events::ALL
             .iter()
-            .chain(contract::job::task::ALL.iter());
-        for kind in kinds {
-            let _ =
-                stream.add_event_listener_with_callback(kind, on_event.as_ref().unchecked_ref());
-        }
-        on_event.forget();
-        let source = StoredValue::new_local(stream);
-        on_cleanup(move || {
-            if let Some(stream) = source.try_get_value() {
-                stream.close();
-            }
-        });
+            .chain(contract::job::task::ALL.iter())
+            .copied();
+        stream::follow(
+            &format!("/api/queue/jobs/{id}/events/stream?after={after}"),
+            kinds,
+            on_event,
+        );
     }
 }
 

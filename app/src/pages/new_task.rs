@@ -836,27 +836,29 @@ fn Unplaced(server_errors: RwSignal<Vec<FieldError>>) -> impl IntoView {
     }
 }
 
+/// "2 problems, shown beside their fields."
+fn problems(n: usize) -> String {
+    match n {
+        1 => "1 problem, shown beside its field.".into(),
+        n => format!("{n} problems, shown beside their fields."),
+    }
+}
+
 #[component]
 fn SubmitResult(submit: Action<String, Result<SubmitOutcome, ServerFnError>>) -> impl IntoView {
     move || {
         submit.value().get().and_then(|result| match result {
             Ok(SubmitOutcome::Created { .. }) => None,
-            Ok(SubmitOutcome::Invalid { errors }) => Some(Either::Left(
-                view! {
-                    <div class="result error" role="alert">
-                        <p>{format!("The server refused the task: {} problem{}, shown beside {}.",
-                            errors.len(), if errors.len() == 1 { "" } else { "s" },
-                            if errors.len() == 1 { "its field" } else { "their fields" })}</p>
-                    </div>
-                },
-            )),
-            Err(e) => Some(Either::Right(
-                view! {
-                    <div class="result error" role="alert">
-                        <p>"The task was not submitted: " {e.to_string()}</p>
-                    </div>
-                },
-            )),
+            Ok(SubmitOutcome::Invalid { errors }) => Some(Either::Left(view! {
+                <div class="result error" role="alert">
+                    <p>{format!("The server refused the task: {}", problems(errors.len()))}</p>
+                </div>
+            })),
+            Err(e) => Some(Either::Right(view! {
+                <div class="result error" role="alert">
+                    <p>"The task was not submitted: " {e.to_string()}</p>
+                </div>
+            })),
         })
     }
 }
@@ -878,9 +880,7 @@ fn CheckResult(check: Action<String, Result<CheckOutcome, ServerFnError>>) -> im
             }),
             Ok(CheckOutcome::Invalid { errors }) => EitherOf3::B(view! {
                 <div class="result error" role="alert">
-                    <p>{format!("The server found {} problem{}, shown beside {}.",
-                        errors.len(), if errors.len() == 1 { "" } else { "s" },
-                        if errors.len() == 1 { "its field" } else { "their fields" })}</p>
+                    <p>{format!("The server found {}", problems(errors.len()))}</p>
                 </div>
             }),
             Err(e) => EitherOf3::C(view! {

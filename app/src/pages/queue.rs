@@ -76,10 +76,8 @@ pub async fn list_jobs(
 pub fn QueuePage() -> impl IntoView {
     let query = use_query_map();
     let status = move || query.read().get("status").unwrap_or_default();
-    let jobs = Resource::new(
-        move || (query.read().get("status"), query.read().get("after")),
-        |(status, after)| list_jobs(status, after),
-    );
+    let filter = move || (query.read().get("status"), query.read().get("after"));
+    let jobs = Resource::new(filter, |(status, after)| list_jobs(status, after));
     view! {
         <Title text="Queue"/>
         <div class="page-head">
@@ -102,7 +100,7 @@ pub fn QueuePage() -> impl IntoView {
         </form>
         <Suspense fallback=|| view! { <p class="muted">"Loading jobs…"</p> }>
             {move || Suspend::new(async move {
-                let (status, after) = (query.read().get("status"), query.read().get("after"));
+                let (status, after) = filter();
                 match jobs.await {
                     Ok(list) => view! { <LiveJobs list status after/> }.into_any(),
                     Err(e) => view! {
@@ -134,51 +132,25 @@ mod live {
     use std::time::Duration;
 
     use leptos::prelude::*;
-    use wasm_bindgen::JsCast;
-    use wasm_bindgen::closure::Closure;
-    use web_sys::EventSource;
 
     use super::{JobList, list_jobs};
+    use crate::stream;
 
     /// Changes closer together than this share one reload.
-    const RELOAD_AFTER_MS: u64 = 100;
+    const RELOAD_AFTER: Duration = Duration::from_millis(100);
 
     pub fn follow(list: RwSignal<JobList>, status: Option<String>, after: Option<String>) {
-        let Ok(stream) = EventSource::new("/api/queue/jobs/stream") else {
-            return;
-        };
-        let reload_queued = StoredValue::new(false);
-        let on_change = Closure::<dyn FnMut(web_sys::Event)>::new(move |_| {
-            if reload_queued.get_value() {
-                return;
-            }
-            reload_queued.set_value(true);
-            set_timeout(
-                {
-                    let (status, after) = (status.clone(), after.clone());
-                    move || {
-                        reload_queued.set_value(false);
-                        leptos::task::spawn_local(async move {
-                            // A failed read keeps the rows on screen; the next change retries.
-                            if let Ok(fresh) = list_jobs(status, after).await {
-                                list.set(fresh);
-                            }
-                        });
-                    }
-                },
-                Duration::from_millis(RELOAD_AFTER_MS),
-            );
+        let reload = stream::coalesced(RELOAD_AFTER, move || {
+            let (status, after) = (status.clone(), after.clone());
+            leptos::task::spawn_local(async move {
+                // A failed read keeps the rows on screen; the next change retries.
+                if let Ok(fresh) = list_jobs(status, after).await {
+                    list.set(fresh);
+                }
+            });
         });
-        for kind in ["job", "resync"] {
-            let _ =
-                stream.add_event_listener_with_callback(kind, on_change.as_ref().unchecked_ref());
-        }
-        on_change.forget();
-        let source = StoredValue::new_local(stream);
-        on_cleanup(move || {
-            if let Some(stream) = source.try_get_value() {
-                stream.close();
-            }
+        stream::follow("/api/queue/jobs/stream", ["job", "resync"], move |_| {
+            reload()
         });
     }
 }
