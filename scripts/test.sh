@@ -14,7 +14,15 @@ cargo clippy --workspace --exclude frontend --all-targets --locked -- -D warning
 cargo clippy -p frontend --target wasm32-unknown-unknown --locked -- -D warnings
 
 say "cargo test"
-cargo test --workspace --exclude frontend --locked
+cargo test --workspace --exclude frontend --locked --no-run
+# The tests run in about three minutes; a hung one would otherwise hold CI until its own
+# limit and say nothing. libtest has already named it ("has been running for over 60 seconds").
+status=0
+timeout --kill-after=30s 20m cargo test --workspace --exclude frontend --locked || status=$?
+if [ "$status" -eq 124 ] || [ "$status" -eq 137 ]; then
+  echo "cargo test did not finish within 20 minutes: a test hangs (named above)" >&2
+fi
+[ "$status" -eq 0 ] || exit "$status"
 
 build_release
 scripts/bundle-size.sh

@@ -2,7 +2,7 @@ use axum::Router;
 use axum::response::Redirect;
 use axum::routing::get;
 use leptos::prelude::*;
-use leptos_axum::{LeptosRoutes, generate_route_list};
+use leptos_axum::{AxumRouteListing, LeptosRoutes, generate_route_list};
 use tower_http::trace::TraceLayer;
 
 use crate::api::{self, AppState, Limits};
@@ -127,6 +127,16 @@ fn base_url(local: std::net::SocketAddr) -> String {
     format!("http://{}", std::net::SocketAddr::new(ip, local.port()))
 }
 
+/// The dashboard's routes, generated once per process. Generating them runs the app with a
+/// process-wide flag set that parks, for good, any resource first polled meanwhile
+/// (leptos issue 4773): a page rendered beside a second generation could hang forever,
+/// which tests that each built a router did in about one run of 40. Every render goes through
+/// a router built after this returned, so none can overlap the one generation.
+fn page_routes() -> Vec<AxumRouteListing> {
+    static ROUTES: std::sync::OnceLock<Vec<AxumRouteListing>> = std::sync::OnceLock::new();
+    ROUTES.get_or_init(|| generate_route_list(app::App)).clone()
+}
+
 fn router(config: &Config, queue: queue::Queue, closing: CancellationToken) -> Router {
     let max_artifact_bytes = queue.config().max_artifact_bytes;
     let state = AppState {
@@ -143,7 +153,7 @@ fn router(config: &Config, queue: queue::Queue, closing: CancellationToken) -> R
         .site_addr(config.addr)
         .env(leptos::config::Env::PROD)
         .build();
-    let routes = generate_route_list(app::App);
+    let routes = page_routes();
     let settings = config.settings.clone();
     let skills_dir = config.skills_dir.clone();
     let skills = app::SkillCatalog(std::sync::Arc::new(move || {
@@ -217,6 +227,7 @@ pub(crate) async fn shutdown_signal() {
 pub(crate) mod tests {
     use axum::body::Body;
     use axum::http::{Request, StatusCode, header};
+    use std::time::Duration;
     use tower::ServiceExt;
 
     use super::*;
@@ -333,6 +344,45 @@ pub(crate) mod tests {
             html.contains("/pkg/stepwise.js"),
             "the page must load the hydrate bundle"
         );
+    }
+
+    #[tokio::test]
+    async fn pages_render_whole_while_other_routers_are_built() {
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+        let site = tempfile::tempdir().unwrap();
+        let (app, queue) = test_site(site.path(), "pr").await;
+        let cookie = session_cookie(&queue).await;
+        let (stop, built) = (
+            Arc::new(AtomicBool::new(false)),
+            Arc::new(AtomicUsize::new(0)),
+        );
+        let builder = {
+            let (stop, built, other) = (stop.clone(), built.clone(), tempfile::tempdir().unwrap());
+            std::thread::spawn(move || {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .unwrap();
+                while !stop.load(Ordering::SeqCst) {
+                    let _ = runtime.block_on(test_site(other.path(), "pr"));
+                    built.fetch_add(1, Ordering::SeqCst);
+                }
+            })
+        };
+        // Before routes were generated once per process, a page rendered beside a second
+        // generation hung in nine runs of ten of this test.
+        let mut rendered = 0;
+        while rendered < 200 || built.load(Ordering::SeqCst) < 30 {
+            let page = get(&app, &cookie, "/tasks/queue");
+            let (status, _, html) = tokio::time::timeout(Duration::from_secs(20), page)
+                .await
+                .expect("a page never finished rendering while another router was built");
+            assert_eq!(status, StatusCode::OK, "{html}");
+            rendered += 1;
+        }
+        stop.store(true, Ordering::SeqCst);
+        builder.join().unwrap();
     }
 
     #[tokio::test]
