@@ -353,12 +353,20 @@ pub(crate) mod tests {
         let site = tempfile::tempdir().unwrap();
         let (app, queue) = test_site(site.path(), "pr").await;
         let cookie = session_cookie(&queue).await;
+        /// Stops the builder however the test ends, a failed assertion included.
+        struct StopOnDrop(Arc<AtomicBool>);
+        impl Drop for StopOnDrop {
+            fn drop(&mut self) {
+                self.0.store(true, Ordering::SeqCst);
+            }
+        }
         let (stop, built) = (
-            Arc::new(AtomicBool::new(false)),
+            StopOnDrop(Arc::new(AtomicBool::new(false))),
             Arc::new(AtomicUsize::new(0)),
         );
         let builder = {
-            let (stop, built, other) = (stop.clone(), built.clone(), tempfile::tempdir().unwrap());
+            let (stop, built, other) =
+                (stop.0.clone(), built.clone(), tempfile::tempdir().unwrap());
             std::thread::spawn(move || {
                 let runtime = tokio::runtime::Builder::new_current_thread()
                     .enable_all()
@@ -371,7 +379,7 @@ pub(crate) mod tests {
             })
         };
         // Before routes were generated once per process, a page rendered beside a second
-        // generation hung in nine runs of ten of this test.
+        // generation hung in each of ten runs of this test.
         let mut rendered = 0;
         while rendered < 200 || built.load(Ordering::SeqCst) < 30 {
             let page = get(&app, &cookie, "/tasks/queue");
@@ -381,7 +389,7 @@ pub(crate) mod tests {
             assert_eq!(status, StatusCode::OK, "{html}");
             rendered += 1;
         }
-        stop.store(true, Ordering::SeqCst);
+        drop(stop);
         builder.join().unwrap();
     }
 
