@@ -49,7 +49,7 @@ pub const ENV_VARS: &[EnvVar] = &[
     },
     EnvVar {
         name: "STEPWISE_CODEX_EFFORT",
-        meaning: "default effort for codex: minimal, low, medium, high, xhigh",
+        meaning: "default effort for codex: low, medium, high, xhigh, max, ultra",
     },
     EnvVar {
         name: "STEPWISE_CLAUDE_MODEL",

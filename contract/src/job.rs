@@ -38,7 +38,10 @@ pub enum JobState {
     Running,
     /// The worker finished the work. Terminal.
     ///
-    /// In: `complete`, even when a cancel was requested too late to stop the work.
+    /// In: `complete`, even when a cancel was requested too late to stop the work: the
+    /// work is done, so the job says so (its `job.completed` event carries
+    /// `cancelRequested: true`). The worker's `ack_cancel` after that, like any further
+    /// cancel request, answers a state conflict (409).
     Succeeded,
     /// The worker reported an error that retrying would not fix. Terminal.
     ///
@@ -251,6 +254,60 @@ pub struct Artifact {
     pub created_at: DateTime<Utc>,
 }
 
+/// What one step's agent invocation used, as its CLI reported it: the `usage` of
+/// `task.step.finished`, and of `task.step.failed` when the CLI got as far as saying.
+/// A figure the CLI does not report is absent, never estimated; only claude reports a
+/// price. Each step is one invocation, so these are that invocation's totals.
+///
+/// `inputTokens` counts every input token, those read from a prompt cache included;
+/// `cachedInputTokens` says how many of them were. `reasoningTokens` are part of
+/// `outputTokens` where the API counts them so (OpenAI), and beside them where it does
+/// not (Gemini's thoughts).
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StepUsage {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_input_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
+}
+
+impl StepUsage {
+    /// Whether the CLI reported nothing at all.
+    pub fn is_empty(&self) -> bool {
+        *self == StepUsage::default()
+    }
+}
+
+/// The sum of two reports (of one step's turns, or of a job's steps); a figure stays
+/// absent only when both lack it.
+impl std::ops::Add for StepUsage {
+    type Output = StepUsage;
+
+    fn add(self, other: StepUsage) -> StepUsage {
+        fn sum<T: std::ops::Add<Output = T>>(a: Option<T>, b: Option<T>) -> Option<T> {
+            match (a, b) {
+                (Some(a), Some(b)) => Some(a + b),
+                (a, b) => a.or(b),
+            }
+        }
+        StepUsage {
+            input_tokens: sum(self.input_tokens, other.input_tokens),
+            cached_input_tokens: sum(self.cached_input_tokens, other.cached_input_tokens),
+            output_tokens: sum(self.output_tokens, other.output_tokens),
+            reasoning_tokens: sum(self.reasoning_tokens, other.reasoning_tokens),
+            cost_usd: sum(self.cost_usd, other.cost_usd),
+        }
+    }
+}
+
 /// The kinds of the events the queue appends for its own transitions. Workers may not
 /// append kinds with the `job.` prefix, so these always tell what the queue did.
 pub mod events {
@@ -297,7 +354,8 @@ pub mod task {
 
     /// The step timeline. `plan` carries `count` and `stepIds`; the others carry
     /// `stepIndex` (0-based), `stepId`, `effectiveSkill`, `hasStepInstructions` and an
-    /// optional `summary`.
+    /// optional `summary` (a finished step's: the agent's final message). A finished step,
+    /// and a failed one when known, also carries `usage` ([`super::StepUsage`]).
     pub const STEPS_PLAN: &str = "task.steps.plan";
     pub const STEP_STARTED: &str = "task.step.started";
     pub const STEP_FINISHED: &str = "task.step.finished";
@@ -454,6 +512,35 @@ mod tests {
         assert_eq!(value["createdAt"], "2026-02-17T10:00:00.123Z");
         let back: Job = serde_json::from_value(value).unwrap();
         assert_eq!(back, job);
+    }
+
+    #[test]
+    fn step_usage_leaves_out_what_was_not_reported_and_adds_up() {
+        let codex = StepUsage {
+            input_tokens: Some(1200),
+            cached_input_tokens: Some(300),
+            output_tokens: Some(45),
+            reasoning_tokens: Some(12),
+            cost_usd: None,
+        };
+        assert_eq!(
+            serde_json::to_value(codex).unwrap(),
+            serde_json::json!({ "inputTokens": 1200, "cachedInputTokens": 300, "outputTokens": 45, "reasoningTokens": 12 })
+        );
+        let priced = StepUsage {
+            input_tokens: Some(10),
+            cost_usd: Some(0.25),
+            ..StepUsage::default()
+        };
+        let total = codex + priced;
+        assert_eq!(total.input_tokens, Some(1210));
+        assert_eq!(total.cached_input_tokens, Some(300));
+        assert_eq!(total.cost_usd, Some(0.25));
+        assert!(StepUsage::default().is_empty() && !total.is_empty());
+        let back: StepUsage =
+            serde_json::from_value(serde_json::json!({ "outputTokens": 3 })).unwrap();
+        assert_eq!(back.output_tokens, Some(3));
+        assert_eq!(back.input_tokens, None);
     }
 
     #[test]

@@ -23,6 +23,7 @@
 //! - **Nothing is dropped silently**: unknown fields, unparseable checklist lines and
 //!   invalid env defaults are all errors. See [`normalize`](mod@normalize) for the rest.
 
+pub mod api;
 pub mod capabilities;
 pub mod checklist;
 pub mod defaults;
@@ -35,13 +36,14 @@ pub mod normalize;
 pub mod prompt;
 mod rules;
 pub mod steps;
+pub mod text;
 pub mod wire;
 
 pub use capabilities::derive_capabilities;
 pub use checklist::{ChecklistItem, ChecklistLabel, parse_checklist, render_checklist};
 pub use defaults::{ConfigError, Defaults, ENV_VARS, EnvVar, RuntimeDefaults};
 pub use error::FieldError;
-pub use job::{Artifact, EventLevel, Job, JobEvent, JobState, NewEvent};
+pub use job::{Artifact, EventLevel, Job, JobEvent, JobState, NewEvent, StepUsage};
 pub use model::{NormalizedTask, Payload, PublishSettings, RuntimeSettings, Step, TaskSpec};
 pub use modes::{ParseModeError, PublishMode, RuntimeMode};
 pub use normalize::{normalize, normalize_request};

@@ -17,3 +17,11 @@ pub const STEPS: usize = 100;
 /// Skill ids, step ids and capabilities share this bound: they become directory names,
 /// artifact paths and labels, where short is what keeps them readable.
 pub const ID_CHARS: usize = 64;
+/// A cancel reason, as typed.
+pub const CANCEL_REASON_CHARS: usize = 2000;
+/// What a worker reports: an event's message and payload (the timeline is for milestones;
+/// logs go to artifacts), and a job's `errorMessage` or `resultSummary`. A worker cuts what
+/// it sends to these, after redacting it; the server refuses more.
+pub const EVENT_MESSAGE_BYTES: usize = 16 * 1024;
+pub const EVENT_PAYLOAD_BYTES: usize = 64 * 1024;
+pub const REPORTED_TEXT_BYTES: usize = 16 * 1024;

@@ -29,10 +29,15 @@ impl RuntimeMode {
         }
     }
 
-    /// Reasoning-effort levels the runtime's CLI understands, lowest first.
+    /// Reasoning-effort levels the runtime's CLI understands, lowest first. The task form,
+    /// REST, the CLI and the worker all take them from here.
+    ///
+    /// codex passes its effort to the API unchecked: these are the levels its bundled
+    /// models list (every one has low…xhigh, most `max`, some `ultra`; none `minimal` any
+    /// more), and a model that lacks one answers with an error the step reports.
     pub fn efforts(self) -> &'static [&'static str] {
         match self {
-            RuntimeMode::Codex => &["minimal", "low", "medium", "high", "xhigh"],
+            RuntimeMode::Codex => &["low", "medium", "high", "xhigh", "max", "ultra"],
             RuntimeMode::Claude => &["low", "medium", "high", "xhigh", "max"],
             RuntimeMode::Gemini => &["low", "medium", "high"],
         }

@@ -169,11 +169,12 @@ pub fn container(w: &mut Walker, v: Option<&Value>) -> ContainerSpec {
             "required when the container is enabled: the image to run, e.g. ghcr.io/org/tool:1.0",
         );
     }
-    let extra = map
+    let extra: Map<String, Value> = map
         .iter()
         .filter(|(k, _)| !["enabled", "image", "command"].contains(&k.as_str()))
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
+    w.no_nul_inside(&Value::Object(extra.clone()), PATH);
     ContainerSpec {
         enabled,
         image: image.unwrap_or_default(),

@@ -49,7 +49,10 @@ fn id(w: &mut Walker, map: &Map<String, Value>, prefix: &str) -> String {
 fn args(w: &mut Walker, v: Option<&Value>, path: &str) -> Map<String, Value> {
     match v {
         None => Map::new(),
-        Some(Value::Object(map)) => map.clone(),
+        Some(v @ Value::Object(map)) => {
+            w.no_nul_inside(v, path);
+            map.clone()
+        }
         Some(other) => {
             w.expected(path, "an object (the skill's arguments by name)", other);
             Map::new()

@@ -104,9 +104,17 @@ impl Walker {
         }
     }
 
+    /// Every string of a task is read here, so a NUL anywhere in one is refused at its
+    /// path (see [`crate::text`]).
     pub fn string<'a>(&mut self, v: &'a Value, path: &str) -> Checked<&'a str> {
         match v.as_str() {
-            Some(s) => Ok(s),
+            Some(s) => match crate::text::refuse_nul(path, s) {
+                Ok(()) => Ok(s),
+                Err(error) => {
+                    self.errors.push(error);
+                    Err(Reported)
+                }
+            },
             None => {
                 self.expected(path, "a string", v);
                 Err(Reported)
@@ -134,6 +142,33 @@ impl Walker {
         Ok(s.map(str::trim)
             .filter(|s| !s.is_empty())
             .map(str::to_string))
+    }
+
+    /// For values carried through as given (a skill's arguments, a container's other
+    /// settings): refuses a NUL in any string or key inside, at its path.
+    pub fn no_nul_inside(&mut self, v: &Value, path: &str) {
+        match v {
+            Value::String(s) => {
+                if let Err(error) = crate::text::refuse_nul(path, s) {
+                    self.errors.push(error);
+                }
+            }
+            Value::Array(items) => {
+                for (i, item) in items.iter().enumerate() {
+                    self.no_nul_inside(item, &at(path, i));
+                }
+            }
+            Value::Object(map) => {
+                for (key, item) in map {
+                    let inner = join_user_key(path, key);
+                    if let Err(error) = crate::text::refuse_nul(&inner, key) {
+                        self.errors.push(error);
+                    }
+                    self.no_nul_inside(item, &inner);
+                }
+            }
+            Value::Null | Value::Bool(_) | Value::Number(_) => {}
+        }
     }
 
     /// Large and negative integers are returned as is (saturated), for the range check.

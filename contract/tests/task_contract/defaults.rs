@@ -113,7 +113,7 @@ fn runtime_default_comes_from_env() {
 #[test]
 fn per_runtime_model_and_effort_come_from_env() {
     let defaults = from(&[
-        ("STEPWISE_CODEX_MODEL", "gpt-5-codex"),
+        ("STEPWISE_CODEX_MODEL", "gpt-5.5"),
         ("STEPWISE_CODEX_EFFORT", "XHigh"),
         ("STEPWISE_CLAUDE_MODEL", " opus "),
         ("STEPWISE_CLAUDE_EFFORT", "max"),
@@ -124,7 +124,7 @@ fn per_runtime_model_and_effort_come_from_env() {
     assert_eq!(
         defaults.codex,
         RuntimeDefaults {
-            model: Some("gpt-5-codex".into()),
+            model: Some("gpt-5.5".into()),
             effort: Some("xhigh".into())
         }
     );

@@ -118,7 +118,7 @@ fn model_and_effort_fall_back_to_the_runtime_defaults() {
             effort: Some("max".into()),
         },
         codex: RuntimeDefaults {
-            model: Some("gpt-5-codex".into()),
+            model: Some("gpt-5.5".into()),
             effort: None,
         },
         ..Defaults::default()
@@ -164,13 +164,13 @@ fn effort_is_lowercased_and_validated_per_runtime() {
         Some("high")
     );
     assert_eq!(
-        ok(&effort("codex", "minimal"))
+        ok(&effort("codex", "ultra"))
             .payload
             .task
             .runtime
             .effort
             .as_deref(),
-        Some("minimal")
+        Some("ultra")
     );
     assert_eq!(
         ok(&effort("claude", "max"))
@@ -182,8 +182,8 @@ fn effort_is_lowercased_and_validated_per_runtime() {
         Some("max")
     );
     assert_eq!(
-        error(&effort("codex", "max")),
-        "task.runtime.effort: codex does not accept this effort; use one of: minimal, low, medium, high, xhigh"
+        error(&effort("codex", "minimal")),
+        "task.runtime.effort: codex does not accept this effort; use one of: low, medium, high, xhigh, max, ultra"
     );
     assert_eq!(
         error(&effort("gemini", "xhigh")),

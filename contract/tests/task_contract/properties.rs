@@ -153,19 +153,110 @@ fn arb_mutation() -> impl Strategy<Value = Mutation> {
     ]
 }
 
-/// Whatever `normalize` accepts, it accepts again unchanged from its own output.
+/// Whatever `normalize` accepts, it accepts again unchanged from its own output, and holds
+/// no NUL (PostgreSQL could not store it). Whatever it refuses, it says why, one short
+/// line per field, whatever the input held.
 fn assert_stable(raw: &Value, defaults: &Defaults) -> Result<(), TestCaseError> {
     match normalize(raw, defaults) {
         Ok(task) => {
-            let again = normalize(&serde_json::to_value(&task).unwrap(), defaults);
+            let stored = serde_json::to_value(&task).unwrap();
+            prop_assert!(!stored.to_string().contains("\\u0000"), "{}", stored);
+            let again = normalize(&stored, defaults);
             prop_assert_eq!(again, Ok(task));
         }
         Err(errors) => {
             prop_assert!(!errors.is_empty());
-            prop_assert!(errors.iter().all(|e| !e.message.is_empty()));
+            for error in &errors {
+                prop_assert!(!error.message.is_empty());
+                for text in [&error.path, &error.message] {
+                    prop_assert!(text.len() <= 600, "too long: {}", text);
+                    prop_assert!(!text.contains(['\n', '\0']), "not one line: {:?}", text);
+                }
+            }
         }
     }
     Ok(())
+}
+
+/// Text a client might send to hurt: NUL and other control characters, markup, huge and
+/// odd Unicode.
+fn arb_hostile_text() -> impl Strategy<Value = String> {
+    prop_oneof![
+        "[a-z]{0,8}\u{0}[a-z]{0,8}",
+        "[\u{0}-\u{1f}\u{7f}]{1,8}",
+        Just("</title><img src=x onerror=alert(1)>".to_string()),
+        Just("\u{202e}\u{feff}\u{fffd}\u{10ffff}".to_string()),
+        "x{0,3}".prop_map(|x| format!("{x}{}", "é".repeat(70_000))),
+        any::<String>(),
+    ]
+}
+
+/// `raw` with one of its strings (keys excluded) replaced by `text`.
+fn with_text(mut raw: Value, at: &Index, text: String) -> Value {
+    let mut all = Vec::new();
+    pointers(&raw, String::new(), &mut all);
+    let strings: Vec<&String> = all
+        .iter()
+        .filter(|p| raw.pointer(p).is_some_and(Value::is_string))
+        .collect();
+    if !strings.is_empty() {
+        let pointer = at.get(&strings).to_string();
+        if let Some(slot) = raw.pointer_mut(&pointer) {
+            *slot = Value::String(text);
+        }
+    }
+    raw
+}
+
+/// The fuzz run: the properties above on generated requests for as long as
+/// `STEPWISE_FUZZ_SECONDS` says (default 10), with a fresh seed each round. CI runs it in
+/// the release profile: `cargo test --release -p contract --test task_contract -- --ignored`.
+#[test]
+#[ignore = "a timed fuzz run; CI runs it with --ignored in the release profile"]
+fn fuzz_normalize_for_a_fixed_time() {
+    use proptest::test_runner::{Config, TestRunner};
+    use std::time::{Duration, Instant};
+    let seconds = std::env::var("STEPWISE_FUZZ_SECONDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(10u64);
+    let deadline = Instant::now() + Duration::from_secs(seconds);
+    let started = Instant::now();
+    let mut cases = 0u64;
+    let strategy = prop_oneof![
+        (arb_json(), arb_defaults()).boxed(),
+        prop::collection::vec(arb_mutation(), 1..6)
+            .prop_map(|m| m.iter().fold(seed(), mutate))
+            .prop_flat_map(|raw| (Just(raw), arb_defaults()))
+            .boxed(),
+        (
+            arb_valid_request(),
+            prop::collection::vec(arb_mutation(), 0..4)
+        )
+            .prop_map(|(raw, m)| m.iter().fold(raw, mutate))
+            .prop_flat_map(|raw| (Just(raw), arb_defaults()))
+            .boxed(),
+    ];
+    let strategy = prop_oneof![
+        3 => strategy,
+        1 => (arb_valid_request(), any::<Index>(), arb_hostile_text(), arb_defaults())
+            .prop_map(|(raw, at, text, defaults)| (with_text(raw, &at, text), defaults))
+            .boxed(),
+    ];
+    while Instant::now() < deadline {
+        let config = Config {
+            cases: 2_000,
+            failure_persistence: None,
+            ..Config::default()
+        };
+        let mut runner = TestRunner::new(config);
+        if let Err(e) = runner.run(&strategy, |(raw, defaults)| assert_stable(&raw, &defaults)) {
+            panic!("normalize failed a property after {cases} cases: {e}");
+        }
+        cases += 2_000;
+    }
+    let per_second = cases as f64 / started.elapsed().as_secs_f64();
+    println!("fuzzed normalize with {cases} requests in {seconds} s ({per_second:.0}/s)");
 }
 
 fn arb_runtime_defaults(runtime: RuntimeMode) -> impl Strategy<Value = RuntimeDefaults> {

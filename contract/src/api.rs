@@ -1,0 +1,169 @@
+//! The error codes of every front door (REST, the dashboard's server functions, MCP), each
+//! with the one HTTP status it answers with, so a refusal reads the same however it came.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::FieldError;
+
+/// The body of every error answer, from every front door.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorBody {
+    /// Stable, for programs: `job_not_found`, `invalid_queue_payload`, … (an [`ErrorCode`]).
+    pub code: String,
+    /// For people: what went wrong and what to do.
+    pub message: String,
+    /// For 422: every invalid field, with its path.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub errors: Vec<FieldError>,
+}
+
+impl ErrorBody {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> ErrorBody {
+        ErrorBody {
+            code: code.as_str().to_string(),
+            message: message.into(),
+            errors: Vec::new(),
+        }
+    }
+
+    /// Every field problem of a request, as a `422 invalid_queue_payload`.
+    pub fn invalid(errors: Vec<FieldError>) -> ErrorBody {
+        ErrorBody {
+            code: ErrorCode::InvalidQueuePayload.as_str().to_string(),
+            message: invalid_fields_message(errors.len()),
+            errors,
+        }
+    }
+
+    /// The code, read back; an unknown one counts as an internal error.
+    pub fn error_code(&self) -> ErrorCode {
+        ErrorCode::parse(&self.code).unwrap_or(ErrorCode::InternalError)
+    }
+}
+
+impl fmt::Display for ErrorBody {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)?;
+        for error in &self.errors {
+            write!(f, "; {error}")?;
+        }
+        Ok(())
+    }
+}
+
+/// A stable, machine-readable error code. The wire form is [`ErrorCode::as_str`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorCode {
+    /// No valid user token or session.
+    AuthFailed,
+    /// The token is valid but may not do this (a viewer cancelling, say).
+    NotAuthorized,
+    /// No valid worker token.
+    WorkerAuthFailed,
+    /// A worker token, but not one that may do this.
+    WorkerNotAuthorized,
+    /// The request cannot be read (not JSON, wrong shape).
+    InvalidRequest,
+    /// It reads, but fields are invalid; the body lists each with its path.
+    InvalidQueuePayload,
+    PayloadTooLarge,
+    JobNotFound,
+    ArtifactNotFound,
+    TokenNotFound,
+    /// The caller's lease (worker id + attempt) no longer holds the job.
+    JobOwnershipMismatch,
+    /// The job's state forbids the operation.
+    JobStateConflict,
+    /// The server failed; its log has the details, the answer does not.
+    InternalError,
+}
+
+impl ErrorCode {
+    pub const ALL: [ErrorCode; 13] = [
+        ErrorCode::AuthFailed,
+        ErrorCode::NotAuthorized,
+        ErrorCode::WorkerAuthFailed,
+        ErrorCode::WorkerNotAuthorized,
+        ErrorCode::InvalidRequest,
+        ErrorCode::InvalidQueuePayload,
+        ErrorCode::PayloadTooLarge,
+        ErrorCode::JobNotFound,
+        ErrorCode::ArtifactNotFound,
+        ErrorCode::TokenNotFound,
+        ErrorCode::JobOwnershipMismatch,
+        ErrorCode::JobStateConflict,
+        ErrorCode::InternalError,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::AuthFailed => "auth_failed",
+            ErrorCode::NotAuthorized => "not_authorized",
+            ErrorCode::WorkerAuthFailed => "worker_auth_failed",
+            ErrorCode::WorkerNotAuthorized => "worker_not_authorized",
+            ErrorCode::InvalidRequest => "invalid_request",
+            ErrorCode::InvalidQueuePayload => "invalid_queue_payload",
+            ErrorCode::PayloadTooLarge => "payload_too_large",
+            ErrorCode::JobNotFound => "job_not_found",
+            ErrorCode::ArtifactNotFound => "artifact_not_found",
+            ErrorCode::TokenNotFound => "token_not_found",
+            ErrorCode::JobOwnershipMismatch => "job_ownership_mismatch",
+            ErrorCode::JobStateConflict => "job_state_conflict",
+            ErrorCode::InternalError => "internal_error",
+        }
+    }
+
+    /// The HTTP status of an answer with this code.
+    pub fn status(self) -> u16 {
+        match self {
+            ErrorCode::AuthFailed | ErrorCode::WorkerAuthFailed => 401,
+            ErrorCode::NotAuthorized | ErrorCode::WorkerNotAuthorized => 403,
+            ErrorCode::InvalidRequest => 400,
+            ErrorCode::InvalidQueuePayload => 422,
+            ErrorCode::PayloadTooLarge => 413,
+            ErrorCode::JobNotFound | ErrorCode::ArtifactNotFound | ErrorCode::TokenNotFound => 404,
+            ErrorCode::JobOwnershipMismatch | ErrorCode::JobStateConflict => 409,
+            ErrorCode::InternalError => 500,
+        }
+    }
+
+    /// Whether the answer must hide the cause (it may name paths, SQL or other internals).
+    pub fn is_internal(self) -> bool {
+        self.status() >= 500
+    }
+
+    pub fn parse(code: &str) -> Option<ErrorCode> {
+        ErrorCode::ALL.into_iter().find(|c| c.as_str() == code)
+    }
+}
+
+impl fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The message of a `422 invalid_queue_payload`; its `errors` say which fields.
+pub fn invalid_fields_message(count: usize) -> String {
+    match count {
+        1 => "the request has 1 invalid field".to_string(),
+        n => format!("the request has {n} invalid fields"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_code_reads_back_and_only_internal_errors_are_5xx() {
+        for code in ErrorCode::ALL {
+            assert_eq!(ErrorCode::parse(code.as_str()), Some(code));
+            assert_eq!(code.is_internal(), code == ErrorCode::InternalError);
+        }
+        assert_eq!(ErrorCode::parse("nope"), None);
+    }
+}
