@@ -1,16 +1,25 @@
-//! Artifact files on disk: `{artifacts_dir}/{job_id}/{name}`. The database holds the
-//! metadata; this module keeps names from escaping the job's directory and writes files so
-//! that a reader never sees a half-written one.
+//! Artifacts: what a name may be, uploads received aside (hashed and counted as they
+//! come), and where the bytes live (`content`): files under `{artifacts_dir}/{job_id}/`
+//! on SQLite (one machine), chunks in the database on PostgreSQL, so every replica serves
+//! every artifact. The metadata is in the database either way.
 
-use std::io::ErrorKind;
+mod content;
+
+pub use content::ArtifactContent;
+pub(crate) use content::Chunks;
+
 use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use uuid::Uuid;
 
 use crate::error::QueueError;
 
 const NAME_BYTES: usize = 512;
+/// Each part of a name becomes a file or directory name, and file systems refuse longer
+/// ones (ext4, xfs, btrfs, tmpfs: 255 bytes).
+const NAME_PART_BYTES: usize = 255;
 const CONTENT_TYPE_BYTES: usize = 255;
 pub(crate) const DEFAULT_CONTENT_TYPE: &str = "application/octet-stream";
 
@@ -38,6 +47,11 @@ pub(crate) fn validate_name(name: &str) -> Result<(), QueueError> {
     {
         return refuse("must not contain empty, . or .. components");
     }
+    if name.split('/').any(|part| part.len() > NAME_PART_BYTES) {
+        return refuse(&format!(
+            "each part between slashes must be at most {NAME_PART_BYTES} bytes"
+        ));
+    }
     Ok(())
 }
 
@@ -55,11 +69,13 @@ pub(crate) fn content_type(given: &str) -> Result<String, QueueError> {
     Ok(given.to_string())
 }
 
+#[cfg(test)]
 pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    hex(&Sha256::digest(bytes))
+}
+
+fn hex(digest: &[u8]) -> String {
+    digest.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 pub(crate) fn path_of(dir: &Path, job_id: &str, name: &str) -> PathBuf {
@@ -68,61 +84,86 @@ pub(crate) fn path_of(dir: &Path, job_id: &str, name: &str) -> PathBuf {
     path
 }
 
-/// A file written next to its final place, waiting to be renamed over it; removed if
-/// dropped before that (a refused or failed upload leaves nothing behind).
-pub(crate) struct Staged {
-    path: Option<PathBuf>,
+/// Whether `name` runs into `other`'s path: one is a folder of the other (`logs` and
+/// `logs/a.log`). Refused on both backends, though only files on disk could not hold both,
+/// so that both accept the same names.
+pub(crate) fn collides(name: &str, other: &str) -> bool {
+    let nested = |outer: &str, inner: &str| {
+        inner.len() > outer.len()
+            && inner.starts_with(outer)
+            && inner.as_bytes()[outer.len()] == b'/'
+    };
+    nested(name, other) || nested(other, name)
 }
 
-impl Staged {
-    /// Staging lives in `{dir}/.staging`, outside every job directory, so a staged file
-    /// can never collide with an artifact name.
-    pub(crate) async fn write(dir: &Path, bytes: &[u8]) -> Result<Staged, QueueError> {
+/// An upload received in full, on this replica's disk, with its size and SHA-256 taken as
+/// it came (nothing held in memory). Removed if dropped before it was stored.
+#[derive(Debug)]
+pub struct Incoming {
+    path: Option<PathBuf>,
+    pub(crate) size: u64,
+    pub(crate) sha256: String,
+}
+
+impl Incoming {
+    /// Copies `reader` into `{dir}/.staging`, outside every job's directory, refusing
+    /// more than `limit` bytes as soon as they come.
+    pub(crate) async fn receive(
+        dir: &Path,
+        mut reader: impl AsyncRead + Unpin,
+        limit: u64,
+    ) -> Result<Incoming, QueueError> {
         let staging = dir.join(".staging");
         tokio::fs::create_dir_all(&staging).await?;
         let path = staging.join(Uuid::now_v7().to_string());
-        let staged = Staged {
+        let mut incoming = Incoming {
             path: Some(path.clone()),
+            size: 0,
+            sha256: String::new(),
         };
-        tokio::fs::write(&path, bytes).await?;
-        Ok(staged)
+        let mut file = tokio::fs::File::create(&path).await?;
+        let mut hasher = Sha256::new();
+        let mut buf = vec![0; 64 * 1024];
+        loop {
+            let n = reader.read(&mut buf).await?;
+            if n == 0 {
+                break;
+            }
+            incoming.size += n as u64;
+            if incoming.size > limit {
+                return Err(QueueError::TooLarge {
+                    what: "artifact",
+                    size: incoming.size,
+                    limit,
+                });
+            }
+            hasher.update(&buf[..n]);
+            file.write_all(&buf[..n]).await?;
+        }
+        file.flush().await?;
+        file.sync_all().await?;
+        incoming.sha256 = hex(&hasher.finalize());
+        Ok(incoming)
     }
 
-    /// Moves the file to `target`, replacing what was there. A name whose path runs into
-    /// another artifact (`logs` when `logs/a.log` exists, or the reverse) is refused.
-    pub(crate) async fn publish(mut self, target: &Path, name: &str) -> Result<(), QueueError> {
+    pub(crate) fn path(&self) -> &Path {
+        self.path
+            .as_deref()
+            .expect("an incoming file until it is stored")
+    }
+
+    /// Moves the file to `target` (on disk), replacing what was there.
+    pub(crate) async fn publish(mut self, target: &Path) -> Result<(), QueueError> {
         let Some(path) = self.path.take() else {
             return Ok(());
         };
-        let collision = || {
-            QueueError::invalid(
-                "name",
-                format!("{name:?} collides with another artifact's path"),
-            )
-        };
-        if let Some(parent) = target.parent() {
-            match tokio::fs::create_dir_all(parent).await {
-                Ok(()) => {}
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        ErrorKind::NotADirectory | ErrorKind::AlreadyExists
-                    ) =>
-                {
-                    let _ = tokio::fs::remove_file(&path).await;
-                    return Err(collision());
-                }
-                Err(e) => {
-                    let _ = tokio::fs::remove_file(&path).await;
-                    return Err(e.into());
-                }
+        let moved = async {
+            if let Some(parent) = target.parent() {
+                tokio::fs::create_dir_all(parent).await?;
             }
-        }
-        if tokio::fs::metadata(target).await.is_ok_and(|m| m.is_dir()) {
-            let _ = tokio::fs::remove_file(&path).await;
-            return Err(collision());
-        }
-        if let Err(e) = tokio::fs::rename(&path, target).await {
+            tokio::fs::rename(&path, target).await
+        };
+        if let Err(e) = moved.await {
             let _ = tokio::fs::remove_file(&path).await;
             return Err(e.into());
         }
@@ -130,7 +171,7 @@ impl Staged {
     }
 }
 
-impl Drop for Staged {
+impl Drop for Incoming {
     fn drop(&mut self) {
         if let Some(path) = self.path.take() {
             // Best effort: a leftover staging file wastes space but harms nothing.
@@ -164,10 +205,21 @@ mod tests {
             "a\\b",
             "a\0b",
             "..",
+            &"x".repeat(256),
+            &format!("logs/{}.log", "y".repeat(252)),
         ] {
             let err = validate_name(bad).unwrap_err();
-            assert_eq!(err.code(), "invalid_queue_payload", "{bad:?}");
+            assert_eq!(err.code().as_str(), "invalid_queue_payload", "{bad:?}");
         }
+    }
+
+    #[test]
+    fn a_name_collides_with_its_folders_and_their_files() {
+        assert!(collides("logs", "logs/a.log"));
+        assert!(collides("logs/a.log/b", "logs/a.log"));
+        assert!(!collides("logs/a.log", "logs/a.log"));
+        assert!(!collides("logs", "logs.txt"));
+        assert!(!collides("log", "logs/a"));
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! The one error of the queue service; each variant is one error code of the API.
 
+use contract::api::ErrorCode;
 use contract::{FieldError, JobState};
 
 /// What a [`QueueError::NotFound`] was looking for.
@@ -35,6 +36,9 @@ pub enum QueueError {
         current: JobState,
         message: String,
     },
+    /// The caller is who they say, but their role may not do this.
+    #[error("{0}")]
+    Forbidden(String),
     #[error("invalid request: {}", join(.0))]
     Invalid(Vec<FieldError>),
     #[error("{what} is {size} bytes; the limit is {limit}")]
@@ -59,22 +63,23 @@ fn join(errors: &[FieldError]) -> String {
 }
 
 impl QueueError {
-    /// The API's error code for this error.
-    pub fn code(&self) -> &'static str {
+    /// The API's error code for this error, which also gives its HTTP status.
+    pub fn code(&self) -> ErrorCode {
         match self {
             QueueError::NotFound { entity, .. } => match entity {
-                Entity::Job => "job_not_found",
-                Entity::Artifact => "artifact_not_found",
-                Entity::Token => "token_not_found",
+                Entity::Job => ErrorCode::JobNotFound,
+                Entity::Artifact => ErrorCode::ArtifactNotFound,
+                Entity::Token => ErrorCode::TokenNotFound,
             },
-            QueueError::OwnershipMismatch { .. } => "job_ownership_mismatch",
-            QueueError::StateConflict { .. } => "job_state_conflict",
-            QueueError::Invalid(_) => "invalid_queue_payload",
-            QueueError::TooLarge { .. } => "payload_too_large",
+            QueueError::OwnershipMismatch { .. } => ErrorCode::JobOwnershipMismatch,
+            QueueError::StateConflict { .. } => ErrorCode::JobStateConflict,
+            QueueError::Forbidden(_) => ErrorCode::NotAuthorized,
+            QueueError::Invalid(_) => ErrorCode::InvalidQueuePayload,
+            QueueError::TooLarge { .. } => ErrorCode::PayloadTooLarge,
             QueueError::Database(_)
             | QueueError::Sqlite(_)
             | QueueError::Migrate(_)
-            | QueueError::Storage(_) => "internal",
+            | QueueError::Storage(_) => ErrorCode::InternalError,
         }
     }
 
@@ -112,7 +117,7 @@ mod tests {
     #[test]
     fn state_conflict_names_the_current_state_and_its_code() {
         let err = QueueError::conflict("j1", JobState::Succeeded, "cannot cancel a finished job");
-        assert_eq!(err.code(), "job_state_conflict");
+        assert_eq!(err.code(), ErrorCode::JobStateConflict);
         assert_eq!(
             err.to_string(),
             "job j1 is succeeded: cannot cancel a finished job"
@@ -125,7 +130,7 @@ mod tests {
             FieldError::new("priority", "too high"),
             FieldError::new("", "bad"),
         ]);
-        assert_eq!(err.code(), "invalid_queue_payload");
+        assert_eq!(err.code(), ErrorCode::InvalidQueuePayload);
         assert_eq!(err.to_string(), "invalid request: priority: too high; bad");
     }
 }

@@ -60,6 +60,7 @@ mod tokens;
 mod waiters;
 mod workers;
 
+pub use artifacts::{ArtifactContent, Incoming};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::QueueConfig;
 pub use contract::job::events;

@@ -509,7 +509,7 @@ mod tests {
     fn fence_of_an_older_attempt_is_an_ownership_mismatch() {
         let job = running(2, 3);
         let err = check_fence(&job, &fence(1)).unwrap_err();
-        assert_eq!(err.code(), "job_ownership_mismatch");
+        assert_eq!(err.code().as_str(), "job_ownership_mismatch");
         let err = check_fence(
             &job,
             &Fence {
@@ -518,7 +518,7 @@ mod tests {
             },
         )
         .unwrap_err();
-        assert_eq!(err.code(), "job_ownership_mismatch");
+        assert_eq!(err.code().as_str(), "job_ownership_mismatch");
         assert!(check_fence(&job, &fence(2)).is_ok());
     }
 

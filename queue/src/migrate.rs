@@ -66,6 +66,11 @@ const POSTGRES: &[Embedded] = &[
         "workers",
         include_str!("../../migrations/postgres/0005_workers.sql"),
     ),
+    (
+        6,
+        "artifact chunks",
+        include_str!("../../migrations/postgres/0006_artifact_chunks.sql"),
+    ),
 ];
 
 fn migrator(embedded: &[Embedded]) -> Migrator {

@@ -3,19 +3,18 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use contract::job::events;
-use contract::{Artifact, Job, JobEvent, JobState, NewEvent};
+use contract::{Artifact, Job, JobEvent, JobState, NewEvent, limits};
 use tokio::sync::broadcast;
 use tokio::time::Instant;
 use tokio_util::sync::{CancellationToken, DropGuard};
 use uuid::Uuid;
 
-use crate::artifacts::{self, Staged};
+use crate::artifacts::{self, ArtifactContent, Incoming};
 use crate::config::QueueConfig;
 use crate::database::Database;
 use crate::error::{Entity, QueueError};
@@ -99,6 +98,21 @@ pub struct ClaimRequest {
 }
 
 impl ClaimRequest {
+    /// The checks every claim passes first: a worker id, and no NUL in what it offers.
+    pub fn validate(&self) -> Result<(), QueueError> {
+        if self.worker_id.trim().is_empty() {
+            return Err(QueueError::invalid("workerId", "must not be empty"));
+        }
+        refuse_nul("workerId", &self.worker_id)?;
+        for (i, capability) in self.capabilities.iter().enumerate() {
+            refuse_nul(&format!("capabilities[{i}]"), capability)?;
+        }
+        for (i, job_type) in self.allowed_types.iter().flatten().enumerate() {
+            refuse_nul(&format!("allowedTypes[{i}]"), job_type)?;
+        }
+        Ok(())
+    }
+
     /// Whether this claimer may take `job` (of `repository`), by the rules both claim
     /// statements apply: its required capabilities a subset of the claimer's, its type
     /// and repository allowed.
@@ -140,10 +154,7 @@ pub struct JobPage {
     pub next_cursor: Option<String>,
 }
 
-/// Bounds of worker-appended events: the timeline is for milestones, logs go to artifacts.
 const EVENT_KIND_CHARS: usize = 100;
-const EVENT_MESSAGE_BYTES: usize = 16 * 1024;
-const EVENT_PAYLOAD_BYTES: u64 = 64 * 1024;
 const MAX_EVENTS_PAGE: u32 = 1000;
 
 /// The queue service. Cheap to clone; clones share one store, notifier and config.
@@ -530,6 +541,9 @@ impl Queue {
     /// Newest first, by keyset: a page never repeats or skips a job, however many are
     /// created meanwhile. The cursor is the last id of the page (opaque to callers).
     pub async fn list_jobs(&self, filter: &JobFilter) -> Result<JobPage, QueueError> {
+        if let Some(job_type) = &filter.job_type {
+            refuse_nul("type", job_type)?;
+        }
         let limit = filter
             .limit
             .unwrap_or(JobFilter::DEFAULT_LIMIT)
@@ -576,9 +590,7 @@ impl Queue {
         request: &ClaimRequest,
         limit: u32,
     ) -> Result<Vec<Job>, QueueError> {
-        if request.worker_id.trim().is_empty() {
-            return Err(QueueError::invalid("workerId", "must not be empty"));
-        }
+        request.validate()?;
         if !(1..=MAX_CLAIM_BATCH).contains(&limit) {
             return Err(QueueError::invalid(
                 "limit",
@@ -677,6 +689,7 @@ impl Queue {
         fence: &Fence,
         summary: Option<String>,
     ) -> Result<Job, QueueError> {
+        let summary = summary.map(|s| reported("resultSummary", s)).transpose()?;
         self.transition(id, |job, now| {
             machine::complete(job, fence, now, summary.clone())
         })
@@ -690,6 +703,18 @@ impl Queue {
         &self,
         completions: Vec<Completion>,
     ) -> Result<Vec<Result<Job, QueueError>>, QueueError> {
+        let completions = completions
+            .into_iter()
+            .map(|done| {
+                Ok(Completion {
+                    summary: done
+                        .summary
+                        .map(|s| reported("resultSummary", s))
+                        .transpose()?,
+                    ..done
+                })
+            })
+            .collect::<Result<Vec<_>, QueueError>>()?;
         let ops = completions
             .iter()
             .map(|done| {
@@ -711,6 +736,7 @@ impl Queue {
         error: String,
         retryable: bool,
     ) -> Result<Job, QueueError> {
+        let error = reported("errorMessage", error)?;
         self.transition(id, |job, now| {
             let retry = self.retry_after(job.attempt, now);
             machine::fail(job, fence, now, error.clone(), retryable, retry)
@@ -727,6 +753,15 @@ impl Queue {
         user_id: Option<&str>,
         reason: Option<String>,
     ) -> Result<Job, QueueError> {
+        if let Some(reason) = &reason {
+            refuse_nul("reason", reason)?;
+            if reason.chars().count() > limits::CANCEL_REASON_CHARS {
+                return Err(QueueError::invalid(
+                    "reason",
+                    format!("at most {} characters", limits::CANCEL_REASON_CHARS),
+                ));
+            }
+        }
         self.transition(id, |job, now| {
             machine::request_cancel(job, user_id, reason.clone(), now)
         })
@@ -788,6 +823,16 @@ impl Queue {
         event: NewEvent,
     ) -> Result<JobEvent, QueueError> {
         validate_event(&event)?;
+        let mut payload = serde_json::Value::Object(event.payload);
+        contract::text::replace_nul_in_json(&mut payload);
+        let serde_json::Value::Object(payload) = payload else {
+            unreachable!("an object stays an object")
+        };
+        let event = NewEvent {
+            message: contract::text::replace_nul(&event.message).into_owned(),
+            payload,
+            ..event
+        };
         let uuid = parse_job_id(id)?;
         let now = self.now();
         let mut tx = self.begin().await?;
@@ -899,9 +944,19 @@ impl Queue {
             .collect())
     }
 
-    /// Stores `bytes` as the job's artifact `name`, replacing an earlier one of that name.
-    /// The file is written aside first and moved into place while the job row is locked
-    /// and the worker's fence checked, so a stale worker can neither add nor overwrite one.
+    /// Receives an upload aside, on this replica's disk, hashing and counting it as it
+    /// comes and refusing it past the artifact limit; [`store_artifact`](Self::store_artifact)
+    /// then stores it under a job.
+    pub async fn receive_artifact(
+        &self,
+        reader: impl tokio::io::AsyncRead + Unpin,
+    ) -> Result<Incoming, QueueError> {
+        let config = &self.inner.config;
+        Incoming::receive(&config.artifacts_dir, reader, config.max_artifact_bytes).await
+    }
+
+    /// Stores `bytes` as the job's artifact `name` ([`receive_artifact`](Self::receive_artifact)
+    /// then [`store_artifact`](Self::store_artifact)).
     pub async fn add_artifact(
         &self,
         id: &str,
@@ -911,19 +966,27 @@ impl Queue {
         bytes: &[u8],
     ) -> Result<Artifact, QueueError> {
         artifacts::validate_name(name)?;
+        let incoming = self.receive_artifact(bytes).await?;
+        self.store_artifact(id, fence, name, content_type, incoming)
+            .await
+    }
+
+    /// Stores a received upload as the job's artifact `name`, replacing an earlier one of
+    /// that name, while the job row is locked and the worker's fence checked, so a stale
+    /// worker can neither add nor overwrite one. On SQLite the file moves under the
+    /// artifacts directory; on PostgreSQL its bytes go into the database in the same
+    /// transaction as the metadata, so every replica can serve it.
+    pub async fn store_artifact(
+        &self,
+        id: &str,
+        fence: &Fence,
+        name: &str,
+        content_type: &str,
+        incoming: Incoming,
+    ) -> Result<Artifact, QueueError> {
+        artifacts::validate_name(name)?;
         let content_type = artifacts::content_type(content_type)?;
-        let size = bytes.len() as u64;
-        let limit = self.inner.config.max_artifact_bytes;
-        if size > limit {
-            return Err(QueueError::TooLarge {
-                what: "artifact",
-                size,
-                limit,
-            });
-        }
         let uuid = parse_job_id(id)?;
-        let dir = &self.inner.config.artifacts_dir;
-        let staged = Staged::write(dir, bytes).await?;
         let now = self.now();
         let mut tx = self.begin().await?;
         let job = tx
@@ -931,23 +994,35 @@ impl Queue {
             .await?
             .ok_or_else(|| QueueError::job_not_found(id))?;
         machine::check_fence(&job, fence)?;
+        let names = tx.artifact_names(&job.id).await?;
+        if names.iter().any(|other| artifacts::collides(name, other)) {
+            return Err(QueueError::invalid(
+                "name",
+                format!("{name:?} collides with another artifact's path"),
+            ));
+        }
         let artifact = tx
             .upsert_artifact(&Artifact {
                 id: Uuid::now_v7().to_string(),
                 job_id: job.id.clone(),
                 name: name.to_string(),
-                size,
+                size: incoming.size,
                 content_type,
-                sha256: artifacts::sha256_hex(bytes),
+                sha256: incoming.sha256.clone(),
                 created_at: now,
             })
             .await?;
-        // Moved before the commit: if the commit then failed, the file would be newer than
-        // its metadata, which a re-upload repairs; the other order could leave metadata
-        // pointing at a file that never arrived.
-        staged
-            .publish(&artifacts::path_of(dir, &job.id, name), name)
+        tx.replace_artifact_chunks(&artifact.id, incoming.path())
             .await?;
+        if matches!(self.inner.db, Database::Sqlite(_)) {
+            // Moved before the commit: if the commit then failed, the file would be newer
+            // than its metadata, which a re-upload repairs; the other order could leave
+            // metadata pointing at a file that never arrived.
+            let dir = &self.inner.config.artifacts_dir;
+            incoming
+                .publish(&artifacts::path_of(dir, &job.id, name))
+                .await?;
+        }
         self.commit(tx).await?;
         Ok(artifact)
     }
@@ -961,12 +1036,12 @@ impl Queue {
         Ok(self.inner.db.list_artifacts(uuid).await?)
     }
 
-    /// An artifact's metadata and the path of its file, for the caller to stream.
+    /// An artifact's metadata and where to read its bytes, for the caller to stream.
     pub async fn open_artifact(
         &self,
         id: &str,
         name: &str,
-    ) -> Result<(Artifact, PathBuf), QueueError> {
+    ) -> Result<(Artifact, ArtifactContent), QueueError> {
         let uuid = parse_job_id(id)?;
         let not_found = || QueueError::NotFound {
             entity: Entity::Artifact,
@@ -981,8 +1056,42 @@ impl Queue {
             .get_artifact(uuid, name)
             .await?
             .ok_or_else(not_found)?;
-        let path = artifacts::path_of(&self.inner.config.artifacts_dir, &artifact.job_id, name);
-        Ok((artifact, path))
+        let content = self.content_of(&artifact)?;
+        Ok((artifact, content))
+    }
+
+    /// An artifact found by its id, and where to read its bytes.
+    pub async fn artifact_by_id(
+        &self,
+        id: &str,
+        artifact_id: &str,
+    ) -> Result<(Artifact, ArtifactContent), QueueError> {
+        let artifact = self
+            .list_artifacts(id)
+            .await?
+            .into_iter()
+            .find(|a| a.id == artifact_id)
+            .ok_or_else(|| QueueError::NotFound {
+                entity: Entity::Artifact,
+                id: format!("{id}/{artifact_id}"),
+            })?;
+        let content = self.content_of(&artifact)?;
+        Ok((artifact, content))
+    }
+
+    fn content_of(&self, artifact: &Artifact) -> Result<ArtifactContent, QueueError> {
+        Ok(match &self.inner.db {
+            Database::Sqlite(_) => ArtifactContent::File(artifacts::path_of(
+                &self.inner.config.artifacts_dir,
+                &artifact.job_id,
+                &artifact.name,
+            )),
+            db @ Database::Postgres(_) => ArtifactContent::Chunks {
+                db: db.clone(),
+                artifact_id: Uuid::parse_str(&artifact.id)
+                    .map_err(|_| QueueError::invalid("artifactId", "not an artifact id"))?,
+            },
+        })
     }
 
     /// An artifact found by its id, with the first `max_bytes` of its content and whether
@@ -993,34 +1102,8 @@ impl Queue {
         artifact_id: &str,
         max_bytes: u64,
     ) -> Result<(Artifact, Vec<u8>, bool), QueueError> {
-        use tokio::io::AsyncReadExt;
-        let artifact = self
-            .list_artifacts(id)
-            .await?
-            .into_iter()
-            .find(|a| a.id == artifact_id)
-            .ok_or_else(|| QueueError::NotFound {
-                entity: Entity::Artifact,
-                id: format!("{id}/{artifact_id}"),
-            })?;
-        let path = artifacts::path_of(
-            &self.inner.config.artifacts_dir,
-            &artifact.job_id,
-            &artifact.name,
-        );
-        let at = |e: std::io::Error| {
-            QueueError::Storage(std::io::Error::new(
-                e.kind(),
-                format!("{}: {e}", path.display()),
-            ))
-        };
-        let file = tokio::fs::File::open(&path).await.map_err(at)?;
-        let mut bytes = Vec::new();
-        file.take(max_bytes)
-            .read_to_end(&mut bytes)
-            .await
-            .map_err(at)?;
-        let more = artifact.size > bytes.len() as u64;
+        let (artifact, content) = self.artifact_by_id(id, artifact_id).await?;
+        let (bytes, more) = content.read_start(max_bytes).await?;
         Ok((artifact, bytes, more))
     }
 
@@ -1042,6 +1125,20 @@ impl Queue {
     }
 
     /// The non-revoked token with this hash (lowercase hex SHA-256 of the secret).
+    /// Stores `token` only if no live token exists yet (a fresh installation's first
+    /// admin), atomically across replicas: `None` when another got there first.
+    pub async fn create_first_token(
+        &self,
+        token: NewToken,
+    ) -> Result<Option<TokenRecord>, QueueError> {
+        token.validate().map_err(QueueError::Invalid)?;
+        Ok(self
+            .inner
+            .db
+            .insert_first_token(Uuid::now_v7(), &token, self.now())
+            .await?)
+    }
+
     pub async fn find_token_by_hash(&self, hash: &str) -> Result<Option<TokenRecord>, QueueError> {
         Ok(self.inner.db.find_token_by_hash(hash).await?)
     }
@@ -1166,6 +1263,12 @@ impl Queue {
         capabilities: Option<&[String]>,
         version: Option<&str>,
     ) -> Result<(), QueueError> {
+        for (i, capability) in capabilities.unwrap_or_default().iter().enumerate() {
+            refuse_nul(&format!("capabilities[{i}]"), capability)?;
+        }
+        if let Some(version) = version {
+            refuse_nul("workerVersion", version)?;
+        }
         let now = self.now();
         if !self.inner.seen.should_write(id, capabilities, version, now) {
             return Ok(());
@@ -1223,22 +1326,39 @@ fn validate_event(event: &NewEvent) -> Result<(), QueueError> {
             ),
         ));
     }
-    if event.message.len() > EVENT_MESSAGE_BYTES {
+    if event.message.len() > limits::EVENT_MESSAGE_BYTES {
         return Err(QueueError::TooLarge {
             what: "event message",
             size: event.message.len() as u64,
-            limit: EVENT_MESSAGE_BYTES as u64,
+            limit: limits::EVENT_MESSAGE_BYTES as u64,
         });
     }
     let payload_size = serde_json::to_vec(&event.payload)
         .map(|bytes| bytes.len() as u64)
         .unwrap_or(u64::MAX);
-    if payload_size > EVENT_PAYLOAD_BYTES {
+    if payload_size > limits::EVENT_PAYLOAD_BYTES as u64 {
         return Err(QueueError::TooLarge {
             what: "event payload",
             size: payload_size,
-            limit: EVENT_PAYLOAD_BYTES,
+            limit: limits::EVENT_PAYLOAD_BYTES as u64,
         });
     }
     Ok(())
+}
+
+/// Typed text with a NUL is refused (see [`contract::text`]).
+fn refuse_nul(path: &str, text: &str) -> Result<(), QueueError> {
+    contract::text::refuse_nul(path, text).map_err(|e| QueueError::Invalid(vec![e]))
+}
+
+/// Text a worker reports (an error message, a summary): NULs replaced, size bounded.
+fn reported(what: &'static str, text: String) -> Result<String, QueueError> {
+    if text.len() > limits::REPORTED_TEXT_BYTES {
+        return Err(QueueError::TooLarge {
+            what,
+            size: text.len() as u64,
+            limit: limits::REPORTED_TEXT_BYTES as u64,
+        });
+    }
+    Ok(contract::text::replace_nul(&text).into_owned())
 }

@@ -6,6 +6,7 @@
 use std::fmt;
 use std::str::FromStr;
 
+use crate::error::QueueError;
 use chrono::{DateTime, Utc};
 use contract::FieldError;
 
@@ -126,6 +127,22 @@ pub struct TokenRecord {
     pub revoked_at: Option<DateTime<Utc>>,
 }
 
+impl TokenRecord {
+    /// Submitting and cancelling need an operator or an admin; viewers only read. The one
+    /// check behind the REST routes, the dashboard and MCP.
+    pub fn require_operator(&self) -> Result<(), QueueError> {
+        match self.role {
+            Some(Role::Admin | Role::Operator) => Ok(()),
+            Some(Role::Viewer) => Err(QueueError::Forbidden(
+                "viewers can read jobs but not submit or cancel them".into(),
+            )),
+            None => Err(QueueError::Forbidden(
+                "a worker token cannot submit or cancel jobs; use a user token".into(),
+            )),
+        }
+    }
+}
+
 pub(crate) const PREFIX_CHARS: usize = 16;
 const NAME_CHARS: usize = 200;
 
@@ -139,6 +156,20 @@ impl NewToken {
                 "name",
                 format!("must be 1 to {NAME_CHARS} characters"),
             ));
+        }
+        if self.name.contains('\0') {
+            errors.push(FieldError::new("name", contract::text::NUL_MESSAGE));
+        }
+        for (path, list) in [
+            ("capabilities", &self.capabilities),
+            ("allowedRepositories", &self.allowed_repositories),
+            ("allowedJobTypes", &self.allowed_job_types),
+        ] {
+            for (i, item) in list.iter().flatten().enumerate() {
+                if let Err(error) = contract::text::refuse_nul(&format!("{path}[{i}]"), item) {
+                    errors.push(error);
+                }
+            }
         }
         match (self.kind, self.role) {
             (TokenKind::User, None) => {

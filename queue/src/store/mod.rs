@@ -26,6 +26,14 @@ use sqlite::{RowExt, SqliteTx};
 pub(crate) use types::{Id, Ts, ts};
 
 /// Runs `$body` with `$p` bound to the pool, whichever the backend.
+/// The size of the pieces an artifact is stored in on PostgreSQL: big enough that a 32 MiB
+/// upload is 128 rows, small enough that a reader holds little at a time.
+pub(crate) const ARTIFACT_CHUNK_BYTES: usize = 256 * 1024;
+
+/// The advisory lock that serializes making the first token across replicas (an arbitrary
+/// constant: "stepwise" in ASCII, as one 64-bit key).
+const FIRST_TOKEN_LOCK: i64 = 0x7374_6570_7769_7365;
+
 macro_rules! on_pool {
     ($db:expr, $p:ident => $body:expr) => {
         match $db {
@@ -56,6 +64,23 @@ macro_rules! event_columns {
 macro_rules! artifact_columns {
     () => {
         "id, job_id, name, size, content_type, sha256, created_at"
+    };
+}
+
+/// Binds a new token's ten columns, in `token_columns!` order, to `$query`.
+macro_rules! bind_token {
+    ($query:expr, $id:expr, $token:expr, $now:expr) => {
+        $query
+            .bind(Id($id))
+            .bind(&$token.name)
+            .bind($token.kind.as_str())
+            .bind($token.role.map(Role::as_str))
+            .bind(&$token.token_hash)
+            .bind(&$token.token_prefix)
+            .bind($token.capabilities.as_ref().map(Json))
+            .bind($token.allowed_repositories.as_ref().map(Json))
+            .bind($token.allowed_job_types.as_ref().map(Json))
+            .bind(Ts($now))
     };
 }
 
@@ -768,6 +793,48 @@ impl Tx {
         Ok(appended)
     }
 
+    /// The names of the job's artifacts, to refuse one that runs into another's path.
+    pub(crate) async fn artifact_names(&mut self, job_id: &str) -> Result<Vec<String>, QueueError> {
+        let args = [Arg::Id(parse_id(job_id)?)];
+        const SQL: &str = "SELECT name FROM artifacts WHERE job_id = $1";
+        Ok(match &mut self.conn {
+            TxConn::Sqlite(t) => sqlite_rows(t, SQL, &args, |r| r.try_get::<String, _>("name"))?,
+            TxConn::Postgres(t) => {
+                pg_rows(t, SQL, &args, |r| r.try_get::<String, _>("name")).await?
+            }
+        })
+    }
+
+    /// PostgreSQL: stores the artifact's bytes as chunks of [`ARTIFACT_CHUNK_BYTES`],
+    /// replacing those of an upload it replaces, in this transaction (so a reader sees the
+    /// old bytes or the new, never a mix). SQLite keeps files instead: nothing to do.
+    pub(crate) async fn replace_artifact_chunks(
+        &mut self,
+        artifact_id: &str,
+        file: &std::path::Path,
+    ) -> Result<(), QueueError> {
+        let TxConn::Postgres(t) = &mut self.conn else {
+            return Ok(());
+        };
+        let id = Id(parse_id(artifact_id)?);
+        sqlx::query("DELETE FROM artifact_chunks WHERE artifact_id = $1")
+            .bind(id)
+            .execute(&mut **t)
+            .await?;
+        let mut chunks = crate::artifacts::Chunks::open(file, ARTIFACT_CHUNK_BYTES).await?;
+        let mut seq = 0_i32;
+        while let Some(data) = chunks.next().await? {
+            sqlx::query("INSERT INTO artifact_chunks (artifact_id, seq, data) VALUES ($1, $2, $3)")
+                .bind(id)
+                .bind(seq)
+                .bind(data)
+                .execute(&mut **t)
+                .await?;
+            seq += 1;
+        }
+        Ok(())
+    }
+
     /// Inserts or, for a name the job already has, replaces (keeping the artifact's id).
     pub(crate) async fn upsert_artifact(&mut self, a: &Artifact) -> Result<Artifact, QueueError> {
         let args = [
@@ -1142,6 +1209,31 @@ impl Database {
         })
     }
 
+    /// Up to `limit` stored chunks of an artifact from chunk `from` on, in order
+    /// (PostgreSQL; SQLite stores none).
+    pub(crate) async fn read_artifact_chunks(
+        &self,
+        artifact_id: Uuid,
+        from: i32,
+        limit: i64,
+    ) -> Result<Vec<(i32, Vec<u8>)>, sqlx::Error> {
+        let Database::Postgres(pool) = self else {
+            return Ok(Vec::new());
+        };
+        let rows = sqlx::query(
+            "SELECT seq, data FROM artifact_chunks WHERE artifact_id = $1 AND seq >= $2 \
+             ORDER BY seq LIMIT $3",
+        )
+        .bind(Id(artifact_id))
+        .bind(from)
+        .bind(limit)
+        .fetch_all(pool)
+        .await?;
+        rows.iter()
+            .map(|row| Ok((row.try_get("seq")?, row.try_get("data")?)))
+            .collect()
+    }
+
     pub(crate) async fn get_artifact(
         &self,
         job_id: Uuid,
@@ -1187,26 +1279,55 @@ impl Database {
         now: DateTime<Utc>,
     ) -> Result<TokenRecord, sqlx::Error> {
         on_pool!(self, p => {
-            let row = sqlx::query(concat!(
+            let sql = concat!(
                 "INSERT INTO api_tokens (",
                 token_columns!(),
                 ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, NULL, NULL) RETURNING ",
                 token_columns!()
-            ))
-            .bind(Id(id))
-            .bind(&token.name)
-            .bind(token.kind.as_str())
-            .bind(token.role.map(Role::as_str))
-            .bind(&token.token_hash)
-            .bind(&token.token_prefix)
-            .bind(token.capabilities.as_ref().map(Json))
-            .bind(token.allowed_repositories.as_ref().map(Json))
-            .bind(token.allowed_job_types.as_ref().map(Json))
-            .bind(Ts(now))
-            .fetch_one(p)
-            .await?;
+            );
+            let row = bind_token!(sqlx::query(sql), id, token, now).fetch_one(p).await?;
             token_from_row!(&row)
         })
+    }
+
+    /// Inserts `token` only when no live token exists, so that however many replicas start
+    /// at once on an empty database, one first admin is made. SQLite runs the statement
+    /// under its one writer's lock; PostgreSQL would let two such statements both see no
+    /// token, so they queue on a transaction-scoped advisory lock first.
+    pub(crate) async fn insert_first_token(
+        &self,
+        id: Uuid,
+        token: &NewToken,
+        now: DateTime<Utc>,
+    ) -> Result<Option<TokenRecord>, sqlx::Error> {
+        macro_rules! insert_if_none {
+            ($executor:expr) => {
+                bind_token!(sqlx::query(concat!(
+                    "INSERT INTO api_tokens (",
+                    token_columns!(),
+                    ") SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, NULL, NULL \
+                     WHERE NOT EXISTS (SELECT 1 FROM api_tokens WHERE revoked_at IS NULL) \
+                     RETURNING ",
+                    token_columns!()
+                )), id, token, now)
+                .fetch_optional($executor)
+                .await?
+            };
+        }
+        let row = match self {
+            Database::Sqlite(db) => insert_if_none!(&db.pool).map(|row| token_from_row!(&row)),
+            Database::Postgres(pool) => {
+                let mut tx = pool.begin().await?;
+                sqlx::query("SELECT pg_advisory_xact_lock($1)")
+                    .bind(FIRST_TOKEN_LOCK)
+                    .execute(&mut *tx)
+                    .await?;
+                let row = insert_if_none!(&mut *tx).map(|row| token_from_row!(&row));
+                tx.commit().await?;
+                row
+            }
+        };
+        row.transpose()
     }
 
     pub(crate) async fn find_token_by_hash(

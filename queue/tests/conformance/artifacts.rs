@@ -35,15 +35,20 @@ pub async fn artifact_is_stored_with_its_size_and_sha256(h: Harness) {
     assert_eq!(artifact.content_type, "text/plain");
     assert_eq!(artifact.sha256, sha256(bytes));
     assert_eq!(artifact.created_at, start_time());
+    let (opened, content) = h.queue.open_artifact(&job.id, STEP_LOG).await.unwrap();
+    assert_eq!(opened, artifact);
+    assert_eq!(read_all(content).await, bytes);
+    // Where the bytes live: a file under the data directory on SQLite (one machine); the
+    // database on PostgreSQL, so that every replica serves them and no disk holds them.
     let on_disk = h
         .artifacts
         .path()
         .join(&job.id)
         .join("logs/steps/step-0001.log");
-    assert_eq!(std::fs::read(&on_disk).unwrap(), bytes);
-    let (opened, path) = h.queue.open_artifact(&job.id, STEP_LOG).await.unwrap();
-    assert_eq!(opened, artifact);
-    assert_eq!(path, on_disk);
+    match h.backend {
+        Backend::Sqlite => assert_eq!(std::fs::read(&on_disk).unwrap(), bytes),
+        Backend::Postgres => assert!(!h.artifacts.path().join(&job.id).exists()),
+    }
 
     let other = h
         .queue
@@ -77,8 +82,58 @@ pub async fn reuploading_an_artifact_replaces_it(h: Harness) {
         start_time() + std::time::Duration::from_secs(30)
     );
     assert_eq!(h.queue.list_artifacts(&job.id).await.unwrap(), [second]);
-    let (_, path) = h.queue.open_artifact(&job.id, STEP_LOG).await.unwrap();
-    assert_eq!(std::fs::read(path).unwrap(), b"complete output");
+    let (_, content) = h.queue.open_artifact(&job.id, STEP_LOG).await.unwrap();
+    assert_eq!(read_all(content).await, b"complete output");
+}
+
+/// Every byte of an artifact, as a download streams it.
+async fn read_all(content: queue::ArtifactContent) -> Vec<u8> {
+    use futures_util::StreamExt;
+    let mut bytes = Vec::new();
+    let mut pieces = content.into_stream();
+    while let Some(piece) = pieces.next().await {
+        bytes.extend(piece.unwrap());
+    }
+    bytes
+}
+
+pub async fn a_large_artifact_goes_in_and_out_in_pieces_through_any_replica(h: Harness) {
+    let (job, f) = running(&h).await;
+    // Over four of PostgreSQL's 256 KiB chunks and not a multiple of them: several reads,
+    // a short last chunk.
+    let bytes: Vec<u8> = (0..1_100_000u32).map(|i| (i * 7 % 251) as u8).collect();
+    let incoming = h.queue.receive_artifact(&bytes[..]).await.unwrap();
+    let artifact = h
+        .queue
+        .store_artifact(&job.id, &f, "big/output.bin", "", incoming)
+        .await
+        .unwrap();
+    assert_eq!(artifact.size, bytes.len() as u64);
+    assert_eq!(artifact.sha256, sha256(&bytes));
+    // Another replica on the same database serves the same bytes.
+    let replica = h.queue_with(|_| {}).await;
+    let (_, content) = replica
+        .open_artifact(&job.id, "big/output.bin")
+        .await
+        .unwrap();
+    assert_eq!(read_all(content).await, bytes);
+    let (_, start, more) = replica
+        .read_artifact(&job.id, &artifact.id, 300_000)
+        .await
+        .unwrap();
+    assert_eq!(start, bytes[..300_000]);
+    assert!(more);
+    // Replaced by a shorter one: no byte of the old is left behind.
+    let incoming = h.queue.receive_artifact(&b"short"[..]).await.unwrap();
+    h.queue
+        .store_artifact(&job.id, &f, "big/output.bin", "", incoming)
+        .await
+        .unwrap();
+    let (_, content) = replica
+        .open_artifact(&job.id, "big/output.bin")
+        .await
+        .unwrap();
+    assert_eq!(read_all(content).await, b"short");
 }
 
 pub async fn artifact_names_that_could_escape_are_refused(h: Harness) {
@@ -205,4 +260,30 @@ pub async fn an_artifact_is_read_by_id_up_to_a_limit(h: Harness) {
         h.queue.read_artifact(&other.id, &patch.id, 10).await,
         "artifact_not_found",
     );
+}
+
+pub async fn an_artifact_name_part_too_long_for_a_file_system_is_refused(h: Harness) {
+    let (job, f) = running(&h).await;
+    let longest = format!("logs/{}", "a".repeat(255));
+    h.queue
+        .add_artifact(&job.id, &f, &longest, "text/plain", b"x")
+        .await
+        .expect("255 bytes is every file system's limit, and allowed");
+    for name in [
+        format!(
+            "</title><img src=x onerror=alert(1)>{}.log",
+            "b".repeat(250)
+        ),
+        format!("logs/{}", "c".repeat(256)),
+        format!("{}/x.log", "é".repeat(128)),
+    ] {
+        let err = assert_code(
+            h.queue
+                .add_artifact(&job.id, &f, &name, "text/plain", b"x")
+                .await,
+            "invalid_queue_payload",
+        );
+        assert!(err.to_string().contains("at most 255 bytes"), "{err}");
+    }
+    assert_eq!(h.queue.list_artifacts(&job.id).await.unwrap().len(), 1);
 }

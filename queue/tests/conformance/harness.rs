@@ -214,7 +214,7 @@ pub fn assert_code<T: std::fmt::Debug>(result: Result<T, QueueError>, code: &str
     match result {
         Ok(value) => panic!("expected {code}, got Ok({value:?})"),
         Err(err) => {
-            assert_eq!(err.code(), code, "{err}");
+            assert_eq!(err.code().as_str(), code, "{err}");
             err
         }
     }

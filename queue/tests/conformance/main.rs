@@ -19,6 +19,7 @@ mod listing;
 mod notify;
 mod rescuer;
 mod retry;
+mod text;
 mod tokens;
 mod workers;
 
@@ -104,6 +105,13 @@ conformance! {
     artifacts::oversized_artifact_is_refused,
     artifacts::unknown_artifact_is_not_found,
     artifacts::an_artifact_is_read_by_id_up_to_a_limit,
+    artifacts::a_large_artifact_goes_in_and_out_in_pieces_through_any_replica,
+    artifacts::an_artifact_name_part_too_long_for_a_file_system_is_refused,
+    text::a_nul_typed_into_a_task_is_refused_at_its_field,
+    text::a_nul_in_a_cancel_reason_or_a_filter_is_refused,
+    text::a_nul_in_what_a_worker_offers_is_refused,
+    text::a_nul_an_agent_printed_is_stored_replaced,
+    text::reported_text_past_its_limit_is_refused_whole,
     notify::created_job_wakes_a_waiting_claim_at_once,
     notify::claim_wait_gives_up_at_the_deadline,
     notify::claim_wait_notices_an_elapsed_retry_window,
@@ -130,6 +138,7 @@ conformance! {
     tokens::revoking_a_token_ends_its_sessions_and_logout_ends_one,
     tokens::login_code_is_redeemed_once_and_only_before_it_expires,
     tokens::only_a_live_user_token_can_open_a_session,
+    tokens::the_first_token_is_made_once_however_many_replicas_ask_at_once,
     workers::a_worker_is_remembered_with_what_it_can_run_and_what_it_holds,
     listing::jobs_are_listed_newest_first_in_keyset_pages,
     listing::listing_filters_by_state_and_type,

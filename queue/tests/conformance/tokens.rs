@@ -281,3 +281,41 @@ pub async fn only_a_live_user_token_can_open_a_session(h: Harness) {
         "{revoked}"
     );
 }
+
+pub async fn the_first_token_is_made_once_however_many_replicas_ask_at_once(h: Harness) {
+    // Four replicas on one database, each asked four times at once to make "the first
+    // admin"; ten rounds, the winner revoked after each so the next starts empty again.
+    // Without the lock, PostgreSQL made two or more in about one race of five.
+    let mut replicas = Vec::new();
+    for _ in 0..4 {
+        let replica = h.queue_with(|_| {}).await;
+        replicas.extend(std::iter::repeat_n(replica, 4));
+    }
+    for round in 0..10u8 {
+        let start = std::sync::Arc::new(tokio::sync::Barrier::new(replicas.len()));
+        let mut attempts = tokio::task::JoinSet::new();
+        for (i, queue) in replicas.iter().cloned().enumerate() {
+            let token = user(
+                &format!("admin-{round}-{i}"),
+                round * 16 + i as u8,
+                Role::Admin,
+            );
+            let start = start.clone();
+            attempts.spawn(async move {
+                start.wait().await;
+                queue.create_first_token(token).await.unwrap()
+            });
+        }
+        let made: Vec<_> = attempts.join_all().await.into_iter().flatten().collect();
+        assert_eq!(made.len(), 1, "round {round}: {made:?}");
+        assert_eq!(h.queue.count_tokens().await.unwrap(), 1);
+        // With a live token there, none is made.
+        let late = h
+            .queue
+            .create_first_token(user("late", 200 + round, Role::Admin))
+            .await
+            .unwrap();
+        assert!(late.is_none());
+        h.queue.revoke_token(&made[0].id).await.unwrap();
+    }
+}
