@@ -1,14 +1,18 @@
 //! Git as the worker uses it: one bare mirror per repository, kept warm between jobs, a
 //! clone per job made from that mirror (local, so hard links instead of a download), and
 //! the job's branches. Always the git CLI, as the user's own machine has it, never a library.
+//! Every git runs under the worker's subprocess policy ([`crate::process`]), within the
+//! stage's [`Budget`]: a hung clone or push is stopped by a cancel or the stage's timeout.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use sha2::{Digest, Sha256};
 use tokio::process::Command;
+
+use crate::process::{self, Budget, RunError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum GitError {
@@ -18,18 +22,83 @@ pub enum GitError {
         status: String,
         stderr: String,
     },
-    #[error("could not run git: {0}")]
-    Spawn(#[from] std::io::Error),
+    #[error("git {args} was stopped: the job was cancelled")]
+    Cancelled { args: String },
+    #[error(
+        "git {args} did not finish within {} s and was stopped: check that the remote answers, or raise {setting} if it is only slow",
+        after.as_secs()
+    )]
+    TimedOut {
+        args: String,
+        setting: &'static str,
+        after: Duration,
+    },
+    #[error(transparent)]
+    Run(RunError),
+    #[error("{path}: {source}")]
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
     #[error("startingBranch {branch:?} does not exist in {repository}")]
     NoSuchBranch { branch: String, repository: String },
     #[error("{repository} has no default branch (an empty repository?)")]
     NoDefaultBranch { repository: String },
 }
 
+impl GitError {
+    /// Whether git was stopped because the job was cancelled (not a failure).
+    pub fn is_cancelled(&self) -> bool {
+        matches!(self, GitError::Cancelled { .. })
+    }
+
+    /// Turns a run that did not end by itself into the error that says so.
+    pub(crate) fn from_run(error: RunError, args: String, budget: &Budget) -> GitError {
+        match error {
+            RunError::Cancelled { .. } => GitError::Cancelled { args },
+            RunError::TimedOut { after, .. } => GitError::TimedOut {
+                args,
+                setting: budget.setting,
+                after,
+            },
+            other => GitError::Run(other),
+        }
+    }
+}
+
+fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> GitError + '_ {
+    move |source| GitError::Io {
+        path: path.display().to_string(),
+        source,
+    }
+}
+
 /// Runs git in `dir` and returns its trimmed stdout. Prompts are off: a worker has no one
 /// to type a password, and a waiting prompt would hang the job until its timeout.
-pub async fn git(dir: &Path, args: &[&str]) -> Result<String, GitError> {
-    git_with_token(dir, args, None).await
+pub async fn git(dir: &Path, args: &[&str], budget: &Budget) -> Result<String, GitError> {
+    git_with_token(dir, args, None, budget).await
+}
+
+/// Runs git in `dir` and returns its whole stdout, as it is (a patch must keep its bytes).
+pub async fn git_raw(dir: &Path, args: &[&str], budget: &Budget) -> Result<Vec<u8>, GitError> {
+    let mut command = Command::new("git");
+    command.args(args).current_dir(dir);
+    run(command, args, budget).await
+}
+
+async fn run(mut command: Command, args: &[&str], budget: &Budget) -> Result<Vec<u8>, GitError> {
+    command.env("GIT_TERMINAL_PROMPT", "0");
+    let output = process::output(&mut command, budget)
+        .await
+        .map_err(|e| GitError::from_run(e, args.join(" "), budget))?;
+    if !output.status.success() {
+        return Err(GitError::Failed {
+            args: args.join(" "),
+            status: output.status.to_string(),
+            stderr: output.stderr_text(),
+        });
+    }
+    Ok(output.stdout)
 }
 
 /// The environment variable the credential helper of [`CREDENTIAL_HELPER`] reads.
@@ -53,26 +122,15 @@ pub async fn git_with_token(
     dir: &Path,
     args: &[&str],
     token: Option<&str>,
+    budget: &Budget,
 ) -> Result<String, GitError> {
     let mut command = Command::new("git");
     if let Some(token) = token {
         command.args(CREDENTIAL_HELPER).env(TOKEN_ENV, token);
     }
-    let output = command
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .stdin(Stdio::null())
-        .output()
-        .await?;
-    if !output.status.success() {
-        return Err(GitError::Failed {
-            args: args.join(" "),
-            status: output.status.to_string(),
-            stderr: String::from_utf8_lossy(&output.stderr).trim().to_string(),
-        });
-    }
-    Ok(String::from_utf8_lossy(&output.stdout).trim().to_string())
+    command.args(args).current_dir(dir);
+    let stdout = run(command, args, budget).await?;
+    Ok(String::from_utf8_lossy(&stdout).trim().to_string())
 }
 
 /// Where a task's `repository` is cloned from: a GitHub `owner/name` on `github`
@@ -130,32 +188,62 @@ impl MirrorCache {
 
     /// Brings the mirror of `url` up to date, cloning it the first time; `token`
     /// authenticates an HTTPS remote.
-    pub async fn refresh(&self, url: &str, token: Option<&str>) -> Result<Mirror, GitError> {
+    pub async fn refresh(
+        &self,
+        url: &str,
+        token: Option<&str>,
+        budget: &Budget,
+    ) -> Result<Mirror, GitError> {
         let path = self.path_for(url);
         let lock = {
             let mut locks = self.locks.lock().unwrap_or_else(|p| p.into_inner());
             locks.entry(path.clone()).or_default().clone()
         };
-        let _held = lock.lock().await;
-        std::fs::create_dir_all(&self.root)?;
+        // Another job may hold the mirror with a fetch that hangs: waiting for it obeys
+        // this job's cancel and deadline too.
+        let waited = format!("fetch (waiting for another job's fetch of {url})");
+        let _held = tokio::select! {
+            held = lock.lock() => held,
+            _ = budget.cancel.cancelled() => return Err(GitError::Cancelled { args: waited }),
+            _ = tokio::time::sleep(budget.limits().timeout) => {
+                return Err(GitError::TimedOut { args: waited, setting: budget.setting, after: budget.timeout });
+            }
+        };
+        std::fs::create_dir_all(&self.root).map_err(io_error(&self.root))?;
         if path.join("HEAD").is_file() {
-            git_with_token(&path, &["fetch", "--quiet", "--prune", "origin"], token).await?;
+            git_with_token(
+                &path,
+                &["fetch", "--quiet", "--prune", "origin"],
+                token,
+                budget,
+            )
+            .await?;
             return Ok(Mirror {
                 path,
                 cloned: false,
             });
         }
-        // A half-made mirror from an interrupted clone would fail every later fetch.
-        if path.exists() {
-            std::fs::remove_dir_all(&path)?;
+        // A clone goes to a temporary name and is renamed into place once whole: one that
+        // was stopped (a cancel, a timeout, a killed worker) must not pass for a mirror.
+        let partial = path.with_extension(format!("partial-{}", std::process::id()));
+        for stale in [&path, &partial] {
+            if stale.exists() {
+                std::fs::remove_dir_all(stale).map_err(io_error(stale))?;
+            }
         }
-        let target = path.to_string_lossy().into_owned();
-        git_with_token(
+        let target = partial.to_string_lossy().into_owned();
+        let cloned = git_with_token(
             &self.root,
             &["clone", "--quiet", "--mirror", url, &target],
             token,
+            budget,
         )
-        .await?;
+        .await;
+        if let Err(error) = cloned {
+            let _ = std::fs::remove_dir_all(&partial);
+            return Err(error);
+        }
+        std::fs::rename(&partial, &path).map_err(io_error(&path))?;
         Ok(Mirror { path, cloned: true })
     }
 }
@@ -178,41 +266,58 @@ pub async fn checkout(
     dest: &Path,
     starting_branch: Option<&str>,
     working_branch: &str,
+    budget: &Budget,
 ) -> Result<Checkout, GitError> {
-    let default_branch = git(mirror, &["symbolic-ref", "--short", "HEAD"])
-        .await
-        .ok()
-        .filter(|b| !b.is_empty())
-        .ok_or_else(|| GitError::NoDefaultBranch {
-            repository: url.into(),
-        })?;
+    let default_branch = match git(mirror, &["symbolic-ref", "--short", "HEAD"], budget).await {
+        Ok(branch) if !branch.is_empty() => branch,
+        Ok(_) | Err(GitError::Failed { .. }) => {
+            return Err(GitError::NoDefaultBranch {
+                repository: url.into(),
+            });
+        }
+        Err(other) => return Err(other),
+    };
     let parent = dest.parent().unwrap_or(dest);
-    std::fs::create_dir_all(parent)?;
+    std::fs::create_dir_all(parent).map_err(io_error(parent))?;
     let (mirror_arg, dest_arg) = (mirror.to_string_lossy(), dest.to_string_lossy());
-    git(parent, &["clone", "--quiet", &mirror_arg, &dest_arg]).await?;
-    git(dest, &["remote", "set-url", "origin", url]).await?;
+    git(
+        parent,
+        &["clone", "--quiet", &mirror_arg, &dest_arg],
+        budget,
+    )
+    .await?;
+    git(dest, &["remote", "set-url", "origin", url], budget).await?;
     let starting = starting_branch.unwrap_or(&default_branch).to_string();
     let start_ref = format!("refs/remotes/origin/{starting}");
-    if git(dest, &["rev-parse", "--verify", "--quiet", &start_ref])
-        .await
-        .is_err()
+    match git(
+        dest,
+        &["rev-parse", "--verify", "--quiet", &start_ref],
+        budget,
+    )
+    .await
     {
-        return Err(GitError::NoSuchBranch {
-            branch: starting,
-            repository: url.into(),
-        });
+        Ok(_) => {}
+        Err(GitError::Failed { .. }) => {
+            return Err(GitError::NoSuchBranch {
+                branch: starting,
+                repository: url.into(),
+            });
+        }
+        Err(other) => return Err(other),
     }
     git(
         dest,
         &["checkout", "--quiet", "-B", working_branch, &start_ref],
+        budget,
     )
     .await?;
     // The working branch is the job's own; it must not track the starting branch, or a
     // plain `git push` would go there.
-    git(dest, &["branch", "--quiet", "--unset-upstream"])
-        .await
-        .ok();
-    let base_commit = git(dest, &["rev-parse", "HEAD"]).await?;
+    match git(dest, &["branch", "--quiet", "--unset-upstream"], budget).await {
+        Ok(_) | Err(GitError::Failed { .. }) => {}
+        Err(other) => return Err(other),
+    }
+    let base_commit = git(dest, &["rev-parse", "HEAD"], budget).await?;
     Ok(Checkout {
         default_branch,
         starting_branch: starting,
@@ -221,14 +326,16 @@ pub async fn checkout(
     })
 }
 
-/// A working branch name for a job that did not choose one: `task/` plus the start of the
-/// job id and a slug of the objective, e.g. `task/01a2b3c4-add-a-readme`.
+/// A working branch name for a job that did not choose one: `task/`, the whole job id and a
+/// slug of the objective, e.g. `task/0190f3a2-1b2c-7d3e-8f40-5a6b7c8d9e01-add-a-readme`. The
+/// whole id, because job ids are UUIDv7: their first digits are a timestamp, the same for
+/// every job created within ~65 s, and two jobs with one objective would push to one branch.
 pub fn generated_branch(job_id: &str, objective: &str) -> String {
     let id: String = job_id
         .chars()
-        .filter(|c| c.is_ascii_alphanumeric())
-        .take(8)
+        .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
         .collect();
+    let id = id.trim_matches('-');
     let mut slug = String::new();
     for word in objective
         .split(|c: char| !c.is_ascii_alphanumeric())
@@ -282,6 +389,7 @@ mod tests {
     }
 
     use super::*;
+    use std::process::Stdio;
 
     #[test]
     fn github_slugs_become_urls_and_the_rest_is_kept() {
@@ -320,10 +428,31 @@ mod tests {
                 "01a2b3c4-d5e6-7000-8000-000000000000",
                 "Add a README, please!"
             ),
-            "task/01a2b3c4-add-a-readme-please"
+            "task/01a2b3c4-d5e6-7000-8000-000000000000-add-a-readme-please"
         );
         assert_eq!(generated_branch("01a2b3c4", "¿¡!"), "task/01a2b3c4");
         let long = generated_branch("01a2b3c4", &"word ".repeat(40));
         assert!(long.len() <= "task/01a2b3c4-".len() + 40, "{long}");
+        for name in [
+            generated_branch("../x/-y", "a..b"),
+            generated_branch(
+                "0190f3a2-1b2c-7d3e-8f40-5a6b7c8d9e01",
+                "Fix: the ~bug^ @{now}",
+            ),
+        ] {
+            let valid = std::process::Command::new("git")
+                .args(["check-ref-format", "--branch", &name])
+                .output()
+                .unwrap();
+            assert!(valid.status.success(), "{name}");
+        }
+    }
+
+    #[test]
+    fn jobs_created_within_the_same_minute_get_branches_of_their_own() {
+        // UUIDv7 ids a few seconds apart: the same first 8 hex digits (the timestamp's top).
+        let first = generated_branch("0190f3a2-1b2c-7d3e-8f40-5a6b7c8d9e01", "Add a README");
+        let second = generated_branch("0190f3a2-40aa-7123-9abc-0123456789ab", "Add a README");
+        assert_ne!(first, second);
     }
 }

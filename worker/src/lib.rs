@@ -7,6 +7,7 @@
 pub mod auth_refs;
 pub mod client;
 pub mod git;
+pub mod logins;
 mod probe;
 pub mod process;
 pub mod publish;

@@ -4,15 +4,18 @@
 //! Changes are measured between tree snapshots (`git add -A` then `git write-tree`), not
 //! commits: steps must not commit, and a snapshot sees new, changed and deleted files alike
 //! without touching the branch.
+//!
+//! git and gh run under the worker's subprocess policy, within the caller's [`Budget`].
 
 use std::path::Path;
-use std::process::Stdio;
+use std::time::Duration;
 
 use contract::PublishMode;
 use serde::Serialize;
 use tokio::process::Command;
 
-use crate::git::{GitError, git, git_with_token};
+use crate::git::{GitError, git, git_raw, git_with_token};
+use crate::process::{self, Budget, RunError};
 
 /// The commit identity used when the worker's own git configuration has none.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,34 +34,27 @@ impl Default for Identity {
 }
 
 /// The tree of everything in the working copy right now (ignored files excluded).
-pub async fn snapshot(repo: &Path) -> Result<String, GitError> {
-    git(repo, &["add", "--all"]).await?;
-    git(repo, &["write-tree"]).await
+pub async fn snapshot(repo: &Path, budget: &Budget) -> Result<String, GitError> {
+    git(repo, &["add", "--all"], budget).await?;
+    git(repo, &["write-tree"], budget).await
 }
 
 /// A binary-safe patch from one snapshot (or commit) to another; empty when equal.
-pub async fn diff(repo: &Path, from: &str, to: &str) -> Result<String, GitError> {
-    let output = Command::new("git")
-        .args(["diff", "--binary", "--no-color", "--no-ext-diff", from, to])
-        .current_dir(repo)
-        .stdin(Stdio::null())
-        .output()
-        .await?;
-    if !output.status.success() {
-        return Err(GitError::Failed {
-            args: format!("diff {from} {to}"),
-            status: output.status.to_string(),
-            stderr: String::from_utf8_lossy(&output.stderr).trim().to_string(),
-        });
-    }
-    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+pub async fn diff(repo: &Path, from: &str, to: &str, budget: &Budget) -> Result<String, GitError> {
+    let args = ["diff", "--binary", "--no-color", "--no-ext-diff", from, to];
+    let patch = git_raw(repo, &args, budget).await?;
+    Ok(String::from_utf8_lossy(&patch).into_owned())
 }
 
 /// Commits an agent made on its own since `base`, newest first (`sha subject`): steps must
 /// leave committing to the publish stage, so these are reported, not silently published.
-pub async fn stray_commits(repo: &Path, base: &str) -> Result<Vec<String>, GitError> {
+pub async fn stray_commits(
+    repo: &Path,
+    base: &str,
+    budget: &Budget,
+) -> Result<Vec<String>, GitError> {
     let range = format!("{base}..HEAD");
-    let log = git(repo, &["log", "--format=%h %s", &range]).await?;
+    let log = git(repo, &["log", "--format=%h %s", &range], budget).await?;
     Ok(log.lines().map(str::to_string).collect())
 }
 
@@ -101,11 +97,29 @@ pub enum PublishError {
     Git(#[from] GitError),
     #[error("gh pr create failed ({status}): {stderr}")]
     Gh { status: String, stderr: String },
-    #[error("could not run gh at {path}: {source}")]
-    GhSpawn {
-        path: String,
-        source: std::io::Error,
+    #[error("gh pr create was stopped: the job was cancelled")]
+    GhCancelled,
+    #[error(
+        "gh pr create did not finish within {} s and was stopped: check that GitHub answers and that gh is logged in (`gh auth status`), or raise {setting} if it is only slow",
+        after.as_secs()
+    )]
+    GhTimedOut {
+        setting: &'static str,
+        after: Duration,
     },
+    #[error("could not run gh: {0}")]
+    GhRun(RunError),
+}
+
+impl PublishError {
+    /// Whether git or gh was stopped because the job was cancelled (not a failure).
+    pub fn is_cancelled(&self) -> bool {
+        match self {
+            PublishError::Git(e) => e.is_cancelled(),
+            PublishError::GhCancelled => true,
+            _ => false,
+        }
+    }
 }
 
 /// Publishes the working copy once: `none` records a skip; `branch` commits everything and
@@ -113,6 +127,7 @@ pub enum PublishError {
 pub async fn publish(
     repo: &Path,
     request: &PublishRequest<'_>,
+    budget: &Budget,
 ) -> Result<PublishResult, PublishError> {
     let mut result = PublishResult {
         mode: request.mode,
@@ -124,14 +139,21 @@ pub async fn publish(
     if request.mode == PublishMode::None {
         return Ok(result);
     }
-    git(repo, &["add", "--all"]).await?;
-    if git(repo, &["diff", "--cached", "--quiet"]).await.is_ok() {
+    git(repo, &["add", "--all"], budget).await?;
+    // Both ask git a yes-or-no question by exit status; only a git that did not end by
+    // itself is an error.
+    let yes = |answer: Result<String, GitError>| match answer {
+        Ok(_) => Ok(true),
+        Err(GitError::Failed { .. }) => Ok(false),
+        Err(other) => Err(other),
+    };
+    if yes(git(repo, &["diff", "--cached", "--quiet"], budget).await)? {
         result.status = "no_changes".into();
         return Ok(result);
     }
     let name = format!("user.name={}", request.identity.name);
     let email = format!("user.email={}", request.identity.email);
-    let has_identity = git(repo, &["config", "user.email"]).await.is_ok();
+    let has_identity = yes(git(repo, &["config", "user.email"], budget).await)?;
     let mut commit: Vec<&str> = Vec::new();
     if !has_identity {
         commit.extend(["-c", &name, "-c", &email]);
@@ -143,16 +165,17 @@ pub async fn publish(
         "-m",
         request.commit_message,
     ]);
-    git(repo, &commit).await?;
+    git(repo, &commit, budget).await?;
     let refspec = format!("HEAD:refs/heads/{}", request.working_branch);
     git_with_token(
         repo,
         &["push", "--quiet", "origin", &refspec],
         request.token,
+        budget,
     )
     .await?;
     result.branch = Some(request.working_branch.to_string());
-    result.commit = Some(git(repo, &["rev-parse", "HEAD"]).await?);
+    result.commit = Some(git(repo, &["rev-parse", "HEAD"], budget).await?);
     result.status = "pushed".into();
     if request.mode == PublishMode::Pr {
         let mut gh = Command::new(request.gh);
@@ -160,31 +183,33 @@ pub async fn publish(
             // gh takes a token from GH_TOKEN before its own stored login.
             gh.env("GH_TOKEN", token);
         }
-        let output = gh
-            .args([
-                "pr",
-                "create",
-                "--base",
-                request.base_branch,
-                "--head",
-                request.working_branch,
-                "--title",
-                request.pr_title,
-                "--body",
-                request.pr_body,
-            ])
-            .current_dir(repo)
-            .stdin(Stdio::null())
-            .output()
+        gh.args([
+            "pr",
+            "create",
+            "--base",
+            request.base_branch,
+            "--head",
+            request.working_branch,
+            "--title",
+            request.pr_title,
+            "--body",
+            request.pr_body,
+        ])
+        .current_dir(repo);
+        let output = process::output(&mut gh, budget)
             .await
-            .map_err(|source| PublishError::GhSpawn {
-                path: request.gh.display().to_string(),
-                source,
+            .map_err(|error| match error {
+                RunError::Cancelled { .. } => PublishError::GhCancelled,
+                RunError::TimedOut { after, .. } => PublishError::GhTimedOut {
+                    setting: budget.setting,
+                    after,
+                },
+                other => PublishError::GhRun(other),
             })?;
         if !output.status.success() {
             return Err(PublishError::Gh {
                 status: output.status.to_string(),
-                stderr: String::from_utf8_lossy(&output.stderr).trim().to_string(),
+                stderr: output.stderr_text(),
             });
         }
         // gh prints the new PR's URL as its last line.

@@ -124,6 +124,12 @@ impl Redactor {
         }
     }
 
+    /// `text` redacted, then cut to at most `max_bytes` (on a character boundary). Always
+    /// in this order: a secret cut short first would no longer match, and leak in part.
+    pub fn redact_and_cut(&self, text: &str, max_bytes: usize) -> String {
+        contract::text::cut_to_bytes(&self.redact(text), max_bytes).to_string()
+    }
+
     /// Redacts every string in a JSON document, object keys included.
     pub fn redact_json(&self, value: &mut serde_json::Value) {
         use serde_json::Value;

@@ -11,17 +11,21 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use contract::job::task;
-use contract::{EventLevel, NormalizedTask, ResolvedStep};
+use contract::{EventLevel, NormalizedTask, ResolvedStep, limits};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::git::{self, MirrorCache};
-use crate::process::{self, Ended, Limits};
+use crate::logins::{self, Logins};
+use crate::process::{Budget, Limits};
 use crate::publish::{self, Identity, PublishRequest};
 use crate::redact::Redactor;
-use crate::runtime::{self, Binaries, Progress, StepRun};
+use crate::runtime::{Binaries, Endpoints};
 use crate::workspace::Workspace;
+
+mod step;
+use step::StepEnd;
 
 /// Something the run reports, in the order it happened.
 #[derive(Debug, Clone, PartialEq)]
@@ -43,7 +47,18 @@ pub struct StageConfig {
     pub mirrors: MirrorCache,
     pub skills_dir: PathBuf,
     pub binaries: Binaries,
+    /// Each runtime's model endpoint and API key, passed on to its CLI.
+    pub endpoints: Endpoints,
+    /// The worker user's logins, copied into each job's HOME when sharing them is on.
+    pub logins: Option<Logins>,
+    /// A step's timeout, and the grace between SIGTERM and SIGKILL for every stop.
     pub limits: Limits,
+    /// The longest the prepare stage's git may take in all (the mirror's clone or fetch,
+    /// the checkout).
+    pub prepare_timeout: Duration,
+    /// The longest the publish stage's git and gh may take in all; it also bounds the
+    /// snapshots and patches taken around each step.
+    pub publish_timeout: Duration,
     /// Where GitHub `owner/name` repositories are cloned from.
     pub github: String,
     pub identity: Identity,
@@ -79,29 +94,60 @@ pub struct Credentials {
     pub publish: Option<String>,
 }
 
+/// The run's hold on its job, which the publish stage confirms before anything leaves the
+/// machine: a worker that may have lost its lease must not push, since another worker may
+/// already run the job again. The claim loop confirms with a heartbeat; stages run on
+/// their own (tests, benchmarks) share the job with nobody ([`Unshared`]).
+pub trait Hold: Send + Sync {
+    /// `Err` says why the job may no longer be acted on.
+    fn confirm(&self) -> futures_util::future::BoxFuture<'_, Result<(), String>>;
+}
+
+/// A job no one else can take: always held.
+pub struct Unshared;
+
+impl Hold for Unshared {
+    fn confirm(&self) -> futures_util::future::BoxFuture<'_, Result<(), String>> {
+        Box::pin(async { Ok(()) })
+    }
+}
+
+/// What a run acts with besides its task: the redactor for everything it writes, the
+/// credentials its git and gh use, and its hold on the job.
+pub struct Warrant<'a> {
+    pub redactor: &'a Redactor,
+    pub credentials: &'a Credentials,
+    pub hold: &'a dyn Hold,
+}
+
 /// Runs `task` (job `job_id`) through its three stages.
 pub async fn run_task(
     config: &StageConfig,
     job_id: &str,
     task: &NormalizedTask,
-    redactor: &Redactor,
-    credentials: &Credentials,
+    warrant: Warrant<'_>,
     cancel: &CancellationToken,
     reports: mpsc::UnboundedSender<Report>,
 ) -> TaskOutcome {
     let mut run = Run {
         config,
         task,
-        redactor,
-        credentials,
+        redactor: warrant.redactor,
+        credentials: warrant.credentials,
+        hold: warrant.hold,
         cancel,
         reports,
         ws: None,
+        login_copies: Vec::new(),
     };
-    run.go(job_id).await
+    let outcome = run.go(job_id).await;
+    // Never left behind, even in a workspace kept to look into.
+    logins::remove(&run.login_copies);
+    outcome
 }
 
 struct Run<'a> {
+    hold: &'a dyn Hold,
     config: &'a StageConfig,
     task: &'a NormalizedTask,
     redactor: &'a Redactor,
@@ -109,6 +155,7 @@ struct Run<'a> {
     cancel: &'a CancellationToken,
     reports: mpsc::UnboundedSender<Report>,
     ws: Option<Workspace>,
+    login_copies: Vec<std::path::PathBuf>,
 }
 
 /// A stage's or step's log file under `artifacts/`, written redacted as lines come.
@@ -135,13 +182,62 @@ impl Log {
     }
 }
 
+/// Why the prepare stage's work stopped short.
+enum Stop {
+    Failed(String),
+    Cancelled,
+}
+
+impl From<String> for Stop {
+    fn from(message: String) -> Stop {
+        Stop::Failed(message)
+    }
+}
+
+impl From<git::GitError> for Stop {
+    fn from(error: git::GitError) -> Stop {
+        if error.is_cancelled() {
+            Stop::Cancelled
+        } else {
+            Stop::Failed(error.to_string())
+        }
+    }
+}
+
 impl Run<'_> {
+    /// The prepare stage's git: its own timeout, stopped by the job's cancel.
+    fn prepare_budget(&self) -> Budget {
+        Budget::new(
+            "--prepare-timeout-seconds",
+            self.config.prepare_timeout,
+            self.config.limits.grace,
+            self.cancel.clone(),
+        )
+    }
+
+    /// The publish stage's git and gh, and the snapshots around a step; `cancellable`
+    /// false for the patch of what a cancelled step did, which is still wanted.
+    fn publish_budget(&self, cancellable: bool) -> Budget {
+        Budget::new(
+            "--publish-timeout-seconds",
+            self.config.publish_timeout,
+            self.config.limits.grace,
+            if cancellable {
+                self.cancel.clone()
+            } else {
+                CancellationToken::new()
+            },
+        )
+    }
+
     fn event(&self, kind: &str, level: EventLevel, message: &str, mut payload: Value) {
         self.redactor.redact_json(&mut payload);
         let _ = self.reports.send(Report::Event {
             kind: kind.into(),
             level,
-            message: self.redactor.redact(message).into_owned(),
+            message: self
+                .redactor
+                .redact_and_cut(message, limits::EVENT_MESSAGE_BYTES),
             payload,
         });
     }
@@ -171,11 +267,11 @@ impl Run<'_> {
 
     /// The patch from `from` (a snapshot or commit) to the working copy now, as artifact
     /// `name`. A patch is a convenience for reading; failing to make one stops nothing.
-    async fn patch_artifact(&self, ws: &Workspace, name: &str, from: &str) {
-        let Ok(now) = publish::snapshot(&ws.repo).await else {
+    async fn patch_artifact(&self, ws: &Workspace, name: &str, from: &str, budget: &Budget) {
+        let Ok(now) = publish::snapshot(&ws.repo, budget).await else {
             return;
         };
-        if let Ok(patch) = publish::diff(&ws.repo, from, &now).await {
+        if let Ok(patch) = publish::diff(&ws.repo, from, &now, budget).await {
             let _ = self.write_artifact(ws, name, &patch);
         }
     }
@@ -231,6 +327,26 @@ impl Run<'_> {
             Err(e) => return Err(failed(self, &e.to_string())),
         };
         let mut log = Log::open(&ws, task::stage_log(STAGE));
+        if let Some(logins) = &self.config.logins {
+            let mode = self.task.payload.task.runtime.mode;
+            match logins.install(mode, &ws.home) {
+                Ok(copies) => {
+                    let names: Vec<String> = copies
+                        .iter()
+                        .filter_map(|c| c.strip_prefix(&ws.home).ok())
+                        .map(|c| format!("~/{}", c.display()))
+                        .collect();
+                    let said = if names.is_empty() {
+                        format!("no {mode} login found in {}", logins.home.display())
+                    } else {
+                        format!("{mode} login shared: {}", names.join(", "))
+                    };
+                    log.line(self.redactor, &said);
+                    self.login_copies = copies;
+                }
+                Err(e) => log.line(self.redactor, &format!("{mode} login not shared: {e}")),
+            }
+        }
         match self.prepare_in(&ws, &mut log, job_id).await {
             Ok(prepared) => {
                 self.artifact(log);
@@ -238,10 +354,19 @@ impl Run<'_> {
                 self.ws = Some(ws);
                 Ok(prepared)
             }
-            Err(message) => {
+            Err(Stop::Failed(message)) => {
                 log.line(self.redactor, &message);
                 self.artifact(log);
                 Err(failed(self, &message))
+            }
+            Err(Stop::Cancelled) => {
+                log.line(self.redactor, "stopped: the job was cancelled");
+                self.artifact(log);
+                self.stage_finished(STAGE, "cancelled", started);
+                Err(TaskOutcome::Cancelled {
+                    stage: STAGE,
+                    stop: Duration::ZERO,
+                })
             }
         }
     }
@@ -252,16 +377,16 @@ impl Run<'_> {
         ws: &Workspace,
         log: &mut Log,
         job_id: &str,
-    ) -> Result<Prepared, String> {
+    ) -> Result<Prepared, Stop> {
+        let budget = self.prepare_budget();
         let payload = &self.task.payload;
         let url = git::clone_url(&payload.repository, &self.config.github);
         log.line(self.redactor, &format!("repository {url}"));
         let mirror = self
             .config
             .mirrors
-            .refresh(&url, self.credentials.repo.as_deref())
-            .await
-            .map_err(|e| e.to_string())?;
+            .refresh(&url, self.credentials.repo.as_deref(), &budget)
+            .await?;
         let how = if mirror.cloned { "cloned" } else { "updated" };
         log.line(
             self.redactor,
@@ -274,9 +399,8 @@ impl Run<'_> {
             .clone()
             .unwrap_or_else(|| git::generated_branch(job_id, &payload.task.instructions));
         let starting = payload.task.git.starting_branch.as_deref();
-        let checkout = git::checkout(&mirror.path, &url, &ws.repo, starting, &working)
-            .await
-            .map_err(|e| e.to_string())?;
+        let checkout =
+            git::checkout(&mirror.path, &url, &ws.repo, starting, &working, &budget).await?;
         log.line(
             self.redactor,
             &format!(
@@ -298,11 +422,11 @@ impl Run<'_> {
                 .map(String::as_str)
                 .collect();
             if !missing.is_empty() {
-                return Err(format!(
+                return Err(Stop::Failed(format!(
                     "skill {:?} needs {}, which this worker does not offer",
                     skill.id,
                     missing.join(", ")
-                ));
+                )));
             }
             log.line(self.redactor, &format!("skill {} ready", skill.id));
         }
@@ -384,154 +508,6 @@ impl Run<'_> {
         Ok(())
     }
 
-    fn step_payload(step: &ResolvedStep, summary: Option<&str>) -> Value {
-        let mut payload = json!({
-            "stepIndex": step.index,
-            "stepId": step.id,
-            "effectiveSkill": step.effective_skill,
-            "hasStepInstructions": step.has_step_instructions,
-        });
-        if let Some(summary) = summary {
-            payload["summary"] = json!(summary);
-        }
-        payload
-    }
-
-    async fn step(
-        &mut self,
-        ws: &Workspace,
-        step: &ResolvedStep,
-        total: usize,
-        stage_log: &mut Log,
-    ) -> StepEnd {
-        let label = step.title.clone().unwrap_or_else(|| step.id.clone());
-        self.event(
-            task::STEP_STARTED,
-            EventLevel::Info,
-            &format!("step {}/{total}: {label}", step.index + 1),
-            Self::step_payload(step, None),
-        );
-        let failed = |run: &Run<'_>, message: String| {
-            run.event(
-                task::STEP_FAILED,
-                EventLevel::Error,
-                &message,
-                Self::step_payload(step, Some(&message)),
-            );
-            StepEnd::Failed(message)
-        };
-        let before = match publish::snapshot(&ws.repo).await {
-            Ok(tree) => tree,
-            Err(e) => return failed(self, e.to_string()),
-        };
-        let prompt = contract::prompt(self.task, step, total);
-        let runtime = &self.task.payload.task.runtime;
-        let invocation = runtime::invocation(
-            &self.config.binaries,
-            &StepRun {
-                runtime,
-                prompt: &prompt,
-                repo: &ws.repo,
-                home: &ws.home,
-            },
-        );
-        let mut log = Log::open(ws, task::step_log(step.index));
-        for note in &invocation.notes {
-            log.line(self.redactor, note);
-            self.event(
-                task::WARNING,
-                EventLevel::Warn,
-                note,
-                Self::step_payload(step, None),
-            );
-        }
-        let mut verdict: Option<(bool, Option<String>)> = None;
-        let mut last_message: Option<String> = None;
-        let ended = {
-            let redactor = self.redactor;
-            let reports = self.reports.clone();
-            let index = step.index;
-            process::run(&invocation, self.config.limits, self.cancel, |_, line| {
-                log.line(redactor, line);
-                stage_log.line(redactor, line);
-                for progress in runtime::parse_line(runtime.mode, line) {
-                    match progress {
-                        Progress::Message(text) => last_message = Some(text),
-                        Progress::Finished { ok, summary } => verdict = Some((ok, summary)),
-                        Progress::Action(_) | Progress::Error(_) => {}
-                    }
-                }
-                for text in runtime::readable(runtime.mode, line) {
-                    let _ = reports.send(Report::Event {
-                        kind: task::STEP_LOG.into(),
-                        level: EventLevel::Info,
-                        message: redactor.redact(&text).into_owned(),
-                        payload: json!({ "stepIndex": index }),
-                    });
-                }
-            })
-            .await
-        };
-        self.artifact(log);
-        self.patch_artifact(ws, &task::step_patch(step.index), &before)
-            .await;
-        let summary = verdict
-            .as_ref()
-            .and_then(|(_, s)| s.clone())
-            .or(last_message)
-            .map(|s| s.chars().take(500).collect::<String>());
-        match ended {
-            Err(e) => failed(self, e.to_string()),
-            Ok(Ended::Stopped {
-                cancelled: true,
-                stop,
-                killed,
-            }) => {
-                self.event(
-                    task::STEP_CANCELLED,
-                    EventLevel::Warn,
-                    &format!(
-                        "stopped in {} ms{}",
-                        stop.as_millis(),
-                        if killed {
-                            " (killed after the grace period)"
-                        } else {
-                            ""
-                        }
-                    ),
-                    {
-                        let mut p = Self::step_payload(step, None);
-                        p["stopMs"] = json!(stop.as_millis() as u64);
-                        p["killed"] = json!(killed);
-                        p
-                    },
-                );
-                StepEnd::Cancelled(stop)
-            }
-            Ok(Ended::Stopped {
-                cancelled: false, ..
-            }) => failed(
-                self,
-                format!("timed out after {} s", self.config.limits.timeout.as_secs()),
-            ),
-            Ok(Ended::Exited(status)) => {
-                let ok = status.success() && verdict.as_ref().is_none_or(|(ok, _)| *ok);
-                if ok {
-                    self.event(
-                        task::STEP_FINISHED,
-                        EventLevel::Info,
-                        &format!("step {}/{total} finished", step.index + 1),
-                        Self::step_payload(step, summary.as_deref()),
-                    );
-                    StepEnd::Succeeded
-                } else {
-                    let why = summary.unwrap_or_else(|| format!("the agent exited with {status}"));
-                    failed(self, why)
-                }
-            }
-        }
-    }
-
     async fn publish(&mut self, prepared: &Prepared) -> TaskOutcome {
         const STAGE: &str = task::STAGE_PUBLISH;
         let ws = self.ws.clone().expect("prepare made the workspace");
@@ -545,7 +521,8 @@ impl Run<'_> {
         self.stage_started(STAGE);
         let mut log = Log::open(&ws, task::stage_log(STAGE));
         let checkout = &prepared.checkout;
-        match publish::stray_commits(&ws.repo, &checkout.base_commit).await {
+        let budget = self.publish_budget(true);
+        match publish::stray_commits(&ws.repo, &checkout.base_commit, &budget).await {
             Ok(stray) if !stray.is_empty() => {
                 let message = format!("the agent committed on its own: {}", stray.join("; "));
                 log.line(self.redactor, &message);
@@ -558,7 +535,7 @@ impl Run<'_> {
             }
             _ => {}
         }
-        self.patch_artifact(&ws, task::CHANGES_PATCH, &checkout.base_commit)
+        self.patch_artifact(&ws, task::CHANGES_PATCH, &checkout.base_commit, &budget)
             .await;
         let settings = &self.task.payload.task.publish;
         let objective_line = self
@@ -569,18 +546,23 @@ impl Run<'_> {
             .lines()
             .next()
             .unwrap_or_default();
-        let title = settings
-            .pr_title
-            .clone()
-            .unwrap_or_else(|| objective_line.chars().take(72).collect());
+        // What leaves for the git host is redacted like everything else the worker sends,
+        // and cut only after that.
+        let redact = |text: &str| self.redactor.redact(text).into_owned();
+        let title = match &settings.pr_title {
+            Some(title) => redact(title),
+            None => redact(objective_line).chars().take(72).collect(),
+        };
         let message = settings
             .commit_message
-            .clone()
-            .unwrap_or_else(|| title.clone());
-        let body = settings
-            .pr_body
-            .clone()
-            .unwrap_or_else(|| self.task.payload.task.instructions.clone());
+            .as_deref()
+            .map_or_else(|| title.clone(), redact);
+        let body = redact(
+            settings
+                .pr_body
+                .as_deref()
+                .unwrap_or(&self.task.payload.task.instructions),
+        );
         let base = settings
             .pr_base_branch
             .clone()
@@ -600,7 +582,19 @@ impl Run<'_> {
                 .as_deref()
                 .or(self.credentials.repo.as_deref()),
         };
-        let result = publish::publish(&ws.repo, &request).await;
+        if request.mode != contract::PublishMode::None
+            && let Err(why) = self.hold.confirm().await
+        {
+            let message = format!("nothing was published: {why}");
+            log.line(self.redactor, &message);
+            self.artifact(log);
+            self.stage_finished(STAGE, "failed", started);
+            return TaskOutcome::Failed {
+                stage: STAGE,
+                message,
+            };
+        }
+        let result = publish::publish(&ws.repo, &request, &budget).await;
         match result {
             Ok(result) => {
                 let json = serde_json::to_value(&result).unwrap_or_default();
@@ -620,6 +614,15 @@ impl Run<'_> {
                     },
                 }
             }
+            Err(e) if e.is_cancelled() => {
+                log.line(self.redactor, &e.to_string());
+                self.artifact(log);
+                self.stage_finished(STAGE, "cancelled", started);
+                TaskOutcome::Cancelled {
+                    stage: STAGE,
+                    stop: Duration::ZERO,
+                }
+            }
             Err(e) => {
                 log.line(self.redactor, &e.to_string());
                 self.artifact(log);
@@ -635,10 +638,4 @@ impl Run<'_> {
 
 struct Prepared {
     checkout: git::Checkout,
-}
-
-enum StepEnd {
-    Succeeded,
-    Failed(String),
-    Cancelled(Duration),
 }

@@ -8,9 +8,9 @@ use std::process::Command;
 use std::time::Duration;
 
 use crate::git::MirrorCache;
-use crate::process::Limits;
+use crate::process::{Budget, Limits};
 use crate::publish::Identity;
-use crate::runtime::Binaries;
+use crate::runtime::{Binaries, Endpoints};
 use crate::stages::StageConfig;
 
 /// A file of the worker's tests/fixtures: `fake-agent` (a scripted agent CLI) or `gh`.
@@ -21,7 +21,8 @@ pub fn fixture(name: &str) -> PathBuf {
 }
 
 /// Stages under `root` that run the scripted agent as `claude`, with the gh shim recording
-/// into `root/gh.log`, a 300 ms grace period, and the capabilities claude, git and gh.
+/// into `root/gh.log`, a 300 ms grace period, 60 s for a step, for prepare and for publish,
+/// and the capabilities claude, git and gh.
 pub fn stage_config(root: &Path) -> StageConfig {
     let (gh, _log) = gh_shim(root);
     StageConfig {
@@ -32,15 +33,29 @@ pub fn stage_config(root: &Path) -> StageConfig {
             claude: fixture("fake-agent"),
             ..Binaries::default()
         },
+        endpoints: Endpoints::default(),
+        logins: None,
         limits: Limits {
             timeout: Duration::from_secs(60),
             grace: Duration::from_millis(300),
         },
+        prepare_timeout: Duration::from_secs(60),
+        publish_timeout: Duration::from_secs(60),
         github: "https://github.com".into(),
         identity: Identity::default(),
         gh,
         capabilities: vec!["claude".into(), "git".into(), "gh".into()],
     }
+}
+
+/// A budget for git and gh in tests: 60 s, a 300 ms grace, never cancelled.
+pub fn budget() -> Budget {
+    Budget::new(
+        "the test's budget",
+        Duration::from_secs(60),
+        Duration::from_millis(300),
+        tokio_util::sync::CancellationToken::new(),
+    )
 }
 
 /// Runs git in `dir` with a test identity and returns its trimmed stdout.
@@ -114,4 +129,64 @@ pub fn alive(pid: u32) -> bool {
             .trim_start()
             .starts_with('Z')
     })
+}
+
+/// The processes of group `pgid` as (pid, state): state `Z` is a zombie, which runs nothing
+/// but is still there until someone reaps it.
+pub fn group_members(pgid: u32) -> Vec<(u32, char)> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            let mut fields = stat.get(stat.rfind(')')? + 1..)?.split_whitespace();
+            let state = fields.next()?.chars().next()?;
+            let _ppid = fields.next()?;
+            let pgrp: u32 = fields.next()?.parse().ok()?;
+            (pgrp == pgid).then_some((pid, state))
+        })
+        .collect()
+}
+
+/// An HTTP "remote" that accepts every connection and never writes a byte: what a server
+/// that hangs looks like to git. Its URL, and the accepted connections as they come.
+pub fn silent_remote() -> (String, std::sync::mpsc::Receiver<std::net::TcpStream>) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/octo/hello.git", listener.local_addr().unwrap());
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            if tx.send(stream).is_err() {
+                return;
+            }
+        }
+    });
+    (url, rx)
+}
+
+/// A gh in `dir` that writes its pid to `pidfile`, ignores SIGTERM, starts a child and
+/// sleeps: a `gh pr create` that hangs.
+pub fn hanging_gh(dir: &Path, pidfile: &Path) -> PathBuf {
+    let gh = dir.join("hanging-gh");
+    let script = format!(
+        "#!/usr/bin/env bash\necho $$ >'{}'\ntrap '' TERM\nsleep 600 &\nsleep 600\n",
+        pidfile.display()
+    );
+    std::fs::write(&gh, script).unwrap();
+    std::fs::set_permissions(&gh, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    gh
+}
+
+/// Every artifact of job `id`, by name, as the API serves it (as text, invalid UTF-8
+/// replaced).
+pub async fn artifacts(client: &crate::client::QueueClient, id: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for artifact in client.list_artifacts(id).await.unwrap() {
+        let bytes = client.download_artifact(id, &artifact.id).await.unwrap();
+        out.push((artifact.name, String::from_utf8_lossy(&bytes).into_owned()));
+    }
+    out
 }

@@ -114,7 +114,9 @@ pub fn installed_skills(skills_dir: &Path) -> Vec<InstalledSkill> {
 impl Workspace {
     /// Creates the workspace directories (`repo/` is left for the clone to create). What an
     /// earlier attempt of the same job left here is removed first: every attempt starts
-    /// from a fresh checkout.
+    /// from a fresh checkout. The paths are absolute whatever `workdir` is: the CLIs run
+    /// inside the checkout, where a relative HOME or `-C` would resolve somewhere else
+    /// (HOME files inside the repository, where a publish would commit them).
     pub fn create(workdir: &Path, job_id: &str) -> Result<Workspace, WorkspaceError> {
         let safe = !job_id.is_empty()
             && job_id
@@ -123,7 +125,11 @@ impl Workspace {
         if !safe {
             return Err(WorkspaceError::BadJobId(job_id.into()));
         }
-        let root = workdir.join(job_id);
+        std::fs::create_dir_all(workdir).map_err(io_error(workdir))?;
+        let root = workdir
+            .canonicalize()
+            .map_err(io_error(workdir))?
+            .join(job_id);
         if root.exists() {
             std::fs::remove_dir_all(&root).map_err(io_error(&root))?;
         }
@@ -267,6 +273,23 @@ mod tests {
         for bad in ["", "../x", "a/b", "."] {
             assert!(Workspace::create(tmp.path(), bad).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn a_relative_workdir_still_gives_absolute_paths() {
+        let tmp = tempfile::tempdir().unwrap();
+        // The temp dir, named from the current directory up: `../../tmp/…`.
+        let cwd = std::env::current_dir().unwrap();
+        let mut relative = PathBuf::new();
+        for _ in cwd.components().skip(1) {
+            relative.push("..");
+        }
+        relative.push(tmp.path().strip_prefix("/").unwrap());
+        let ws = Workspace::create(&relative, "job").unwrap();
+        for path in [&ws.root, &ws.repo, &ws.home, &ws.artifacts] {
+            assert!(path.is_absolute(), "{}", path.display());
+        }
+        assert_eq!(ws.home, tmp.path().canonicalize().unwrap().join("job/home"));
     }
 
     #[test]

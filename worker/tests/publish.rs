@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use worker::testing::{gh_shim, remote, run};
+use worker::testing::{budget, gh_shim, remote, run};
 
 use contract::PublishMode;
 use worker::git::{MirrorCache, checkout, git};
@@ -25,11 +25,11 @@ async fn job() -> Job {
     let tmp = tempfile::tempdir().unwrap();
     let remote = remote(tmp.path());
     let mirror = MirrorCache::new(tmp.path().join("mirrors"))
-        .refresh(&remote, None)
+        .refresh(&remote, None, &budget())
         .await
         .unwrap();
     let repo = tmp.path().join("job/repo");
-    let done = checkout(&mirror.path, &remote, &repo, None, "task/x")
+    let done = checkout(&mirror.path, &remote, &repo, None, "task/x", &budget())
         .await
         .unwrap();
     let (gh, gh_log) = gh_shim(tmp.path());
@@ -60,32 +60,36 @@ fn request<'a>(mode: PublishMode, identity: &'a Identity, gh: &'a Path) -> Publi
 #[tokio::test]
 async fn each_step_gets_its_own_patch_and_stray_commits_are_found() {
     let job = job().await;
-    let before = snapshot(&job.repo).await.unwrap();
+    let before = snapshot(&job.repo, &budget()).await.unwrap();
     std::fs::write(job.repo.join("greeting.txt"), "hi\n").unwrap();
     std::fs::remove_file(job.repo.join("README.md")).unwrap();
-    let after = snapshot(&job.repo).await.unwrap();
-    let patch = diff(&job.repo, &before, &after).await.unwrap();
+    let after = snapshot(&job.repo, &budget()).await.unwrap();
+    let patch = diff(&job.repo, &before, &after, &budget()).await.unwrap();
     assert!(
         patch.contains("+++ b/greeting.txt") && patch.contains("+hi"),
         "{patch}"
     );
     assert!(patch.contains("deleted file mode"), "{patch}");
-    assert_eq!(diff(&job.repo, &after, &after).await.unwrap(), "");
+    assert_eq!(
+        diff(&job.repo, &after, &after, &budget()).await.unwrap(),
+        ""
+    );
     assert!(
-        stray_commits(&job.repo, &job.base)
+        stray_commits(&job.repo, &job.base, &budget())
             .await
             .unwrap()
             .is_empty()
     );
 
     run(&job.repo, &["commit", "--quiet", "-m", "agent committed"]);
-    let stray = stray_commits(&job.repo, &job.base).await.unwrap();
+    let stray = stray_commits(&job.repo, &job.base, &budget())
+        .await
+        .unwrap();
     assert_eq!(stray.len(), 1);
     assert!(stray[0].ends_with(" agent committed"), "{stray:?}");
     // The whole task's patch still measures from the base, whatever the agent did.
-    let total = diff(&job.repo, &job.base, &snapshot(&job.repo).await.unwrap())
-        .await
-        .unwrap();
+    let now = snapshot(&job.repo, &budget()).await.unwrap();
+    let total = diff(&job.repo, &job.base, &now, &budget()).await.unwrap();
     assert!(total.contains("+hi"), "{total}");
 }
 
@@ -95,9 +99,13 @@ async fn branch_mode_commits_everything_and_pushes_the_working_branch() {
     std::fs::write(job.repo.join("greeting.txt"), "hi\n").unwrap();
     let identity = Identity::default();
     let gh = job.gh.clone();
-    let result = publish(&job.repo, &request(PublishMode::Branch, &identity, &gh))
-        .await
-        .unwrap();
+    let result = publish(
+        &job.repo,
+        &request(PublishMode::Branch, &identity, &gh),
+        &budget(),
+    )
+    .await
+    .unwrap();
     assert_eq!(result.status, "pushed");
     assert_eq!(result.branch.as_deref(), Some("task/x"));
     let pushed = run(Path::new(&job.remote), &["rev-parse", "refs/heads/task/x"]);
@@ -119,9 +127,13 @@ async fn pr_mode_pushes_and_opens_a_pull_request_with_gh() {
     std::fs::write(job.repo.join("greeting.txt"), "hi\n").unwrap();
     let identity = Identity::default();
     let gh = job.gh.clone();
-    let result = publish(&job.repo, &request(PublishMode::Pr, &identity, &gh))
-        .await
-        .unwrap();
+    let result = publish(
+        &job.repo,
+        &request(PublishMode::Pr, &identity, &gh),
+        &budget(),
+    )
+    .await
+    .unwrap();
     assert_eq!(result.status, "pr_created");
     assert_eq!(
         result.pr_url.as_deref(),
@@ -135,8 +147,10 @@ async fn pr_mode_pushes_and_opens_a_pull_request_with_gh() {
     let pushed = git(
         Path::new(&job.remote),
         &["rev-parse", "--verify", "refs/heads/task/x"],
-    );
-    assert!(pushed.await.is_ok());
+        &budget(),
+    )
+    .await;
+    assert!(pushed.is_ok());
 }
 
 #[tokio::test]
@@ -144,21 +158,30 @@ async fn a_task_that_changed_nothing_publishes_nothing() {
     let job = job().await;
     let identity = Identity::default();
     let gh = job.gh.clone();
-    let result = publish(&job.repo, &request(PublishMode::Pr, &identity, &gh))
-        .await
-        .unwrap();
+    let result = publish(
+        &job.repo,
+        &request(PublishMode::Pr, &identity, &gh),
+        &budget(),
+    )
+    .await
+    .unwrap();
     assert_eq!(result.status, "no_changes");
     assert!(
         git(
             Path::new(&job.remote),
-            &["rev-parse", "--verify", "refs/heads/task/x"]
+            &["rev-parse", "--verify", "refs/heads/task/x"],
+            &budget()
         )
         .await
         .is_err()
     );
-    let skipped = publish(&job.repo, &request(PublishMode::None, &identity, &gh))
-        .await
-        .unwrap();
+    let skipped = publish(
+        &job.repo,
+        &request(PublishMode::None, &identity, &gh),
+        &budget(),
+    )
+    .await
+    .unwrap();
     assert_eq!(skipped.status, "skipped");
 }
 
@@ -168,10 +191,14 @@ async fn a_missing_gh_is_a_clear_error() {
     std::fs::write(job.repo.join("greeting.txt"), "hi\n").unwrap();
     let identity = Identity::default();
     let gh = job.repo.join("no-such-gh");
-    let error = publish(&job.repo, &request(PublishMode::Pr, &identity, &gh))
-        .await
-        .unwrap_err();
-    assert!(matches!(error, PublishError::GhSpawn { .. }), "{error}");
+    let error = publish(
+        &job.repo,
+        &request(PublishMode::Pr, &identity, &gh),
+        &budget(),
+    )
+    .await
+    .unwrap_err();
+    assert!(matches!(error, PublishError::GhRun(_)), "{error}");
     assert!(error.to_string().contains("no-such-gh"), "{error}");
 }
 
@@ -183,7 +210,7 @@ async fn a_publish_token_reaches_gh_through_its_environment() {
     let gh = job.gh.clone();
     let mut request = request(PublishMode::Pr, &identity, &gh);
     request.token = Some("publish-secret-123");
-    let result = publish(&job.repo, &request).await.unwrap();
+    let result = publish(&job.repo, &request, &budget()).await.unwrap();
     assert_eq!(result.status, "pr_created");
     let calls = std::fs::read_to_string(&job.gh_log).unwrap();
     assert!(calls.contains("GH_TOKEN=publish-secret-123"), "{calls}");

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use worker::redact::Redactor;
-use worker::stages::{Credentials, Report, StageConfig, TaskOutcome, run_task};
+use worker::stages::{Credentials, Report, StageConfig, TaskOutcome, Unshared, Warrant, run_task};
 use worker::testing::{remote, run, stage_config};
 
 const SECRET: &str = "ghp_0123456789abcdefghijABCDEFGHIJ0123456789";
@@ -56,14 +56,26 @@ async fn run_it(
     task: &NormalizedTask,
     cancel: &CancellationToken,
 ) -> (TaskOutcome, Vec<Report>) {
+    run_as(setup, "job-1", task, cancel).await
+}
+
+async fn run_as(
+    setup: &Setup,
+    job_id: &str,
+    task: &NormalizedTask,
+    cancel: &CancellationToken,
+) -> (TaskOutcome, Vec<Report>) {
     let (tx, mut rx) = mpsc::unbounded_channel();
     let redactor = Redactor::new([SECRET]);
     let outcome = run_task(
         &setup.config,
-        "job-1",
+        job_id,
         task,
-        &redactor,
-        &Credentials::default(),
+        Warrant {
+            redactor: &redactor,
+            credentials: &Credentials::default(),
+            hold: &Unshared,
+        },
         cancel,
         tx,
     )
@@ -288,8 +300,11 @@ async fn cancelling_a_running_step_stops_it_and_skips_the_rest() {
             &config,
             "job-1",
             &task,
-            &redactor,
-            &Credentials::default(),
+            Warrant {
+                redactor: &redactor,
+                credentials: &Credentials::default(),
+                hold: &Unshared,
+            },
             &stopper,
             tx,
         )
@@ -355,4 +370,82 @@ async fn secrets_never_reach_events_logs_or_artifacts() {
             .any(|r| format!("{r:?}").contains("[REDACTED]"))
     );
     let _ = setup.tmp.path();
+}
+
+/// Whether `text` holds the secret, whole or any long enough start of it (a secret cut
+/// short matches no pattern, so it would leak in part).
+fn leaks(text: &str) -> bool {
+    text.contains(&SECRET[..12])
+}
+
+fn reports_text(reports: &[Report]) -> String {
+    reports
+        .iter()
+        .map(|report| match report {
+            Report::Artifact { path, .. } => std::fs::read_to_string(path).unwrap_or_default(),
+            other => format!("{other:?}"),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[tokio::test]
+async fn a_failing_steps_agent_text_is_redacted_before_it_becomes_the_jobs_error() {
+    let setup = setup();
+    let task = task(
+        &setup.remote,
+        "none",
+        json!([{ "instructions": format!("@fake fail-with 1 could not push with {SECRET}, giving up") }]),
+    );
+    let (outcome, reports) = run_it(&setup, &task, &CancellationToken::new()).await;
+    let TaskOutcome::Failed { message, .. } = outcome else {
+        panic!("expected a failure, got {outcome:?}")
+    };
+    assert_eq!(message, "could not push with [REDACTED], giving up");
+    let text = reports_text(&reports);
+    assert!(!leaks(&text), "{text}");
+}
+
+#[tokio::test]
+async fn a_secret_across_the_summarys_cut_is_redacted_whole_first() {
+    let setup = setup();
+    // The summary keeps 500 characters: the secret starts at 480 and ends past the cut.
+    let before = "x".repeat(480);
+    let task = task(
+        &setup.remote,
+        "none",
+        json!([{ "instructions": format!("@fake fail-with 1 {before}{SECRET} and more") }]),
+    );
+    let (outcome, reports) = run_it(&setup, &task, &CancellationToken::new()).await;
+    let TaskOutcome::Failed { message, .. } = outcome else {
+        panic!("expected a failure, got {outcome:?}")
+    };
+    assert!(!leaks(&message), "{message}");
+    assert_eq!(message, format!("{before}[REDACTED] and more"));
+    let text = reports_text(&reports);
+    assert!(!leaks(&text), "{text}");
+}
+
+#[tokio::test]
+async fn two_jobs_with_one_objective_a_few_seconds_apart_publish_to_branches_of_their_own() {
+    let setup = setup();
+    // Job ids are UUIDv7: the first 8 hex digits are the same for ~65 s of creation times.
+    let ids = [
+        "0190f3a2-1b2c-7d3e-8f40-5a6b7c8d9e01",
+        "0190f3a2-40aa-7123-9abc-0123456789ab",
+    ];
+    for (id, file) in ids.iter().zip(["one.txt", "two.txt"]) {
+        let task = task(
+            &setup.remote,
+            "branch",
+            json!([{ "instructions": format!("@fake write {file} hi") }]),
+        );
+        let (outcome, _) = run_as(&setup, id, &task, &CancellationToken::new()).await;
+        assert!(
+            matches!(outcome, TaskOutcome::Succeeded { .. }),
+            "job {id}: {outcome:?}"
+        );
+    }
+    let branches = run(Path::new(&setup.remote), &["branch", "--list", "task/*"]);
+    assert_eq!(branches.lines().count(), 2, "{branches}");
 }

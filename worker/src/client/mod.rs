@@ -8,6 +8,7 @@ mod stream;
 
 use std::fmt;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use contract::{Artifact, Job, JobEvent, JobState, NewEvent};
@@ -29,12 +30,42 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// stream nor a waiting claim times out, but a dead peer is noticed.
 const READ_TIMEOUT: Duration = Duration::from_secs(90);
 
-/// A client for one server, acting as one token (a user's or a worker's). Cheap to clone.
+/// A client for one server, or for several replicas of it, acting as one token (a user's
+/// or a worker's). Cheap to clone; clones share which server they are on.
+///
+/// With several servers it uses one until it cannot be reached, then the next: a request
+/// whose connection was refused goes to the next server at once (it never reached the
+/// first, so nothing is done twice); one that broke on the way fails, and the next request
+/// starts on the next server.
 #[derive(Clone)]
 pub struct QueueClient {
     http: reqwest::Client,
-    base: Url,
+    servers: Arc<Servers>,
     token: Token,
+}
+
+struct Servers {
+    urls: Vec<Url>,
+    /// The index of the server in use.
+    current: AtomicUsize,
+}
+
+impl Servers {
+    fn at(&self, index: usize) -> &Url {
+        &self.urls[index % self.urls.len()]
+    }
+
+    fn current(&self) -> usize {
+        self.current.load(Ordering::Relaxed) % self.urls.len()
+    }
+
+    /// Moves on from `index`, unless another request already did.
+    fn leave(&self, index: usize) {
+        let next = (index + 1) % self.urls.len();
+        let _ = self
+            .current
+            .compare_exchange(index, next, Ordering::Relaxed, Ordering::Relaxed);
+    }
 }
 
 /// The bearer token: sent in a header marked sensitive, never printed.
@@ -53,7 +84,15 @@ impl fmt::Debug for Token {
 impl fmt::Debug for QueueClient {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("QueueClient")
-            .field("base_url", &self.base.as_str())
+            .field(
+                "servers",
+                &self
+                    .servers
+                    .urls
+                    .iter()
+                    .map(Url::as_str)
+                    .collect::<Vec<_>>(),
+            )
             .field("token", &self.token)
             .finish()
     }
@@ -113,16 +152,21 @@ impl QueueClient {
     /// as `https://host/stepwise` is kept). Fails on a URL that is not http(s) or a token
     /// that cannot be sent in a header.
     pub fn new(base_url: &str, token: &str) -> Result<Self> {
-        let base = Url::parse(base_url.trim()).map_err(|e| {
-            ClientError::Config(format!(
-                "the server URL `{base_url}` is not valid ({e}); pass one like http://127.0.0.1:3000"
-            ))
-        })?;
-        if !matches!(base.scheme(), "http" | "https") || base.cannot_be_a_base() {
-            return Err(ClientError::Config(format!(
-                "the server URL `{base_url}` is not an http:// or https:// address; pass one like http://127.0.0.1:3000"
-            )));
+        Self::with_servers(&[base_url], token)
+    }
+
+    /// A client for several replicas of one server (on one database), tried in turn when
+    /// one cannot be reached; the first is used first.
+    pub fn with_servers(base_urls: &[&str], token: &str) -> Result<Self> {
+        if base_urls.is_empty() {
+            return Err(ClientError::Config(
+                "no server URL given; pass one like http://127.0.0.1:3000".to_string(),
+            ));
         }
+        let urls = base_urls
+            .iter()
+            .map(|base_url| parse_base(base_url))
+            .collect::<Result<Vec<_>>>()?;
         let secret = token.trim();
         if secret.is_empty() {
             return Err(ClientError::Config(
@@ -144,7 +188,10 @@ impl QueueClient {
             .map_err(|e| ClientError::Config(format!("cannot set up the HTTP client: {e}")))?;
         Ok(QueueClient {
             http,
-            base,
+            servers: Arc::new(Servers {
+                urls,
+                current: AtomicUsize::new(0),
+            }),
             token: Token {
                 secret: secret.into(),
                 header,
@@ -152,9 +199,9 @@ impl QueueClient {
         })
     }
 
-    /// The server's address as given (normalized by URL parsing).
+    /// The address of the server in use, as given (normalized by URL parsing).
     pub fn base_url(&self) -> &Url {
-        &self.base
+        self.servers.at(self.servers.current())
     }
 
     /// `POST /jobs`: submits a job request (the JSON envelope of the README) and returns
@@ -233,11 +280,8 @@ impl QueueClient {
     /// happen, for as long as the stream is polled. See [`EventStream`] for how it
     /// reconnects and when it ends.
     pub fn stream_events(&self, id: &str, after: Option<i64>) -> EventStream {
-        EventStream::new(
-            self.clone(),
-            self.url(&["jobs", id, "events", "stream"]),
-            after,
-        )
+        let segments = ["jobs", id, "events", "stream"].map(String::from).to_vec();
+        EventStream::new(self.clone(), segments, after)
     }
 
     /// `POST /jobs/claim` (worker token): the next job this worker may run, leased to it,
@@ -356,10 +400,14 @@ impl QueueClient {
         Ok(bytes.to_vec())
     }
 
-    /// `{base}/api/queue/{segments…}`, each segment percent-encoded, so an id holding
-    /// `/` or `?` cannot reach another route.
+    /// `{base}/api/queue/{segments…}` on the server in use, each segment percent-encoded,
+    /// so an id holding `/` or `?` cannot reach another route.
     fn url(&self, segments: &[&str]) -> Url {
-        let mut url = self.base.clone();
+        self.url_on(self.servers.current(), segments)
+    }
+
+    fn url_on(&self, server: usize, segments: &[&str]) -> Url {
+        let mut url = self.servers.at(server).clone();
         // `new` refused URLs that cannot be a base, so this always succeeds.
         if let Ok(mut path) = url.path_segments_mut() {
             path.pop_if_empty()
@@ -375,9 +423,44 @@ impl QueueClient {
             .header(header::AUTHORIZATION, self.token.header.clone())
     }
 
-    /// Sends and turns any non-2xx answer into the API's error.
+    /// Sends and turns any non-2xx answer into the API's error. The request is built for
+    /// the server in use; when that one refuses the connection, it is built again for the
+    /// next (see [`QueueClient`]).
     async fn send(&self, builder: RequestBuilder, url: &Url) -> Result<Response> {
-        let response = builder.send().await.map_err(|e| self.transport(url, e))?;
+        let servers = &self.servers;
+        let first = servers.current();
+        let mut attempt = (first, builder, url.clone());
+        let response = loop {
+            let (server, builder, url) = attempt;
+            let retry = builder.try_clone();
+            match builder.send().await {
+                Ok(response) => break response,
+                Err(error) => {
+                    if servers.urls.len() == 1 {
+                        return Err(self.transport(&url, error));
+                    }
+                    servers.leave(server);
+                    let next = (server + 1) % servers.urls.len();
+                    let moved = self.moved(&url, server, next);
+                    match (error.is_connect() && next != first, retry, moved) {
+                        (true, Some(again), Some(moved)) => {
+                            tracing::warn!(from = %servers.at(server), to = %servers.at(next), "the server cannot be reached; trying the next");
+                            let again = again.build().map(|mut request| {
+                                *request.url_mut() = moved.clone();
+                                RequestBuilder::from_parts(self.http.clone(), request)
+                            });
+                            match again {
+                                Ok(again) => attempt = (next, again, moved),
+                                Err(_) => return Err(self.transport(&url, error)),
+                            }
+                        }
+                        _ => return Err(self.transport(&url, error)),
+                    }
+                }
+            }
+        };
+        let url = response.url().clone();
+        let url = &url;
         let status = response.status();
         if status.is_success() {
             return Ok(response);
@@ -417,6 +500,29 @@ impl QueueClient {
     fn secret(&self) -> &str {
         &self.token.secret
     }
+
+    /// `url` (built on server `from`) on server `to` instead: the same path below the base.
+    fn moved(&self, url: &Url, from: usize, to: usize) -> Option<Url> {
+        let from = self.servers.at(from).as_str().trim_end_matches('/');
+        let rest = url.as_str().strip_prefix(from)?;
+        let to = self.servers.at(to).as_str().trim_end_matches('/');
+        Url::parse(&format!("{to}{rest}")).ok()
+    }
+}
+
+/// A server URL, checked: http(s) and able to carry a path.
+fn parse_base(base_url: &str) -> Result<Url> {
+    let base = Url::parse(base_url.trim()).map_err(|e| {
+        ClientError::Config(format!(
+            "the server URL `{base_url}` is not valid ({e}); pass one like http://127.0.0.1:3000"
+        ))
+    })?;
+    if !matches!(base.scheme(), "http" | "https") || base.cannot_be_a_base() {
+        return Err(ClientError::Config(format!(
+            "the server URL `{base_url}` is not an http:// or https:// address; pass one like http://127.0.0.1:3000"
+        )));
+    }
+    Ok(base)
 }
 
 #[cfg(test)]

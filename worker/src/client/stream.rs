@@ -33,9 +33,13 @@ pub struct EventStream {
 }
 
 impl EventStream {
-    pub(super) fn new(client: QueueClient, url: Url, after: Option<i64>) -> Self {
+    /// `segments` locate the stream below `/api/queue`; each connect builds its URL on the
+    /// server the client is using then, so a reconnect follows a failover.
+    pub(super) fn new(client: QueueClient, segments: Vec<String>, after: Option<i64>) -> Self {
+        let url = client.url(&segments.iter().map(String::as_str).collect::<Vec<_>>());
         let follow = Follow {
             client,
+            segments,
             url,
             cursor: after,
             response: None,
@@ -68,6 +72,8 @@ impl std::fmt::Debug for EventStream {
 
 struct Follow {
     client: QueueClient,
+    segments: Vec<String>,
+    /// Where the last connect went.
     url: Url,
     /// The id of the last event delivered: sent as `Last-Event-ID` on every (re)connect.
     cursor: Option<i64>,
@@ -99,6 +105,9 @@ impl Follow {
                 if let Some(delay) = self.delay.take() {
                     tokio::time::sleep(delay).await;
                 }
+                self.url = self
+                    .client
+                    .url(&self.segments.iter().map(String::as_str).collect::<Vec<_>>());
                 match self.connect().await {
                     Ok(response) => {
                         self.response = Some(response);

@@ -1,15 +1,23 @@
-//! `codex exec`: the prompt as the last argument, `--json` for JSONL events. exec already
-//! never asks for approval; `--sandbox workspace-write` lets it edit the checkout only.
-//! It reads its API key from `CODEX_API_KEY` and its config from `CODEX_HOME`, which is
-//! kept inside the job's HOME. Offline it waits for the network forever, so the worker's
-//! own timeout is what ends it.
+//! `codex exec`: `--json` for JSONL events, the prompt on stdin (`-`). exec never asks for
+//! approval; `--sandbox workspace-write` lets it edit the checkout only, with the network
+//! open so an agent can fetch dependencies as claude's and gemini's can. It keeps its
+//! config in `$HOME/.codex`, which it makes itself when only HOME is set; a `CODEX_HOME`
+//! of the worker's own is removed, since one naming a missing folder stops codex at once.
+//! exec sends an API key only from `CODEX_API_KEY` (not `OPENAI_API_KEY`). Offline it
+//! waits for the network forever, so the worker's own timeout is what ends it.
 
+use contract::StepUsage;
 use serde_json::Value;
 
-use super::{Invocation, Progress, StepRun, text};
+use super::{Invocation, Progress, StepRun, api_error, count, text};
 
 pub(super) fn build(run: &StepRun<'_>, invocation: &mut Invocation) {
-    let mut args: Vec<String> = vec![
+    let mut args: Vec<String> = Vec::new();
+    if let Some(url) = &run.endpoint.base_url {
+        // A global option, before `exec`; the OPENAI_BASE_URL variable is ignored.
+        args.extend(["-c".into(), format!("openai_base_url={url}")]);
+    }
+    args.extend([
         "exec".into(),
         "--json".into(),
         // The worker checks the repository out itself; this only spares a refusal when
@@ -19,7 +27,9 @@ pub(super) fn build(run: &StepRun<'_>, invocation: &mut Invocation) {
         run.repo.display().to_string(),
         "--sandbox".into(),
         "workspace-write".into(),
-    ];
+        "-c".into(),
+        "sandbox_workspace_write.network_access=true".into(),
+    ]);
     if let Some(model) = &run.runtime.model {
         args.extend(["-m".into(), model.clone()]);
     }
@@ -27,12 +37,12 @@ pub(super) fn build(run: &StepRun<'_>, invocation: &mut Invocation) {
         // There is no --effort flag (exit 2): effort is a config override.
         args.extend(["-c".into(), format!("model_reasoning_effort={effort}")]);
     }
-    args.push(run.prompt.to_string());
+    args.push("-".into());
     invocation.args = args;
-    invocation.env.push((
-        "CODEX_HOME".into(),
-        run.home.join(".codex").display().to_string(),
-    ));
+    invocation.env_remove.push("CODEX_HOME".into());
+    if let Some(key) = &run.endpoint.api_key {
+        invocation.env.push(("CODEX_API_KEY".into(), key.clone()));
+    }
 }
 
 pub(super) fn parse(event: &Value) -> Vec<Progress> {
@@ -55,39 +65,64 @@ pub(super) fn parse(event: &Value) -> Vec<Progress> {
                     .into_iter()
                     .collect(),
                 "file_change" => vec![Progress::Action("changed files".into())],
+                // Not fatal: a fallback, a model the CLI knows nothing about.
+                "error" => text(item, "message")
+                    .map(Progress::Error)
+                    .into_iter()
+                    .collect(),
                 _ => Vec::new(),
             }
         }
-        "turn.completed" => vec![Progress::Finished {
-            ok: true,
-            summary: None,
-        }],
-        "turn.failed" => vec![Progress::Finished {
-            ok: false,
-            summary: event.get("error").and_then(|e| text(e, "message")),
-        }],
+        "turn.completed" => {
+            let mut out: Vec<Progress> = usage(event).map(Progress::Usage).into_iter().collect();
+            out.push(Progress::Finished {
+                ok: true,
+                summary: None,
+            });
+            out
+        }
+        "turn.failed" => {
+            let mut out: Vec<Progress> = usage(event).map(Progress::Usage).into_iter().collect();
+            out.push(Progress::Finished {
+                ok: false,
+                summary: event
+                    .get("error")
+                    .and_then(|e| text(e, "message"))
+                    .map(|m| api_error(&m)),
+            });
+            out
+        }
         "error" => text(event, "message")
-            .map(Progress::Error)
+            .map(|m| Progress::Error(api_error(&m)))
             .into_iter()
             .collect(),
         _ => Vec::new(),
     }
 }
 
+/// `usage` of a turn event: input_tokens counts the cached ones too, as OpenAI counts.
+fn usage(event: &Value) -> Option<StepUsage> {
+    let usage = event.get("usage")?;
+    let found = StepUsage {
+        input_tokens: count(usage, "/input_tokens"),
+        cached_input_tokens: count(usage, "/cached_input_tokens"),
+        output_tokens: count(usage, "/output_tokens"),
+        reasoning_tokens: count(usage, "/reasoning_output_tokens"),
+        cost_usd: None,
+    };
+    (!found.is_empty()).then_some(found)
+}
+
 #[cfg(test)]
 mod tests {
     use contract::RuntimeMode;
 
-    use super::super::{build_for, parse_line, settings};
+    use super::super::{Endpoint, build_for, build_with, parse_line, settings};
     use super::*;
 
     #[test]
-    fn argv_with_model_and_effort() {
-        let built = build_for(&settings(
-            RuntimeMode::Codex,
-            Some("gpt-5-codex"),
-            Some("high"),
-        ));
+    fn argv_with_model_and_effort_and_the_prompt_on_stdin() {
+        let built = build_for(&settings(RuntimeMode::Codex, Some("gpt-5.5"), Some("high")));
         assert_eq!(built.program.to_str(), Some("codex"));
         assert_eq!(
             built.args,
@@ -99,18 +134,20 @@ mod tests {
                 "/w/job/repo",
                 "--sandbox",
                 "workspace-write",
+                "-c",
+                "sandbox_workspace_write.network_access=true",
                 "-m",
-                "gpt-5-codex",
+                "gpt-5.5",
                 "-c",
                 "model_reasoning_effort=high",
-                "Fix the build",
+                "-",
             ]
         );
-        assert!(
-            built
-                .env
-                .contains(&("CODEX_HOME".into(), "/w/job/home/.codex".into()))
-        );
+        assert_eq!(built.stdin.as_deref(), Some("Fix the build"));
+        // codex makes $HOME/.codex itself; a CODEX_HOME naming a missing folder stops it.
+        assert!(built.env.iter().all(|(k, _)| k != "CODEX_HOME"));
+        assert_eq!(built.env_remove, ["CODEX_HOME"]);
+        assert_eq!(built.env_value("HOME"), Some("/w/job/home"));
         assert!(
             !built
                 .args
@@ -122,18 +159,37 @@ mod tests {
     #[test]
     fn argv_leaves_model_and_effort_to_the_cli_when_unset() {
         let built = build_for(&settings(RuntimeMode::Codex, None, None));
-        assert!(!built.args.iter().any(|a| a == "-m" || a == "-c"));
-        assert_eq!(built.args.last().map(String::as_str), Some("Fix the build"));
+        assert!(!built.args.iter().any(|a| a == "-m" || a.contains("effort")));
+        assert_eq!(built.args.last().map(String::as_str), Some("-"));
     }
 
     #[test]
-    fn jsonl_events_become_progress() {
+    fn an_endpoint_sets_the_base_url_before_exec_and_the_key_codex_exec_reads() {
+        let endpoint = Endpoint {
+            base_url: Some("http://127.0.0.1:9/v1".into()),
+            api_key: Some("sk-from-openai-api-key".into()),
+            auth_type: None,
+        };
+        let built = build_with(&settings(RuntimeMode::Codex, None, None), &endpoint);
+        assert_eq!(
+            built.args[..3],
+            ["-c", "openai_base_url=http://127.0.0.1:9/v1", "exec"]
+        );
+        assert_eq!(
+            built.env_value("CODEX_API_KEY"),
+            Some("sk-from-openai-api-key")
+        );
+    }
+
+    #[test]
+    fn jsonl_events_become_progress_with_the_turn_s_usage() {
         let lines = [
             r#"{"type":"thread.started","thread_id":"t1"}"#,
+            r#"{"type":"item.completed","item":{"id":"i0","type":"error","message":"Falling back from WebSockets to HTTPS transport."}}"#,
             r#"{"type":"item.completed","item":{"id":"i1","type":"agent_message","text":"Done."}}"#,
             r#"{"type":"item.completed","item":{"id":"i2","type":"command_execution","command":"cargo test"}}"#,
             r#"{"type":"error","message":"stream disconnected"}"#,
-            r#"{"type":"turn.completed","usage":{"input_tokens":1}}"#,
+            r#"{"type":"turn.completed","usage":{"input_tokens":1200,"cached_input_tokens":300,"cache_write_input_tokens":0,"output_tokens":45,"reasoning_output_tokens":12}}"#,
         ];
         let got: Vec<Progress> = lines
             .iter()
@@ -142,14 +198,34 @@ mod tests {
         assert_eq!(
             got,
             [
+                Progress::Error("Falling back from WebSockets to HTTPS transport.".into()),
                 Progress::Message("Done.".into()),
                 Progress::Action("ran cargo test".into()),
                 Progress::Error("stream disconnected".into()),
+                Progress::Usage(StepUsage {
+                    input_tokens: Some(1200),
+                    cached_input_tokens: Some(300),
+                    output_tokens: Some(45),
+                    reasoning_tokens: Some(12),
+                    cost_usd: None,
+                }),
                 Progress::Finished {
                     ok: true,
                     summary: None
                 },
             ]
+        );
+    }
+
+    #[test]
+    fn a_failed_turn_says_the_api_s_own_message() {
+        let failed = r#"{"type":"turn.failed","error":{"message":"{\"error\":{\"message\":\"The model `gpt-9` does not exist\",\"type\":\"invalid_request_error\"}}"}}"#;
+        assert_eq!(
+            parse_line(RuntimeMode::Codex, failed),
+            [Progress::Finished {
+                ok: false,
+                summary: Some("The model `gpt-9` does not exist".into())
+            }]
         );
         assert_eq!(
             parse_line(

@@ -1,0 +1,87 @@
+//! The OpenAI Responses API as codex speaks it: `POST /v1/responses`, streamed as
+//! server-sent events (`response.created` … `response.completed` with usage). Tool calls
+//! are `function_call` output items; their results come back as `function_call_output`.
+
+use axum::response::Response;
+use serde_json::{Value, json};
+
+use crate::{Turn, Usage, pieces, sse};
+
+pub(crate) fn has_tool_result(body: &Value) -> bool {
+    body["input"]
+        .as_array()
+        .is_some_and(|items| items.iter().any(|i| i["type"] == "function_call_output"))
+}
+
+fn offers(body: &Value, tool: &str) -> bool {
+    body["tools"]
+        .as_array()
+        .is_some_and(|tools| tools.iter().any(|t| t["name"] == tool))
+}
+
+pub(crate) fn answer(
+    body: &Value,
+    turn: &Turn,
+    usage: Usage,
+    number: u64,
+) -> Option<(Response, bool)> {
+    let id = format!("resp_{number}");
+    let mut events = vec![(
+        Some("response.created"),
+        json!({ "type": "response.created", "response": { "id": id, "status": "in_progress", "output": [] } }),
+    )];
+    let item = match turn {
+        Turn::Shell(command) if offers(body, "exec_command") => Some(json!({
+            "type": "function_call", "id": format!("fc_{number}"), "call_id": format!("call_{number}"),
+            "name": "exec_command", "arguments": json!({ "cmd": command }).to_string(), "status": "completed",
+        })),
+        Turn::Shell(command) if offers(body, "shell") => Some(json!({
+            "type": "function_call", "id": format!("fc_{number}"), "call_id": format!("call_{number}"),
+            "name": "shell", "arguments": json!({ "command": ["bash", "-lc", command] }).to_string(),
+            "status": "completed",
+        })),
+        _ => None,
+    };
+    let item = match item {
+        Some(call) => call,
+        None => {
+            let text = match turn {
+                Turn::Reply(text) => text.clone(),
+                Turn::Shell(_) => "The request offered no shell tool I know.".into(),
+            };
+            let msg = format!("msg_{number}");
+            events.push((
+                Some("response.output_item.added"),
+                json!({ "type": "response.output_item.added", "output_index": 0, "item": {
+                    "type": "message", "id": msg, "role": "assistant", "status": "in_progress", "content": [] } }),
+            ));
+            for piece in pieces(&text) {
+                events.push((
+                    Some("response.output_text.delta"),
+                    json!({ "type": "response.output_text.delta", "item_id": msg, "output_index": 0,
+                        "content_index": 0, "delta": piece }),
+                ));
+            }
+            json!({ "type": "message", "id": msg, "role": "assistant", "status": "completed",
+                "content": [{ "type": "output_text", "text": text, "annotations": [] }] })
+        }
+    };
+    events.push((
+        Some("response.output_item.done"),
+        json!({ "type": "response.output_item.done", "output_index": 0, "item": item }),
+    ));
+    events.push((
+        Some("response.completed"),
+        json!({ "type": "response.completed", "response": {
+            "id": id, "status": "completed", "output": [item],
+            "usage": {
+                "input_tokens": usage.input,
+                "input_tokens_details": { "cached_tokens": usage.cached },
+                "output_tokens": usage.output,
+                "output_tokens_details": { "reasoning_tokens": usage.reasoning },
+                "total_tokens": usage.input + usage.output,
+            },
+        } }),
+    ));
+    Some((sse(&events), true))
+}

@@ -1,0 +1,254 @@
+//! The one subprocess policy: everything the worker starts (agent CLIs, git, gh) runs as
+//! a process group of its own with a timeout, stdin from /dev/null (or the prompt, written
+//! whole and then closed) and its output captured;
+//! a cancel or the timeout stops the whole group (SIGTERM, then SIGKILL once the grace
+//! period is over), and the group dies with the worker however the worker dies.
+//!
+//! The group is the unit because agents start shells, test runners and servers, and git
+//! starts its transport helpers: stopping only the first process would leave the rest
+//! running in the workspace after the job ended.
+//!
+//! - [`run`]: an agent invocation, its output handed over line by line as it comes.
+//! - [`output`]: git or gh, their output collected, within a stage's [`Budget`].
+//! - `group`: spawn, stop and wait for a group; `supervisor`: the guard that kills the
+//!   group when the worker dies; `reaper`: the worker adopts and reaps its groups' orphans.
+//!
+//! Output is handed over raw; the caller redacts it before it is cut, stored or sent.
+
+mod group;
+mod reaper;
+mod supervisor;
+
+use std::io;
+use std::process::ExitStatus;
+use std::time::{Duration, Instant};
+
+use tokio::process::Command;
+use tokio_util::sync::CancellationToken;
+
+use crate::runtime::Invocation;
+
+pub use reaper::adopt_orphans;
+
+/// How long a run may take, and how long a stopped group gets between SIGTERM and SIGKILL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    pub timeout: Duration,
+    pub grace: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            timeout: Duration::from_secs(60 * 60),
+            grace: Duration::from_secs(5),
+        }
+    }
+}
+
+/// Which pipe a line came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pipe {
+    Stdout,
+    Stderr,
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ended {
+    /// The CLI exited by itself.
+    Exited(ExitStatus),
+    /// The run was stopped: `cancelled` by request, otherwise for its timeout. `stop` is
+    /// how long the group took to be gone once SIGTERM was sent; `killed` says whether
+    /// SIGKILL was needed.
+    Stopped {
+        cancelled: bool,
+        stop: Duration,
+        killed: bool,
+    },
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("could not write {path}: {source}")]
+    WriteFile { path: String, source: io::Error },
+    #[error("could not start {program}: {source}")]
+    Spawn { program: String, source: io::Error },
+    #[error("waiting for {program} failed: {source}")]
+    Wait { program: String, source: io::Error },
+    #[error("{program} was stopped: the job was cancelled")]
+    Cancelled { program: String },
+    #[error("{program} did not finish within {} s and was stopped", after.as_secs())]
+    TimedOut { program: String, after: Duration },
+}
+
+/// The time a series of commands may take together (a stage's git and gh): one deadline
+/// for all of them, the grace between SIGTERM and SIGKILL, and the cancel that stops them.
+#[derive(Debug, Clone)]
+pub struct Budget {
+    /// The setting this budget comes from, which a timeout's error names so that it can be
+    /// raised (say `--prepare-timeout-seconds`).
+    pub setting: &'static str,
+    pub timeout: Duration,
+    pub grace: Duration,
+    pub cancel: CancellationToken,
+    deadline: Instant,
+}
+
+impl Budget {
+    /// A budget of `timeout` from now.
+    pub fn new(
+        setting: &'static str,
+        timeout: Duration,
+        grace: Duration,
+        cancel: CancellationToken,
+    ) -> Budget {
+        Budget {
+            setting,
+            timeout,
+            grace,
+            cancel,
+            deadline: Instant::now() + timeout,
+        }
+    }
+
+    /// What is left of it, for the next command.
+    pub fn limits(&self) -> Limits {
+        Limits {
+            timeout: self.deadline.saturating_duration_since(Instant::now()),
+            grace: self.grace,
+        }
+    }
+}
+
+/// Runs `invocation` until it exits, `cancel` fires or `limits.timeout` passes; every
+/// output line goes to `on_line` as it arrives (an unfinished last line included).
+pub async fn run(
+    invocation: &Invocation,
+    limits: Limits,
+    cancel: &CancellationToken,
+    mut on_line: impl FnMut(Pipe, &str),
+) -> Result<Ended, RunError> {
+    for (path, body) in &invocation.files {
+        let written = match path.parent() {
+            Some(dir) => std::fs::create_dir_all(dir).and_then(|()| std::fs::write(path, body)),
+            None => std::fs::write(path, body),
+        };
+        written.map_err(|source| RunError::WriteFile {
+            path: path.display().to_string(),
+            source,
+        })?;
+    }
+    let mut command = Command::new(&invocation.program);
+    for name in &invocation.env_remove {
+        command.env_remove(name);
+    }
+    command
+        .args(&invocation.args)
+        .current_dir(&invocation.cwd)
+        .envs(invocation.env.iter().map(|(k, v)| (k, v)));
+    // The prompt goes on stdin: as an argument, 128 KiB or more fails with E2BIG.
+    let running = group::spawn(&mut command, invocation.stdin.clone())?;
+    let mut lines = Lines::default();
+    let ended = running
+        .drive(limits, cancel, &mut |pipe, bytes| {
+            lines.push(pipe, bytes, &mut on_line)
+        })
+        .await;
+    lines.finish(&mut on_line);
+    ended
+}
+
+/// What a command that ran to its end printed, and how it exited.
+#[derive(Debug, Clone)]
+pub struct Output {
+    pub status: ExitStatus,
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+}
+
+impl Output {
+    /// stderr as text, trimmed, for an error message (to be redacted by whoever shows it).
+    pub fn stderr_text(&self) -> String {
+        String::from_utf8_lossy(&self.stderr).trim().to_string()
+    }
+}
+
+/// Runs `command` (git, gh) under the policy within what is left of `budget`, and
+/// collects its output. A command stopped by the budget's cancel or deadline is an error
+/// ([`RunError::Cancelled`], [`RunError::TimedOut`]); one whose budget is already spent is
+/// not started.
+pub async fn output(command: &mut Command, budget: &Budget) -> Result<Output, RunError> {
+    let name = command
+        .as_std()
+        .get_program()
+        .to_string_lossy()
+        .into_owned();
+    let program = || name.clone();
+    if budget.cancel.is_cancelled() {
+        return Err(RunError::Cancelled { program: program() });
+    }
+    let limits = budget.limits();
+    if limits.timeout.is_zero() {
+        return Err(RunError::TimedOut {
+            program: program(),
+            after: budget.timeout,
+        });
+    }
+    let running = group::spawn(command, None)?;
+    let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
+    let ended = running
+        .drive(limits, &budget.cancel, &mut |pipe, bytes| match pipe {
+            Pipe::Stdout => stdout.extend_from_slice(bytes),
+            Pipe::Stderr => stderr.extend_from_slice(bytes),
+        })
+        .await?;
+    match ended {
+        Ended::Exited(status) => Ok(Output {
+            status,
+            stdout,
+            stderr,
+        }),
+        Ended::Stopped {
+            cancelled: true, ..
+        } => Err(RunError::Cancelled { program: program() }),
+        Ended::Stopped { .. } => Err(RunError::TimedOut {
+            program: program(),
+            after: budget.timeout,
+        }),
+    }
+}
+
+/// Cuts each pipe's output into lines (without their `\n` or `\r\n`), as text with
+/// invalid UTF-8 replaced.
+#[derive(Default)]
+struct Lines {
+    pending: [Vec<u8>; 2],
+}
+
+impl Lines {
+    fn push(&mut self, pipe: Pipe, bytes: &[u8], on_line: &mut impl FnMut(Pipe, &str)) {
+        let buf = &mut self.pending[pipe as usize];
+        buf.extend_from_slice(bytes);
+        let mut start = 0;
+        while let Some(end) = buf[start..].iter().position(|&b| b == b'\n') {
+            emit(pipe, &buf[start..start + end], on_line);
+            start += end + 1;
+        }
+        buf.drain(..start);
+    }
+
+    fn finish(&mut self, on_line: &mut impl FnMut(Pipe, &str)) {
+        for pipe in [Pipe::Stdout, Pipe::Stderr] {
+            let rest = std::mem::take(&mut self.pending[pipe as usize]);
+            if !rest.is_empty() {
+                emit(pipe, &rest, on_line);
+            }
+        }
+    }
+}
+
+fn emit(pipe: Pipe, line: &[u8], on_line: &mut impl FnMut(Pipe, &str)) {
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    on_line(pipe, &String::from_utf8_lossy(line));
+}

@@ -1,0 +1,303 @@
+//! One claimed job, from its claim to the answer the server gets: the stages run while a
+//! heartbeat keeps the lease and a watcher turns a cancel request into a stop; the end is
+//! reported (completed, failed, cancelled, handed back) while the lease is still held.
+
+use std::future::Future;
+use std::time::Duration;
+
+use contract::{Job, NormalizedTask, limits};
+use futures_util::StreamExt;
+use futures_util::future::BoxFuture;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::lease::{self, Lease};
+use super::upload::upload;
+use super::{KeepWorkspaces, WorkerConfig};
+use crate::auth_refs;
+use crate::client::{ClientError, QueueClient};
+use crate::redact::Redactor;
+use crate::stages::{Credentials, Hold, TaskOutcome, Warrant, run_task};
+
+/// How a job's run ended, as told to the server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Settled {
+    Completed,
+    Failed {
+        retryable: bool,
+    },
+    Cancelled,
+    /// The lease was lost: the server took it back, or it ran out while the server could
+    /// not be reached. Nothing more was done or said about the job.
+    Lost,
+    /// The worker shut down mid-run and gave the job back to the queue.
+    HandedBack,
+}
+
+/// What a handed-back job's failure says, so its page explains the retry.
+pub const HANDED_BACK: &str =
+    "the worker shut down during the run; the job goes back to the queue for another attempt";
+
+/// Runs one job, claimed by a request sent at `claimed_at`, to its end and reports that
+/// end to the server. `hand_back` stops the run and gives the job back (see
+/// [`super::Shutdown::hand_back`]). The workspace is then removed or kept, as
+/// [`WorkerConfig::keep_workspaces`] says; a lost job's always goes, since nothing of it
+/// can be handed over any more.
+pub async fn run_job(
+    client: &QueueClient,
+    config: &WorkerConfig,
+    job: Job,
+    claimed_at: Instant,
+    hand_back: &CancellationToken,
+) -> Settled {
+    let id = job.id.clone();
+    let settled = run_and_settle(client, config, job, claimed_at, hand_back).await;
+    let keep = match config.keep_workspaces {
+        KeepWorkspaces::Always => true,
+        KeepWorkspaces::Failed => matches!(settled, Settled::Failed { .. }),
+        KeepWorkspaces::Never => false,
+    };
+    let workspace = config.stages.workdir.join(&id);
+    if !keep
+        && workspace.exists()
+        && let Err(error) = tokio::fs::remove_dir_all(&workspace).await
+    {
+        tracing::warn!(job = %id, %error, path = %workspace.display(), "could not remove the workspace");
+    }
+    settled
+}
+
+/// The claim loop's hold on a job: a heartbeat that succeeds within the lease.
+struct Heartbeat<'a> {
+    client: &'a QueueClient,
+    lease: &'a Lease,
+}
+
+impl Hold for Heartbeat<'_> {
+    fn confirm(&self) -> BoxFuture<'_, Result<(), String>> {
+        Box::pin(self.lease.confirm(self.client))
+    }
+}
+
+async fn run_and_settle(
+    client: &QueueClient,
+    config: &WorkerConfig,
+    job: Job,
+    claimed_at: Instant,
+    hand_back: &CancellationToken,
+) -> Settled {
+    let attempt = job.attempt;
+    let lease = Lease::new(&job.id, attempt, config.lease, claimed_at);
+    let task = match NormalizedTask::from_job(&job) {
+        Ok(task) => task,
+        Err(message) => return settle(&lease, || fail(client, &job, &message, false)).await,
+    };
+    let auth = &task.payload.auth;
+    let resolve = |field: &str, reference: &Option<String>| {
+        reference
+            .as_deref()
+            .map(|r| auth_refs::resolve(field, r, |name| std::env::var(name).ok()))
+            .transpose()
+    };
+    let credentials = match (
+        resolve("auth.repoAuthRef", &auth.repo_auth_ref),
+        resolve("auth.publishAuthRef", &auth.publish_auth_ref),
+    ) {
+        (Ok(repo), Ok(publish)) => Credentials { repo, publish },
+        (Err(e), _) | (_, Err(e)) => {
+            let message = e.to_string();
+            return settle(&lease, || fail(client, &job, &message, false)).await;
+        }
+    };
+    let secrets = config
+        .secrets
+        .iter()
+        .chain(credentials.repo.iter())
+        .chain(credentials.publish.iter())
+        .cloned();
+    let redactor = Redactor::new(secrets.collect::<Vec<_>>());
+
+    // `cancel`: the server asked, or the lease is lost; `stop_run`: either that or a
+    // hand-back, which is what the stages obey.
+    let cancel = CancellationToken::new();
+    // The claim's long-poll may have held the request for a while before the job came,
+    // and the lease counts from when it was sent: renewing it now, from now, is what
+    // makes the worker's clock useful from the start.
+    match lease.renew(client).await {
+        Ok(true) => cancel.cancel(),
+        Ok(false) => {}
+        Err(error) if error.status().is_some_and(|s| s.is_client_error()) => {
+            tracing::warn!(job = %job.id, %error, "the lease was taken back before the run began");
+            return Settled::Lost;
+        }
+        Err(error) => tracing::warn!(job = %job.id, %error, "the first heartbeat failed; retrying"),
+    }
+    let stop_run = hand_back.child_token();
+    let done = CancellationToken::new();
+    let watchers = [
+        tokio::spawn(lease::heartbeat(
+            client.clone(),
+            lease.clone(),
+            cancel.clone(),
+            done.clone(),
+        )),
+        tokio::spawn({
+            let (lease, cancel, done) = (lease.clone(), cancel.clone(), done.clone());
+            async move { lease.watch(cancel, done).await }
+        }),
+        tokio::spawn(watch_cancel(
+            client.clone(),
+            job.id.clone(),
+            cancel.clone(),
+            done.clone(),
+        )),
+        tokio::spawn({
+            let (cancel, stop_run, done) = (cancel.clone(), stop_run.clone(), done.clone());
+            async move {
+                tokio::select! {
+                    _ = cancel.cancelled() => stop_run.cancel(),
+                    _ = done.cancelled() => {}
+                }
+            }
+        }),
+    ];
+    let (reports, inbox) = mpsc::unbounded_channel();
+    let uploader = tokio::spawn(upload(client.clone(), lease.clone(), inbox));
+    let hold = Heartbeat {
+        client,
+        lease: &lease,
+    };
+    let outcome = run_task(
+        &config.stages,
+        &job.id,
+        &task,
+        Warrant {
+            redactor: &redactor,
+            credentials: &credentials,
+            hold: &hold,
+        },
+        &stop_run,
+        reports,
+    )
+    .await;
+    // Every event and artifact reaches the server before the job's end does. The
+    // heartbeat keeps the lease meanwhile: a slow upload must not lose it.
+    let _ = uploader.await;
+    let settled = if lease.lost().is_cancelled() {
+        Settled::Lost
+    } else {
+        match outcome {
+            TaskOutcome::Succeeded { summary } => {
+                let summary = redactor.redact_and_cut(&summary, limits::REPORTED_TEXT_BYTES);
+                settle(&lease, || async {
+                    let done = client.complete(&job.id, attempt, Some(&summary)).await;
+                    done.map(|_| Settled::Completed)
+                })
+                .await
+            }
+            TaskOutcome::Failed { stage, message } => {
+                // Prepare fails on what may pass (a clone over a flaky network); a step or a
+                // publish that failed would fail again the same way.
+                let retryable = stage == contract::job::task::STAGE_PREPARE;
+                // The stages redact what they report; this is the last door before the
+                // job's errorMessage, so it redacts again (redaction is idempotent).
+                let message = redactor
+                    .redact_and_cut(&format!("{stage}: {message}"), limits::REPORTED_TEXT_BYTES);
+                settle(&lease, || fail(client, &job, &message, retryable)).await
+            }
+            TaskOutcome::Cancelled { .. } if !cancel.is_cancelled() => {
+                settle(&lease, || async {
+                    let done = client.fail(&job.id, attempt, HANDED_BACK, true).await;
+                    done.map(|_| Settled::HandedBack)
+                })
+                .await
+            }
+            TaskOutcome::Cancelled { .. } => {
+                let acked = settle(&lease, || async {
+                    let done = client.ack_cancel(&job.id, attempt).await;
+                    done.map(|_| Settled::Cancelled)
+                });
+                match acked.await {
+                    Settled::Lost if !lease.lost().is_cancelled() => {
+                        tracing::warn!(job = %job.id, "cancel/ack refused; failing the job instead");
+                        let message = "stopped on a cancel request the server no longer had";
+                        settle(&lease, || fail(client, &job, message, false)).await
+                    }
+                    settled => settled,
+                }
+            }
+        }
+    };
+    done.cancel();
+    for watcher in watchers {
+        let _ = watcher.await;
+    }
+    settled
+}
+
+/// Says the job's end, again after a short backoff while the server cannot be reached and
+/// the lease lasts (each end is idempotent for the same worker and attempt); `answer`
+/// makes the request afresh each time. A refusal, or a lease that runs out first, is
+/// [`Settled::Lost`].
+async fn settle<F, Fut>(lease: &Lease, mut answer: F) -> Settled
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<Settled, ClientError>>,
+{
+    let mut wait = Duration::from_millis(100);
+    loop {
+        match answer().await {
+            Ok(settled) => return settled,
+            Err(error) if error.is_retryable() && lease.is_held() => {
+                tracing::warn!(job = %lease.job_id(), %error, "cannot tell the server how the job ended; trying again while the lease lasts");
+                tokio::select! {
+                    _ = tokio::time::sleep(wait.min(lease.remaining())) => {}
+                    _ = lease.lost().cancelled() => {}
+                }
+                wait = (wait * 2).min(Duration::from_secs(2));
+            }
+            Err(error) => {
+                tracing::warn!(job = %lease.job_id(), %error, "the server refused this job's end");
+                return Settled::Lost;
+            }
+        }
+    }
+}
+
+async fn fail(
+    client: &QueueClient,
+    job: &Job,
+    message: &str,
+    retryable: bool,
+) -> Result<Settled, ClientError> {
+    client
+        .fail(&job.id, job.attempt, message, retryable)
+        .await
+        .map(|_| Settled::Failed { retryable })
+}
+
+/// Follows the job's event stream and stops the run at its `job.cancel_requested`, so a
+/// cancel does not wait for the next heartbeat.
+async fn watch_cancel(
+    client: QueueClient,
+    id: String,
+    cancel: CancellationToken,
+    done: CancellationToken,
+) {
+    let mut events = client.stream_events(&id, None);
+    loop {
+        let next = tokio::select! {
+            _ = done.cancelled() => return,
+            next = events.next() => next,
+        };
+        match next {
+            Some(Ok(event)) if event.kind == contract::job::events::JOB_CANCEL_REQUESTED => {
+                cancel.cancel();
+                return;
+            }
+            Some(_) => {}
+            None => return,
+        }
+    }
+}

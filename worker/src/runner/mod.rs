@@ -1,0 +1,143 @@
+//! The claim loop: long-polls the server for jobs this worker can run, up to `concurrency`
+//! at a time, and runs each through the stages (`job`) while a heartbeat keeps its lease
+//! (`lease`), a watcher on the job's event stream turns a cancel request into a stop
+//! within moments, and its reports go to the server in order (`upload`).
+//! Everything goes through the REST API ([`QueueClient`]), never the database, so the same
+//! loop runs on a remote machine and embedded in `stepwise serve`.
+
+mod job;
+mod lease;
+mod upload;
+
+use std::time::Duration;
+
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::client::{ClaimParams, QueueClient};
+use crate::stages::StageConfig;
+
+pub use job::{HANDED_BACK, Settled, run_job};
+pub use lease::Lease;
+
+#[derive(Debug, Clone)]
+pub struct WorkerConfig {
+    pub stages: StageConfig,
+    /// Jobs run at once.
+    pub concurrency: usize,
+    /// The lease asked for at claim; heartbeats renew it every third of it. A job whose
+    /// lease was not renewed in time (the server unreachable) is stopped a margin before
+    /// the lease's end, publishing nothing (see [`Lease`]).
+    pub lease: Duration,
+    /// How long one claim request may wait on the server for a job.
+    pub claim_wait: Duration,
+    /// Secrets to redact besides the shapes and the job's own (the worker's token, say).
+    pub secrets: Vec<String>,
+    /// After a stop, how long running jobs may go on before they are handed back.
+    pub drain: Duration,
+    /// Which workspaces outlive their job. Everything a run produced is on the server by
+    /// then (logs, patches, results), so a workspace is only a checkout to look into.
+    pub keep_workspaces: KeepWorkspaces,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum KeepWorkspaces {
+    /// Remove every workspace when its job ends.
+    Never,
+    /// Keep the workspaces of failed jobs, to look into; remove the rest.
+    #[default]
+    Failed,
+    /// Keep them all (disk use grows with every job).
+    Always,
+}
+
+/// How a worker is told to stop, in two stages.
+#[derive(Debug, Clone, Default)]
+pub struct Shutdown {
+    /// Claim nothing more; the running jobs get [`WorkerConfig::drain`] to finish.
+    pub stop: CancellationToken,
+    /// Stop the running agents now and hand their jobs back to the queue (a retryable
+    /// failure, so another worker picks them up). The runner fires it when the drain runs
+    /// out; a second signal may fire it sooner.
+    pub hand_back: CancellationToken,
+}
+
+impl WorkerConfig {
+    pub fn new(stages: StageConfig) -> WorkerConfig {
+        WorkerConfig {
+            stages,
+            concurrency: 1,
+            lease: Duration::from_secs(60),
+            claim_wait: Duration::from_secs(20),
+            secrets: Vec::new(),
+            drain: Duration::from_secs(20),
+            keep_workspaces: KeepWorkspaces::default(),
+        }
+    }
+}
+
+/// Claims and runs jobs until `shutdown.stop`; then claims no more, gives the jobs it holds
+/// the drain time to finish, and hands back those still running.
+pub async fn run(client: QueueClient, config: WorkerConfig, shutdown: Shutdown) {
+    // Orphans of the jobs' processes come back to this worker to be reaped, from the start.
+    crate::process::adopt_orphans();
+    let stop = &shutdown.stop;
+    let mut running = JoinSet::new();
+    let mut backoff = Duration::from_millis(250);
+    'claiming: loop {
+        while running.len() >= config.concurrency.max(1) {
+            tokio::select! {
+                _ = stop.cancelled() => break 'claiming,
+                _ = running.join_next() => {}
+            }
+        }
+        let params = ClaimParams {
+            capabilities: config.stages.capabilities.clone(),
+            allowed_types: None,
+            lease_seconds: Some(config.lease.as_secs().max(1)),
+            wait_seconds: Some(config.claim_wait.as_secs_f64()),
+            worker_version: Some(concat!("stepwise-worker ", env!("CARGO_PKG_VERSION")).into()),
+        };
+        // The lease is counted from here: the server starts it later, when a job comes.
+        let claimed_at = Instant::now();
+        let claimed = tokio::select! {
+            _ = stop.cancelled() => break 'claiming,
+            claimed = client.claim(&params) => claimed,
+        };
+        match claimed {
+            Ok(Some(job)) => {
+                backoff = Duration::from_millis(250);
+                let (client, config) = (client.clone(), config.clone());
+                let hand_back = shutdown.hand_back.clone();
+                running.spawn(async move {
+                    run_job(&client, &config, job, claimed_at, &hand_back).await
+                });
+            }
+            Ok(None) => backoff = Duration::from_millis(250),
+            Err(error) => {
+                tracing::warn!(%error, "claiming a job failed; retrying");
+                tokio::select! {
+                    _ = stop.cancelled() => break 'claiming,
+                    _ = tokio::time::sleep(backoff) => {}
+                }
+                backoff = (backoff * 2).min(Duration::from_secs(10));
+            }
+        }
+    }
+    if !running.is_empty() {
+        tracing::info!(
+            jobs = running.len(),
+            drain = ?config.drain,
+            "stopping: waiting for the running jobs, then handing back the rest"
+        );
+    }
+    let drained = async { while running.join_next().await.is_some() {} };
+    tokio::select! {
+        _ = drained => return,
+        _ = tokio::time::sleep(config.drain) => {}
+        _ = shutdown.hand_back.cancelled() => {}
+    }
+    shutdown.hand_back.cancel();
+    while running.join_next().await.is_some() {}
+}
