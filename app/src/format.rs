@@ -322,6 +322,7 @@ pub fn job_view(
             .last()
             .map_or(0, |e| e.id)
             .max(latest.last().map_or(0, |e| e.id)),
+        may_cancel: false,
         events_total,
         events: latest
             .iter()

@@ -5,6 +5,7 @@
 //! the same contract crate the server uses; the live jobs table; the live job), so the
 //! bundle carries those and nothing else.
 
+pub mod error;
 #[cfg(feature = "ssr")]
 mod format;
 mod pages;
@@ -23,6 +24,26 @@ use leptos_router::path;
 #[cfg(feature = "ssr")]
 pub use settings::SkillCatalog;
 pub use settings::{RuntimeStatus, ServerSettings, SkillInfo};
+
+/// Where leptos serves the server functions (its default): `/api/<name><hash>`.
+pub const SERVER_FN_PREFIX: &str = "/api/";
+
+/// `text` made safe inside `<title>` (RCDATA: only `&` and `<` matter there; `>` and quotes
+/// go too, so the result is safe in any text position).
+fn escape_title(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
 
 /// The HTML document around every page, rendered by the server.
 pub fn shell(options: LeptosOptions) -> impl IntoView {
@@ -50,7 +71,11 @@ pub fn App() -> impl IntoView {
     provide_meta_context();
     view! {
         <Stylesheet id="leptos" href="/pkg/stepwise.css"/>
-        <Title formatter=|page: String| format!("{page} · stepwise")/>
+        // Every page's title passes through here. leptos_meta 0.8.7 writes the title into
+        // the head as raw HTML during SSR, so a title made of a user's or a worker's text
+        // (an artifact's name, an objective) must be escaped first. Only the server runs
+        // it: the shell is not an island, so the browser never sets the title again.
+        <Title formatter=|page: String| format!("{} · stepwise", escape_title(&page))/>
         <Router>
             <header class="topbar">
                 <a class="brand" href="/tasks/queue">"stepwise"</a>

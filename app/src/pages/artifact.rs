@@ -4,6 +4,8 @@
 //! file is shown, with the whole file a download away.
 
 use leptos::prelude::*;
+
+use crate::error::AppError;
 use leptos_meta::Title;
 use leptos_router::hooks::use_params_map;
 use serde::{Deserialize, Serialize};
@@ -106,14 +108,14 @@ pub fn parse_diff(text: &str) -> (Vec<DiffFile>, Vec<(LineKind, String)>) {
 }
 
 #[server]
-pub async fn load_artifact(id: String, artifact: String) -> Result<ArtifactPage, ServerFnError> {
+pub async fn load_artifact(id: String, artifact: String) -> Result<ArtifactPage, AppError> {
     use crate::ssr;
     ssr::user()?;
     let queue = ssr::queue()?;
     let (found, bytes, truncated) = queue
         .read_artifact(&id, &artifact, SHOWN_BYTES)
         .await
-        .map_err(ssr::shown)?;
+        .map_err(ssr::refused)?;
     let text = match String::from_utf8(bytes) {
         Ok(text) => Some(text),
         // Cut inside a character: keep what is whole.

@@ -6,8 +6,10 @@
 //! reloads the page's data, so the timeline advances live.
 
 use contract::JobState;
-use leptos::either::Either;
+use leptos::either::EitherOf3;
 use leptos::prelude::*;
+
+use crate::error::AppError;
 use leptos_meta::Title;
 use leptos_router::hooks::use_params_map;
 use serde::{Deserialize, Serialize};
@@ -35,6 +37,8 @@ pub struct JobView {
     pub events_total: u64,
     /// The newest event's id: the live stream resumes after it.
     pub last_event_id: i64,
+    /// Whether the logged-in user may cancel (a viewer may not: no form is offered).
+    pub may_cancel: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -85,7 +89,7 @@ pub struct EventView {
 }
 
 #[server]
-pub async fn load_job(id: String) -> Result<JobView, ServerFnError> {
+pub async fn load_job(id: String) -> Result<JobView, AppError> {
     use contract::job::task;
 
     use crate::ssr;
@@ -93,16 +97,16 @@ pub async fn load_job(id: String) -> Result<JobView, ServerFnError> {
     const MILESTONES_READ: usize = 20_000;
     /// The newest events the page lists.
     const EVENTS_SHOWN: u32 = 200;
-    ssr::user()?;
+    let user = ssr::user()?;
     let queue = ssr::queue()?;
-    let job = queue.get_job(&id).await.map_err(ssr::shown)?;
+    let job = queue.get_job(&id).await.map_err(ssr::refused)?;
     let mut milestones = Vec::new();
     loop {
         let after = milestones.last().map_or(0, |e: &contract::JobEvent| e.id);
         let page = queue
             .list_events_except(&id, task::STEP_LOG, after, 1000)
             .await
-            .map_err(ssr::shown)?;
+            .map_err(ssr::refused)?;
         let full = page.len() == 1000;
         milestones.extend(page);
         if !full || milestones.len() >= MILESTONES_READ {
@@ -112,10 +116,10 @@ pub async fn load_job(id: String) -> Result<JobView, ServerFnError> {
     let latest = queue
         .list_latest_events(&id, EVENTS_SHOWN)
         .await
-        .map_err(ssr::shown)?;
-    let events_total = queue.count_events(&id).await.map_err(ssr::shown)?;
-    let artifacts = queue.list_artifacts(&id).await.map_err(ssr::shown)?;
-    let workers = queue.list_workers().await.map_err(ssr::shown)?;
+        .map_err(ssr::refused)?;
+    let events_total = queue.count_events(&id).await.map_err(ssr::refused)?;
+    let artifacts = queue.list_artifacts(&id).await.map_err(ssr::refused)?;
+    let workers = queue.list_workers().await.map_err(ssr::refused)?;
     let now = queue.now();
     let waiting = crate::format::waiting(&job, &workers, now);
     let data = crate::format::JobData {
@@ -125,24 +129,22 @@ pub async fn load_job(id: String) -> Result<JobView, ServerFnError> {
         events_total,
         artifacts: &artifacts,
     };
-    Ok(crate::format::job_view(
-        data,
-        now.timestamp_millis(),
-        waiting,
-    ))
+    let mut view = crate::format::job_view(data, now.timestamp_millis(), waiting);
+    view.may_cancel = user.require_operator().is_ok();
+    Ok(view)
 }
 
 /// Asks the job's worker to stop (or cancels a queued job at once), as the logged-in
 /// operator.
 #[server]
-pub async fn cancel_job(id: String, reason: String) -> Result<(), ServerFnError> {
+pub async fn cancel_job(id: String, reason: String) -> Result<(), AppError> {
     use crate::ssr;
     let user = ssr::operator()?;
     let reason = Some(reason.trim().to_string()).filter(|r| !r.is_empty());
     ssr::queue()?
         .request_cancel(&id, Some(&user.name), reason)
         .await
-        .map_err(ssr::shown)?;
+        .map_err(ssr::refused)?;
     Ok(())
 }
 
@@ -210,6 +212,7 @@ pub fn JobPage() -> impl IntoView {
 #[island]
 fn LiveJob(initial: JobView) -> impl IntoView {
     let id = initial.id.clone();
+    let may_cancel = initial.may_cancel;
     let job = RwSignal::new(initial);
     let live = RwSignal::new(Vec::<LiveEvent>::new());
     let cancel = ServerAction::<CancelJob>::new();
@@ -218,7 +221,7 @@ fn LiveJob(initial: JobView) -> impl IntoView {
     let state = Memo::new(move |_| job.with(|v| v.status));
     view! {
         {move || job.with(|v| view! { <JobTop view=v.clone() live/> })}
-        {move || view! { <CancelSection id=id.clone() status=state.get() cancel/> }}
+        {move || view! { <CancelSection id=id.clone() status=state.get() may_cancel cancel/> }}
         {move || job.with(|v| view! { <JobBottom view=v.clone() live/> })}
     }
 }
@@ -402,7 +405,12 @@ fn JobTop(view: JobView, live: RwSignal<Vec<LiveEvent>>) -> impl IntoView {
 
 /// The cancel form (a plain form post without JavaScript), or why there is none.
 #[component]
-fn CancelSection(id: String, status: JobState, cancel: ServerAction<CancelJob>) -> impl IntoView {
+fn CancelSection(
+    id: String,
+    status: JobState,
+    may_cancel: bool,
+    cancel: ServerAction<CancelJob>,
+) -> impl IntoView {
     let error = move || {
         cancel.value().get().and_then(Result::err).map(
             |e| view! { <p class="error" role="alert">"The cancel failed: " {e.to_string()}</p> },
@@ -411,8 +419,14 @@ fn CancelSection(id: String, status: JobState, cancel: ServerAction<CancelJob>) 
     view! {
         <section class="card" aria-labelledby="cancel-form-title">
             <h2 id="cancel-form-title">"Cancel"</h2>
-            {if status.is_terminal() {
-                Either::Right(view! {
+            {if !may_cancel {
+                EitherOf3::C(view! {
+                    <p class="muted" data-testid="cancel-not-allowed">
+                        "You are logged in as a viewer: viewers can read jobs but not cancel them."
+                    </p>
+                })
+            } else if status.is_terminal() {
+                EitherOf3::B(view! {
                     <button type="button" class="danger" disabled aria-describedby="cancel-ended">"Cancel this job"</button>
                     <p class="muted" id="cancel-ended">
                         {format!("This job has ended ({}): there is nothing left to cancel.", status.as_str())}
@@ -431,7 +445,7 @@ fn CancelSection(id: String, status: JobState, cancel: ServerAction<CancelJob>) 
                         cancel.dispatch(CancelJob { id: id.clone(), reason });
                     }
                 };
-                Either::Left(view! {
+                EitherOf3::A(view! {
                     <details>
                         <summary>"Cancel this job…"</summary>
                         <form method="post" action=action on:submit=on_submit>

@@ -7,6 +7,8 @@
 use contract::{Defaults, FieldError, PublishMode, RuntimeMode};
 use leptos::either::{Either, EitherOf3};
 use leptos::prelude::*;
+
+use crate::error::AppError;
 use leptos_meta::Title;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
@@ -14,9 +16,9 @@ use serde_json::{Map, Value, json};
 use crate::settings::{ServerSettings, SkillInfo};
 
 #[server]
-pub async fn get_settings() -> Result<ServerSettings, ServerFnError> {
+pub async fn get_settings() -> Result<ServerSettings, AppError> {
     let mut settings = use_context::<ServerSettings>()
-        .ok_or_else(|| ServerFnError::new("server settings are missing from the context"))?;
+        .ok_or_else(|| crate::ssr::internal("server settings are missing from the context"))?;
     if let Some(catalog) = use_context::<crate::settings::SkillCatalog>() {
         settings.skills = (catalog.0)();
     }
@@ -38,14 +40,14 @@ pub enum CheckOutcome {
 /// Normalizes a draft on the server, with the server's defaults: the browser checked it
 /// already, but only the server's answer counts.
 #[server]
-pub async fn check_task(payload: String) -> Result<CheckOutcome, ServerFnError> {
+pub async fn check_task(payload: String) -> Result<CheckOutcome, AppError> {
     let settings = get_settings().await?;
     let raw: serde_json::Value = serde_json::from_str(&payload)
-        .map_err(|e| ServerFnError::new(format!("the draft is not JSON: {e}")))?;
+        .map_err(|e| crate::ssr::unreadable(format!("the draft is not JSON: {e}")))?;
     Ok(match contract::normalize(&raw, &settings.defaults) {
         Ok(task) => CheckOutcome::Valid {
             required_capabilities: task.payload.required_capabilities.clone(),
-            canonical: serde_json::to_string_pretty(&task)?,
+            canonical: serde_json::to_string_pretty(&task).map_err(crate::ssr::internal)?,
         },
         Err(errors) => CheckOutcome::Invalid { errors },
     })
@@ -60,16 +62,16 @@ pub enum SubmitOutcome {
 
 /// Creates the job, as the logged-in operator.
 #[server]
-pub async fn submit_task(payload: String) -> Result<SubmitOutcome, ServerFnError> {
+pub async fn submit_task(payload: String) -> Result<SubmitOutcome, AppError> {
     use crate::ssr;
     let user = ssr::operator()?;
     let queue = ssr::queue()?;
     let raw: serde_json::Value = serde_json::from_str(&payload)
-        .map_err(|e| ServerFnError::new(format!("the task is not JSON: {e}")))?;
+        .map_err(|e| ssr::unreadable(format!("the task is not JSON: {e}")))?;
     match queue.create_job(&raw, Some(&user.name)).await {
         Ok(job) => Ok(SubmitOutcome::Created { id: job.id }),
         Err(queue::QueueError::Invalid(errors)) => Ok(SubmitOutcome::Invalid { errors }),
-        Err(e) => Err(ssr::shown(e)),
+        Err(e) => Err(ssr::refused(e)),
     }
 }
 
@@ -845,7 +847,7 @@ fn problems(n: usize) -> String {
 }
 
 #[component]
-fn SubmitResult(submit: Action<String, Result<SubmitOutcome, ServerFnError>>) -> impl IntoView {
+fn SubmitResult(submit: Action<String, Result<SubmitOutcome, AppError>>) -> impl IntoView {
     move || {
         submit.value().get().and_then(|result| match result {
             Ok(SubmitOutcome::Created { .. }) => None,
@@ -864,7 +866,7 @@ fn SubmitResult(submit: Action<String, Result<SubmitOutcome, ServerFnError>>) ->
 }
 
 #[component]
-fn CheckResult(check: Action<String, Result<CheckOutcome, ServerFnError>>) -> impl IntoView {
+fn CheckResult(check: Action<String, Result<CheckOutcome, AppError>>) -> impl IntoView {
     move || {
         check.value().get().map(|result| match result {
             Ok(CheckOutcome::Valid { canonical, required_capabilities }) => EitherOf3::A(view! {

@@ -6,6 +6,8 @@
 use contract::JobState;
 use leptos::either::Either;
 use leptos::prelude::*;
+
+use crate::error::AppError;
 use leptos_meta::Title;
 use leptos_router::hooks::use_query_map;
 use serde::{Deserialize, Serialize};
@@ -36,16 +38,13 @@ pub struct JobList {
 }
 
 #[server]
-pub async fn list_jobs(
-    status: Option<String>,
-    after: Option<String>,
-) -> Result<JobList, ServerFnError> {
+pub async fn list_jobs(status: Option<String>, after: Option<String>) -> Result<JobList, AppError> {
     use crate::ssr;
     ssr::user()?;
     let status = match status.as_deref().filter(|s| !s.is_empty()) {
         Some(s) => Some(
             s.parse::<JobState>()
-                .map_err(|_| ServerFnError::new(format!("unknown status {s:?}")))?,
+                .map_err(|_| ssr::invalid("status", "unknown status"))?,
         ),
         None => None,
     };
@@ -56,11 +55,11 @@ pub async fn list_jobs(
         after: after.filter(|a| !a.is_empty()),
     };
     let queue = ssr::queue()?;
-    let page = queue.list_jobs(&filter).await.map_err(ssr::shown)?;
-    let workers = queue.list_workers().await.map_err(ssr::shown)?;
+    let page = queue.list_jobs(&filter).await.map_err(ssr::refused)?;
+    let workers = queue.list_workers().await.map_err(ssr::refused)?;
     let now = queue.now();
     let ids: Vec<&str> = page.jobs.iter().map(|j| j.id.as_str()).collect();
-    let done = queue.steps_finished(&ids).await.map_err(ssr::shown)?;
+    let done = queue.steps_finished(&ids).await.map_err(ssr::refused)?;
     let row = |job: &contract::Job| {
         let waiting = crate::format::waiting(job, &workers, now);
         let steps_done = done.get(&job.id).copied().unwrap_or(0);

@@ -2,6 +2,8 @@
 //! it can run, and what it is running now.
 
 use leptos::prelude::*;
+
+use crate::error::AppError;
 use leptos_meta::Title;
 use serde::{Deserialize, Serialize};
 
@@ -16,12 +18,12 @@ pub struct WorkerView {
 }
 
 #[server]
-pub async fn list_workers() -> Result<Vec<WorkerView>, ServerFnError> {
+pub async fn list_workers() -> Result<Vec<WorkerView>, AppError> {
     use crate::ssr;
     ssr::user()?;
     let queue = ssr::queue()?;
     let now = queue.now();
-    let workers = queue.list_workers().await.map_err(ssr::shown)?;
+    let workers = queue.list_workers().await.map_err(ssr::refused)?;
     Ok(workers
         .into_iter()
         .map(|w| WorkerView {
