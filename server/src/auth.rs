@@ -93,13 +93,16 @@ pub fn mint(name: &str, kind: TokenKind, scope: Scope) -> Result<Minted, ApiErro
 
 /// On a fresh installation there is no token, so nobody could log in: make the first admin.
 /// Returns its secret when one was created.
+/// Atomic across replicas: however many start at once on an empty database, one does.
 pub async fn bootstrap_admin(queue: &Queue) -> Result<Option<String>, ApiError> {
     if queue.count_tokens().await? > 0 {
         return Ok(None);
     }
     let minted = mint("admin", TokenKind::User, Scope::user(Role::Admin))?;
-    queue.create_token(minted.record).await?;
-    Ok(Some(minted.secret))
+    Ok(queue
+        .create_first_token(minted.record)
+        .await?
+        .map(|_| minted.secret))
 }
 
 /// The token of a request, looked up: its bearer token, or else the user token behind its
@@ -134,7 +137,6 @@ async fn authenticate(parts: &Parts, queue: &Queue) -> Result<Option<TokenRecord
 #[derive(Debug, Clone)]
 pub struct User {
     pub token: TokenRecord,
-    pub role: Role,
 }
 
 impl User {
@@ -145,12 +147,7 @@ impl User {
 
     /// Submitting and cancelling need operator or admin; viewers only read.
     pub fn require_operator(&self) -> Result<(), ApiError> {
-        match self.role {
-            Role::Admin | Role::Operator => Ok(()),
-            Role::Viewer => Err(ApiError::forbidden(
-                "viewers can read jobs but not submit or cancel them",
-            )),
-        }
+        Ok(self.token.require_operator()?)
     }
 }
 
@@ -164,7 +161,7 @@ impl FromRequestParts<AppState> for User {
             )
         })?;
         match (token.kind, token.role) {
-            (TokenKind::User, Some(role)) => Ok(User { role, token }),
+            (TokenKind::User, Some(_)) => Ok(User { token }),
             _ => Err(ApiError::forbidden(
                 "this is a worker token; this route needs a user token",
             )),

@@ -105,10 +105,14 @@ async fn measure(args: &WorkerBenchArgs, agent: &Path, root: &Path) -> Result<()
             claude: agent.to_path_buf(),
             ..Binaries::default()
         },
+        endpoints: Default::default(),
+        logins: None,
         limits: Limits {
             timeout: Duration::from_secs(120),
             grace: Duration::from_secs(2),
         },
+        prepare_timeout: Duration::from_secs(120),
+        publish_timeout: Duration::from_secs(120),
         github: "https://github.com".into(),
         identity: Identity::default(),
         gh: "gh".into(),

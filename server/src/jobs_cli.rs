@@ -144,7 +144,7 @@ pub struct TaskFlags {
     /// The model the runtime uses.
     #[arg(long, conflicts_with = "file")]
     model: Option<String>,
-    /// The reasoning effort (codex: minimal…xhigh, claude: low…max, gemini: low…high).
+    /// The reasoning effort (codex: low…ultra, claude: low…max, gemini: low…high).
     #[arg(long, conflicts_with = "file")]
     effort: Option<String>,
     /// What happens to the changes once every step succeeded.

@@ -9,6 +9,8 @@ mod bench;
 mod bench_worker;
 mod cli;
 mod config;
+#[cfg(test)]
+mod html_check;
 mod jobs_cli;
 mod serve;
 mod session;

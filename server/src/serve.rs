@@ -185,6 +185,7 @@ fn router(config: &Config, queue: queue::Queue, closing: CancellationToken) -> R
             },
         )
         .fallback(leptos_axum::file_and_error_handler(app::shell))
+        .layer(axum::middleware::map_response(server_fn_status))
         .with_state(options)
         .merge(login)
         .layer(axum::middleware::from_fn_with_state(
@@ -202,6 +203,38 @@ fn router(config: &Config, queue: queue::Queue, closing: CancellationToken) -> R
                 )
             }),
         )
+}
+
+/// A server function's error leaves server_fn as a 500 whatever it was (arguments that
+/// do not parse included, before our code runs). Its body is the API's `ErrorBody`, and
+/// its code gives the status REST answers the same error with.
+async fn server_fn_status(response: axum::response::Response) -> axum::response::Response {
+    use leptos::server_fn::error::SERVER_FN_ERROR_HEADER;
+    if response.status() != axum::http::StatusCode::INTERNAL_SERVER_ERROR
+        || !response.headers().contains_key(SERVER_FN_ERROR_HEADER)
+    {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    let bytes = match axum::body::to_bytes(body, 1 << 20).await {
+        Ok(bytes) => bytes,
+        Err(error) => {
+            tracing::error!(%error, "a server function's error could not be read");
+            axum::body::Bytes::new()
+        }
+    };
+    match serde_json::from_slice::<contract::api::ErrorBody>(&bytes) {
+        Ok(error) => {
+            let code = error.error_code();
+            if code.is_internal() {
+                tracing::error!(code = %code, error = %error, "server function failed");
+            }
+            parts.status = axum::http::StatusCode::from_u16(code.status())
+                .unwrap_or(axum::http::StatusCode::INTERNAL_SERVER_ERROR);
+        }
+        Err(_) => tracing::error!("a server function's error is not an ErrorBody"),
+    }
+    axum::response::Response::from_parts(parts, axum::body::Body::from(bytes))
 }
 
 pub(crate) async fn shutdown_signal() {
@@ -238,13 +271,80 @@ pub(crate) mod tests {
         site: &std::path::Path,
         publish: &'static str,
     ) -> (Router, queue::Queue) {
+        test_site_on(site, publish, None).await
+    }
+
+    /// Which database a test site runs on.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub(crate) enum Backend {
+        Sqlite,
+        Postgres,
+    }
+
+    /// A throw-away database of `backend` for one test: the SQLite file lives in the site;
+    /// a PostgreSQL one is created on the server of `STEPWISE_TEST_PG_URL` and dropped when
+    /// this is (on failure too).
+    pub(crate) struct TestDb {
+        pub url: Option<String>,
+        pg: Option<queue::ScratchPostgres>,
+    }
+
+    impl TestDb {
+        pub(crate) async fn new(backend: Backend) -> TestDb {
+            match backend {
+                Backend::Sqlite => TestDb {
+                    url: None,
+                    pg: None,
+                },
+                Backend::Postgres => {
+                    let admin = std::env::var("STEPWISE_TEST_PG_URL").unwrap_or_else(|_| {
+                        "postgres://postgres@127.0.0.1:5432/postgres".to_string()
+                    });
+                    let pg = queue::ScratchPostgres::create(&admin, "stepwise_srv")
+                        .await
+                        .unwrap_or_else(|e| {
+                            panic!("PostgreSQL at STEPWISE_TEST_PG_URL is needed: {e}")
+                        });
+                    TestDb {
+                        url: Some(pg.url().to_string()),
+                        pg: Some(pg),
+                    }
+                }
+            }
+        }
+    }
+
+    impl Drop for TestDb {
+        fn drop(&mut self) {
+            if let Some(pg) = self.pg.take() {
+                // Drop runs inside a runtime in tests; a thread of its own may block.
+                let _ = std::thread::spawn(move || {
+                    let runtime = tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()
+                        .expect("a runtime");
+                    if let Err(e) = runtime.block_on(pg.drop_database()) {
+                        eprintln!("could not drop a test database: {e}");
+                    }
+                })
+                .join();
+            }
+        }
+    }
+
+    /// [`test_site`] on the database at `database_url` (SQLite in the site when `None`).
+    pub(crate) async fn test_site_on(
+        site: &std::path::Path,
+        publish: &'static str,
+        database_url: Option<&str>,
+    ) -> (Router, queue::Queue) {
         std::fs::create_dir_all(site.join("pkg")).unwrap();
         let args = ServeArgs {
             host: "127.0.0.1".into(),
             port: 0,
             db: DbArgs {
                 data_dir: site.join("data"),
-                database_url: None,
+                database_url: database_url.map(str::to_string),
             },
             site_root: Some(site.to_path_buf()),
             no_worker: true,
@@ -391,6 +491,187 @@ pub(crate) mod tests {
         }
         drop(stop);
         builder.join().unwrap();
+    }
+
+    /// A `Cookie` header of a live session of a fresh user token with `role`.
+    pub(crate) async fn session_as(queue: &queue::Queue, role: queue::Role) -> String {
+        let minted = crate::auth::mint(
+            &format!("{}-{}", role.as_str(), uuid_ish()),
+            queue::TokenKind::User,
+            crate::auth::Scope::user(role),
+        )
+        .unwrap();
+        let token = queue.create_token(minted.record).await.unwrap();
+        let secret = format!("sws_{}", uuid_ish());
+        queue
+            .create_session(
+                &token.id,
+                queue::SessionPurpose::Session,
+                &crate::auth::hash(&secret),
+                Duration::from_secs(60),
+            )
+            .await
+            .unwrap();
+        format!("{}={secret}", crate::session::COOKIE_NAME)
+    }
+
+    fn uuid_ish() -> String {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static N: AtomicU64 = AtomicU64::new(0);
+        format!("{:032x}", N.fetch_add(1, Ordering::SeqCst) + 0xabc0_0000)
+    }
+
+    /// The URL of the server function named `name` (`cancel_job`, …).
+    pub(crate) fn server_fn_url(name: &str) -> String {
+        leptos::server_fn::axum::server_fn_paths()
+            .map(|(path, _)| path)
+            .find(|path| {
+                path.strip_prefix(app::SERVER_FN_PREFIX)
+                    .is_some_and(|rest| rest.starts_with(name))
+            })
+            .unwrap_or_else(|| panic!("no server function {name}"))
+            .to_string()
+    }
+
+    /// A server function called as the browser's scripts call it (a form-encoded POST).
+    pub(crate) async fn call_server_fn(
+        app: &Router,
+        cookie: &str,
+        name: &str,
+        form: &str,
+    ) -> (StatusCode, String) {
+        let request = Request::post(server_fn_url(name))
+            .header(header::COOKIE, cookie)
+            .header(header::HOST, "localhost")
+            .header(header::ORIGIN, "http://localhost")
+            .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+            .header(header::ACCEPT, "application/json")
+            .body(Body::from(form.to_string()))
+            .unwrap();
+        let (status, _, body) = send(app, request).await;
+        (status, body)
+    }
+
+    #[tokio::test]
+    async fn a_viewer_cancelling_from_the_dashboard_is_refused_with_403_as_over_rest() {
+        let site = tempfile::tempdir().unwrap();
+        let (app, queue) = test_site(site.path(), "none").await;
+        let viewer = session_as(&queue, queue::Role::Viewer).await;
+        let raw = serde_json::json!({
+            "payload": { "repository": "octo/repo", "task": { "instructions": "Fix it" } }
+        });
+        let job = queue.create_job(&raw, Some("admin")).await.unwrap();
+        let (status, body) = call_server_fn(
+            &app,
+            &viewer,
+            "cancel_job",
+            &format!("id={}&reason=", job.id),
+        )
+        .await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+        let error: contract::api::ErrorBody = serde_json::from_str(&body).unwrap();
+        assert_eq!(error.code, "not_authorized");
+        assert!(error.message.contains("viewers can read"), "{body}");
+        assert_eq!(
+            queue.get_job(&job.id).await.unwrap().status,
+            contract::JobState::Queued
+        );
+        // The page offers a viewer no cancel form, and says why.
+        let (status, _, html) = get(&app, &viewer, &format!("/tasks/queue/{}", job.id)).await;
+        assert_eq!(status, StatusCode::OK);
+        assert!(html.contains("cancel-not-allowed"), "{html}");
+        assert!(!html.contains("Confirm cancel"), "{html}");
+    }
+
+    #[tokio::test]
+    async fn server_function_refusals_answer_with_the_rest_status_and_body() {
+        for backend in [Backend::Sqlite, Backend::Postgres] {
+            server_function_refusals_on(backend).await;
+        }
+    }
+
+    async fn server_function_refusals_on(backend: Backend) {
+        let site = tempfile::tempdir().unwrap();
+        let db = TestDb::new(backend).await;
+        let (app, queue) = test_site_on(site.path(), "none", db.url.as_deref()).await;
+        let admin = session_cookie(&queue).await;
+        let cases = [
+            // Arguments that do not read never reach our code: server_fn answered 500.
+            (
+                "cancel_job",
+                "nothing=here",
+                StatusCode::BAD_REQUEST,
+                "invalid_request",
+            ),
+            (
+                "cancel_job",
+                "id=not-a-job&reason=",
+                StatusCode::NOT_FOUND,
+                "job_not_found",
+            ),
+            ("load_job", "id=%00", StatusCode::NOT_FOUND, "job_not_found"),
+            (
+                "cancel_job",
+                "id=x&reason=%00",
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "invalid_queue_payload",
+            ),
+            (
+                "list_jobs",
+                "status=nope",
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "invalid_queue_payload",
+            ),
+            (
+                "submit_task",
+                "payload=%7B",
+                StatusCode::BAD_REQUEST,
+                "invalid_request",
+            ),
+        ];
+        for (name, form, status, code) in cases {
+            let (got, body) = call_server_fn(&app, &admin, name, form).await;
+            assert_eq!(got, status, "{name} {form}: {body}");
+            let error: contract::api::ErrorBody = serde_json::from_str(&body)
+                .unwrap_or_else(|e| panic!("{name} {form}: {e}: {body}"));
+            assert_eq!(error.code, code, "{backend:?} {name} {form}: {body}");
+        }
+        drop(queue);
+    }
+
+    #[tokio::test]
+    async fn an_artifact_named_like_markup_stays_text_in_the_page_title() {
+        let site = tempfile::tempdir().unwrap();
+        let (app, queue) = test_site(site.path(), "none").await;
+        let admin = session_cookie(&queue).await;
+        let raw = serde_json::json!({
+            "payload": { "repository": "octo/repo", "task": { "instructions": "Fix it" } }
+        });
+        let job = queue.create_job(&raw, Some("admin")).await.unwrap();
+        let request = queue::ClaimRequest {
+            worker_id: "w1".into(),
+            capabilities: vec!["codex".into(), "git".into()],
+            allowed_types: None,
+            allowed_repositories: None,
+            lease: Duration::from_secs(60),
+        };
+        let claimed = queue.claim(&request).await.unwrap().expect("the job");
+        let fence = queue::Fence::of(&claimed).unwrap();
+        // The `/` splits it into two legal parts, so a worker token could store it.
+        let name = "</title><img src=x onerror=alert(1) data-pwn>.log";
+        let artifact = queue
+            .add_artifact(&job.id, &fence, name, "text/plain", b"x")
+            .await
+            .unwrap();
+        let page = format!("/tasks/queue/{}/artifacts/{}", job.id, artifact.id);
+        let (status, _, html) = get(&app, &admin, &page).await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(
+            crate::html_check::title(&html).as_deref(),
+            Some(format!("{name} · stepwise").as_str()),
+        );
+        let smuggled = crate::html_check::smuggled(&html, "pwn");
+        assert!(smuggled.is_empty(), "{smuggled:?}");
     }
 
     #[tokio::test]

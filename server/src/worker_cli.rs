@@ -9,19 +9,27 @@ use clap::Args;
 use queue::{Queue, TokenKind};
 use worker::client::QueueClient;
 use worker::git::MirrorCache;
+use worker::logins::Logins;
 use worker::process::Limits;
 use worker::publish::Identity;
 use worker::runner::{self, KeepWorkspaces, Shutdown, WorkerConfig};
-use worker::runtime::Binaries;
+use worker::runtime::{Binaries, Endpoint, Endpoints};
 use worker::stages::StageConfig;
 
 use crate::cli::CliError;
 
 #[derive(Debug, Args)]
 pub struct WorkerArgs {
-    /// The server to take jobs from.
-    #[arg(long, env = "STEPWISE_SERVER", default_value = "http://127.0.0.1:3000")]
-    server: String,
+    /// The server to take jobs from. Repeat it (or give a comma list) for replicas of one
+    /// server on one database: the worker uses the first until it cannot be reached, then
+    /// the next. A load balancer in front of the replicas is the other way.
+    #[arg(
+        long,
+        env = "STEPWISE_SERVER",
+        default_value = "http://127.0.0.1:3000",
+        value_delimiter = ','
+    )]
+    server: Vec<String>,
     /// A worker token (`stepwise token create --kind worker`); its name is this worker's id.
     #[arg(long, env = "STEPWISE_WORKER_TOKEN", hide_env_values = true)]
     token: String,
@@ -54,6 +62,33 @@ pub struct AgentArgs {
     gemini_bin: PathBuf,
     #[arg(long, env = "STEPWISE_GH_BIN", default_value = "gh")]
     gh_bin: PathBuf,
+    /// Where codex sends its model requests (OpenAI Responses API), say a proxy, Azure
+    /// OpenAI or a local OpenAI-compatible server: `http://host:port/v1`.
+    #[arg(long, env = "STEPWISE_CODEX_BASE_URL")]
+    codex_base_url: Option<String>,
+    /// The variable holding codex's API key, passed to codex as CODEX_API_KEY [default:
+    /// CODEX_API_KEY, else OPENAI_API_KEY].
+    #[arg(long, env = "STEPWISE_CODEX_API_KEY_ENV", value_name = "NAME")]
+    codex_api_key_env: Option<String>,
+    /// Where claude sends its model requests (Anthropic Messages API), say a gateway.
+    #[arg(long, env = "STEPWISE_CLAUDE_BASE_URL")]
+    claude_base_url: Option<String>,
+    /// The variable holding claude's API key, passed as ANTHROPIC_API_KEY [default:
+    /// ANTHROPIC_API_KEY].
+    #[arg(long, env = "STEPWISE_CLAUDE_API_KEY_ENV", value_name = "NAME")]
+    claude_api_key_env: Option<String>,
+    /// Where gemini sends its model requests (Gemini API).
+    #[arg(long, env = "STEPWISE_GEMINI_BASE_URL")]
+    gemini_base_url: Option<String>,
+    /// The variable holding gemini's API key, passed as GEMINI_API_KEY [default:
+    /// GEMINI_API_KEY].
+    #[arg(long, env = "STEPWISE_GEMINI_API_KEY_ENV", value_name = "NAME")]
+    gemini_api_key_env: Option<String>,
+    /// Let jobs use the logins of the user running the worker (`codex login`, claude's
+    /// `/login`, gemini's Google login): their credential files are copied into each job's
+    /// HOME, and removed when the job ends.
+    #[arg(long, env = "STEPWISE_SHARE_LOGINS")]
+    share_logins: bool,
     /// Where GitHub `owner/name` repositories are cloned from.
     #[arg(
         long,
@@ -67,7 +102,15 @@ pub struct AgentArgs {
     /// The longest one step may run.
     #[arg(long, env = "STEPWISE_STEP_TIMEOUT_SECONDS", default_value_t = 3600)]
     step_timeout_seconds: u64,
-    /// How long a stopped step gets between SIGTERM and SIGKILL.
+    /// The longest the prepare stage's git may take in all (the repository's clone or
+    /// fetch, the checkout).
+    #[arg(long, env = "STEPWISE_PREPARE_TIMEOUT_SECONDS", default_value_t = 600)]
+    prepare_timeout_seconds: u64,
+    /// The longest the publish stage's git and gh may take in all (commit, push, pull
+    /// request); it also bounds the snapshots and patches taken around each step.
+    #[arg(long, env = "STEPWISE_PUBLISH_TIMEOUT_SECONDS", default_value_t = 300)]
+    publish_timeout_seconds: u64,
+    /// How long anything stopped (a step, git, gh) gets between SIGTERM and SIGKILL.
     #[arg(long, env = "STEPWISE_STOP_GRACE_SECONDS", default_value_t = 5)]
     grace_seconds: u64,
     /// On SIGTERM, how long running jobs may go on before they are handed back to the
@@ -93,6 +136,47 @@ impl AgentArgs {
             .unwrap_or_else(|| home.join("skills"))
     }
 
+    /// Each runtime's endpoint: the flags' base URLs, and the API keys read from the
+    /// variables named (or the CLIs' own), as `env` has them.
+    fn endpoints(&self, env: &impl Fn(&str) -> Option<String>) -> (Endpoints, Vec<String>) {
+        let key = |named: &Option<String>, defaults: &[&str]| -> (Option<String>, Vec<String>) {
+            let names: Vec<String> = match named {
+                Some(name) => vec![name.clone()],
+                None => defaults.iter().map(|d| d.to_string()).collect(),
+            };
+            let value = names
+                .iter()
+                .find_map(|n| env(n).filter(|v| !v.trim().is_empty()));
+            (value, names)
+        };
+        let (codex_key, mut names) = key(
+            &self.codex_api_key_env,
+            &["CODEX_API_KEY", "OPENAI_API_KEY"],
+        );
+        let (claude_key, more) = key(&self.claude_api_key_env, &["ANTHROPIC_API_KEY"]);
+        names.extend(more);
+        let (gemini_key, more) = key(&self.gemini_api_key_env, &["GEMINI_API_KEY"]);
+        names.extend(more);
+        let endpoints = Endpoints {
+            codex: Endpoint {
+                base_url: self.codex_base_url.clone(),
+                api_key: codex_key,
+                auth_type: None,
+            },
+            claude: Endpoint {
+                base_url: self.claude_base_url.clone(),
+                api_key: claude_key,
+                auth_type: None,
+            },
+            gemini: Endpoint {
+                base_url: self.gemini_base_url.clone(),
+                api_key: gemini_key,
+                auth_type: None,
+            },
+        };
+        (endpoints, names)
+    }
+
     /// The worker's configuration; `home` is where relative defaults go.
     fn config(self, home: &Path, token: &str) -> Result<WorkerConfig, CliError> {
         if self.concurrency == 0 || self.lease_seconds < 3 {
@@ -101,12 +185,31 @@ impl AgentArgs {
             ));
         }
         let skills_dir = self.skills_dir(home);
+        let env = |name: &str| std::env::var(name).ok();
+        let (mut endpoints, key_vars) = self.endpoints(&env);
         let capabilities = if self.capabilities.is_empty() {
             worker::probe_capabilities(std::env::var_os("PATH").as_deref())
         } else {
             self.capabilities
         };
-        let workdir = self.workdir.unwrap_or_else(|| home.join("work"));
+        // Absolute from the start: the CLIs run inside the checkout, where a relative path
+        // would point somewhere else.
+        let absolute = |path: PathBuf| {
+            std::path::absolute(&path)
+                .map_err(|e| CliError::Usage(format!("{}: {e}", path.display())))
+        };
+        let skills_dir = absolute(skills_dir)?;
+        let workdir = absolute(self.workdir.unwrap_or_else(|| home.join("work")))?;
+        let logins = if self.share_logins {
+            let user_home = std::env::var_os("HOME").map(PathBuf::from).ok_or_else(|| {
+                CliError::Usage("--share-logins: HOME is not set, so no login can be found".into())
+            })?;
+            let logins = Logins { home: user_home };
+            endpoints.gemini.auth_type = logins.gemini_auth_type();
+            Some(logins)
+        } else {
+            None
+        };
         let stages = StageConfig {
             mirrors: MirrorCache::new(workdir.join("mirrors")),
             workdir: workdir.join("jobs"),
@@ -116,10 +219,14 @@ impl AgentArgs {
                 claude: self.claude_bin,
                 gemini: self.gemini_bin,
             },
+            endpoints,
+            logins,
             limits: Limits {
                 timeout: Duration::from_secs(self.step_timeout_seconds),
                 grace: Duration::from_secs(self.grace_seconds),
             },
+            prepare_timeout: Duration::from_secs(self.prepare_timeout_seconds),
+            publish_timeout: Duration::from_secs(self.publish_timeout_seconds),
             github: self.github_url,
             identity: Identity::default(),
             gh: self.gh_bin,
@@ -135,20 +242,20 @@ impl AgentArgs {
             _ => KeepWorkspaces::Failed,
         };
         config.secrets.push(token.to_string());
-        config
-            .secrets
-            .extend(worker::redact::secrets_from_env(&self.secret_env, |name| {
-                std::env::var(name).ok()
-            }));
+        config.secrets.extend(worker::redact::secrets_from_env(
+            &[self.secret_env, key_vars].concat(),
+            env,
+        ));
         Ok(config)
     }
 }
 
 pub async fn run(args: WorkerArgs) -> Result<(), CliError> {
-    let client = QueueClient::new(&args.server, &args.token)
+    let servers: Vec<&str> = args.server.iter().map(String::as_str).collect();
+    let client = QueueClient::with_servers(&servers, &args.token)
         .map_err(|e| CliError::Usage(format!("--server / --token: {e}")))?;
     let config = args.agent.config(Path::new("."), &args.token)?;
-    announce(&args.server, &config);
+    announce(&args.server.join(", "), &config);
     let shutdown = Shutdown::default();
     tokio::spawn(signals(shutdown.clone()));
     runner::run(client, config, shutdown).await;
@@ -240,6 +347,40 @@ mod tests {
 
     use super::*;
     use crate::jobs_cli::test_server::start;
+
+    #[test]
+    fn api_keys_come_from_the_named_variable_else_the_cli_s_own_and_are_redacted() {
+        let env = |name: &str| {
+            match name {
+                "OPENAI_API_KEY" => Some("openai-key-value"),
+                "TEAM_KEY" => Some("team-key-value"),
+                "ANTHROPIC_API_KEY" => Some("anthropic-key-value"),
+                _ => None,
+            }
+            .map(String::from)
+        };
+        let mut agent = AgentArgs::defaults();
+        agent.gemini_api_key_env = Some("TEAM_KEY".into());
+        agent.claude_base_url = Some("http://gateway:4000".into());
+        let (endpoints, names) = agent.endpoints(&env);
+        // codex exec reads only CODEX_API_KEY; an OPENAI_API_KEY is passed on as that.
+        assert_eq!(endpoints.codex.api_key.as_deref(), Some("openai-key-value"));
+        assert_eq!(
+            endpoints.claude.api_key.as_deref(),
+            Some("anthropic-key-value")
+        );
+        assert_eq!(
+            endpoints.claude.base_url.as_deref(),
+            Some("http://gateway:4000")
+        );
+        assert_eq!(endpoints.gemini.api_key.as_deref(), Some("team-key-value"));
+        assert!(names.contains(&"TEAM_KEY".to_string()), "{names:?}");
+        let config = agent
+            .config(Path::new("relative/home"), "sww_token")
+            .unwrap();
+        assert!(config.stages.workdir.is_absolute());
+        assert!(config.stages.skills_dir.is_absolute());
+    }
 
     #[tokio::test]
     async fn the_embedded_worker_runs_jobs_with_a_token_of_its_own_that_each_start_replaces() {

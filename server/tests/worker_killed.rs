@@ -1,84 +1,40 @@
 //! A worker process killed with SIGKILL mid-step, for real: `stepwise serve` and two
 //! `stepwise worker` processes. The lease runs out, the job is retried on the other worker
 //! and succeeds there; the dead worker's agent died with it, and its token can no longer
-//! write to the job (fencing).
+//! write to the job (fencing). Everything the agent started dies with the worker too, even
+//! what ignores SIGTERM.
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use contract::JobState;
 use serde_json::json;
 use worker::client::QueueClient;
-use worker::testing::alive;
+use worker::testing::{alive, group_members};
 
-const BIN: &str = env!("CARGO_BIN_EXE_stepwise");
+use common::{BIN, Process, wait_for, wait_up_to};
 
-/// Kills the process when the test ends, however it ends.
-struct Process(Child);
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+mod common;
 
 /// `stepwise serve` on a free port with no embedded worker: (process, base URL, admin token).
 fn serve(data: &Path, site: &Path) -> (Process, String, String) {
     std::fs::create_dir_all(site.join("pkg")).unwrap();
-    let mut child = Command::new(BIN)
+    let mut command = Command::new(BIN);
+    command
         .args(["serve", "--port", "0", "--no-worker", "--data-dir"])
         .arg(data)
         .arg("--site-root")
         .arg(site)
         .env("RUST_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let (mut token, mut url) = (None, None);
-    for line in lines.by_ref() {
-        let line = line.unwrap();
-        if let Some(t) = line.split(": ").nth(1).filter(|t| t.starts_with("swu_")) {
-            token = Some(t.trim().to_string());
-        }
-        if let Some(u) = line.strip_prefix("stepwise is running on ") {
-            url = Some(u.trim().to_string());
-            break;
-        }
-    }
-    // Keep reading, so the server never writes into a closed pipe.
-    std::thread::spawn(move || lines.for_each(drop));
-    (
-        Process(child),
-        url.expect("serve printed its URL"),
-        token.expect("serve printed the first admin token"),
-    )
+        .stderr(Stdio::inherit());
+    let served = common::serve(command);
+    let admin = served.admin.expect("serve printed the first admin token");
+    (served.process, served.url, admin)
 }
 
 fn worker_token(data: &Path, name: &str) -> String {
-    let out = Command::new(BIN)
-        .args([
-            "token",
-            "create",
-            "--kind",
-            "worker",
-            "--name",
-            name,
-            "--data-dir",
-        ])
-        .arg(data)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    text.split("(shown only now): ")
-        .nth(1)
-        .and_then(|rest| rest.split_whitespace().next())
-        .unwrap_or_else(|| panic!("no token in {text}"))
-        .to_string()
+    common::worker_token(&["--data-dir".as_ref(), data.as_os_str()], name)
 }
 
 fn worker(url: &str, token: &str, workdir: &Path) -> Process {
@@ -96,25 +52,6 @@ fn worker(url: &str, token: &str, workdir: &Path) -> Process {
         .spawn()
         .unwrap();
     Process(child)
-}
-
-async fn wait_for<T>(what: &str, check: impl AsyncFnMut() -> Option<T>) -> T {
-    wait_up_to(Duration::from_secs(60), what, check).await
-}
-
-async fn wait_up_to<T>(
-    limit: Duration,
-    what: &str,
-    mut check: impl AsyncFnMut() -> Option<T>,
-) -> T {
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(found) = check().await {
-            return found;
-        }
-        assert!(Instant::now() < deadline, "{what} never happened");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 #[tokio::test]
@@ -188,4 +125,69 @@ async fn a_killed_worker_s_job_is_retried_elsewhere_and_the_dead_worker_is_fence
     assert_eq!(refused.status().map(|s| s.as_u16()), Some(409), "{refused}");
     let refused = stale.heartbeat(&job.id, 1, Some(3)).await.unwrap_err();
     assert_eq!(refused.status().map(|s| s.as_u16()), Some(409), "{refused}");
+}
+
+async fn pid_in(file: &Path) -> u32 {
+    wait_for("a pid file", async || common::pid_in(file)).await
+}
+
+#[tokio::test]
+async fn a_grandchild_that_ignores_sigterm_dies_with_a_killed_worker() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let (_server, url, admin) = serve(&data, &tmp.path().join("site"));
+    let remote = worker::testing::remote(tmp.path());
+    let token = worker_token(&data, "doomed");
+    let user = QueueClient::new(&url, &admin).unwrap();
+    let mut doomed = worker(&url, &token, &tmp.path().join("w1"));
+    let (agent_file, child_file) = (tmp.path().join("agent.pid"), tmp.path().join("child.pid"));
+    user.create_job(&json!({ "payload": {
+        "repository": remote,
+        "task": {
+            "instructions": "Leave a stubborn child behind",
+            "runtime": { "mode": "claude" },
+            "publish": { "mode": "none" },
+            "steps": [{ "instructions": format!(
+                "@fake pid {}\n@fake spawn-child {}\n@fake sleep 60",
+                agent_file.display(),
+                child_file.display()
+            ) }],
+        },
+    }}))
+    .await
+    .unwrap();
+    let agent = pid_in(&agent_file).await;
+    let child = pid_in(&child_file).await;
+    // The agent leads its own group, and the child is in it.
+    let running = |pid: u32| {
+        group_members(agent)
+            .iter()
+            .any(|&(p, s)| p == pid && s != 'Z')
+    };
+    assert!(
+        running(agent) && running(child),
+        "{:?}",
+        group_members(agent)
+    );
+
+    doomed.0.kill().unwrap();
+    let killed = Instant::now();
+    doomed.0.wait().unwrap();
+    wait_up_to(
+        Duration::from_secs(2),
+        "every process of the step dying with its worker",
+        async || {
+            let left: Vec<_> = group_members(agent)
+                .into_iter()
+                .filter(|&(_, state)| state != 'Z')
+                .collect();
+            left.is_empty().then_some(())
+        },
+    )
+    .await;
+    eprintln!(
+        "kill -9 of the worker → its step's group gone: {:?}",
+        killed.elapsed()
+    );
+    assert!(!alive(child));
 }

@@ -59,23 +59,9 @@ async fn download(
     _user: User,
     Path((id, artifact_id)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
-    let artifact = state
-        .queue
-        .list_artifacts(&id)
-        .await?
-        .into_iter()
-        .find(|a| a.id == artifact_id)
-        .ok_or_else(|| {
-            ApiError::from(queue::QueueError::NotFound {
-                entity: queue::Entity::Artifact,
-                id: artifact_id,
-            })
-        })?;
-    let (artifact, path) = state.queue.open_artifact(&id, &artifact.name).await?;
-    let file = tokio::fs::File::open(&path)
-        .await
-        .map_err(|e| ApiError::internal(format!("{}: {e}", path.display())))?;
-    let body = Body::from_stream(tokio_util::io::ReaderStream::new(file));
+    let (artifact, content) = state.queue.artifact_by_id(&id, &artifact_id).await?;
+    // Streamed as it is read (from a file, or from the database a few chunks at a time).
+    let body = Body::from_stream(content.into_stream());
     let file_name = artifact
         .name
         .rsplit('/')
@@ -137,14 +123,13 @@ async fn upload(
     let mut attempt = None;
     let mut worker_id = None;
     let mut content_type = None;
-    let mut file: Option<(Vec<u8>, Option<String>)> = None;
+    let mut file: Option<(queue::Incoming, Option<String>)> = None;
     while let Some(part) = multipart.next_field().await.map_err(multipart_error)? {
         let part_name = part.name().unwrap_or_default().to_string();
         match part_name.as_str() {
             "file" => {
                 let part_type = part.content_type().map(str::to_string);
-                let bytes = part.bytes().await.map_err(multipart_error)?;
-                file = Some((bytes.to_vec(), part_type));
+                file = Some((receive(&state.queue, part).await?, part_type));
             }
             "name" => name = Some(part.text().await.map_err(multipart_error)?),
             "attempt" => attempt = Some(part.text().await.map_err(multipart_error)?),
@@ -182,7 +167,7 @@ async fn upload(
     if file.is_none() {
         errors.push(FieldError::new("file", "required: the artifact's bytes"));
     }
-    let (Some(name), Some(attempt), Some((bytes, part_type)), true) =
+    let (Some(name), Some(attempt), Some((incoming, part_type)), true) =
         (name, attempt, file, errors.is_empty())
     else {
         return Err(ApiError::invalid(errors));
@@ -193,9 +178,32 @@ async fn upload(
         .unwrap_or_else(|| "application/octet-stream".to_string());
     let artifact = state
         .queue
-        .add_artifact(&id, &fence, name.trim(), &content_type, &bytes)
+        .store_artifact(&id, &fence, name.trim(), &content_type, incoming)
         .await?;
     Ok((axum::http::StatusCode::CREATED, Json(artifact)))
+}
+
+/// Receives the file part aside as it arrives (never whole in memory). A body that breaks
+/// off or grows past the limit is the client's problem, said as such.
+async fn receive(
+    queue: &queue::Queue,
+    part: axum::extract::multipart::Field<'_>,
+) -> Result<queue::Incoming, ApiError> {
+    use futures_util::TryStreamExt;
+    let broke = std::sync::Mutex::new(None);
+    let bytes = part.map_err(|e| {
+        let io = std::io::Error::other(e.body_text());
+        *broke.lock().unwrap() = Some(e);
+        io
+    });
+    let received = queue
+        .receive_artifact(tokio_util::io::StreamReader::new(bytes))
+        .await;
+    match (received, broke.into_inner().unwrap()) {
+        (Ok(incoming), _) => Ok(incoming),
+        (Err(_), Some(e)) => Err(multipart_error(e)),
+        (Err(e), None) => Err(e.into()),
+    }
 }
 
 fn multipart_error(e: axum::extract::multipart::MultipartError) -> ApiError {

@@ -2,35 +2,25 @@ use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use contract::FieldError;
+use contract::api::ErrorCode;
 use queue::QueueError;
-use serde::Serialize;
 
 /// The one error of the HTTP API. Its body is `{code, message}` (plus `errors` listing
 /// every field problem for 422); a 500 is logged in full and answered without details.
+/// The status comes from the code ([`ErrorCode::status`]), as it does for the dashboard's
+/// server functions.
 #[derive(Debug)]
 pub struct ApiError {
-    status: StatusCode,
-    code: &'static str,
+    code: ErrorCode,
     message: String,
     errors: Vec<FieldError>,
 }
 
-/// The body of every error answer.
-#[derive(Serialize, utoipa::ToSchema)]
-pub struct ErrorBody {
-    /// Stable, for programs: `job_not_found`, `invalid_queue_payload`, …
-    code: &'static str,
-    /// For people: what went wrong and what to do.
-    message: String,
-    /// For 422: every invalid field, with its path.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    errors: Vec<FieldError>,
-}
+pub use contract::api::ErrorBody;
 
 impl ApiError {
-    fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+    fn new(code: ErrorCode, message: impl Into<String>) -> Self {
         ApiError {
-            status,
             code,
             message: message.into(),
             errors: Vec::new(),
@@ -38,90 +28,70 @@ impl ApiError {
     }
 
     pub fn status_code(&self) -> StatusCode {
-        self.status
+        StatusCode::from_u16(self.code.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
     }
 
     pub fn code(&self) -> &'static str {
-        self.code
+        self.code.as_str()
     }
 
     pub fn unauthorized(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::UNAUTHORIZED, "auth_failed", message)
+        Self::new(ErrorCode::AuthFailed, message)
     }
 
     pub fn forbidden(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::FORBIDDEN, "not_authorized", message)
+        Self::new(ErrorCode::NotAuthorized, message)
     }
 
     pub fn worker_auth_failed(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::UNAUTHORIZED, "worker_auth_failed", message)
+        Self::new(ErrorCode::WorkerAuthFailed, message)
     }
 
     pub fn worker_not_authorized(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::FORBIDDEN, "worker_not_authorized", message)
+        Self::new(ErrorCode::WorkerNotAuthorized, message)
     }
 
     pub fn bad_request(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::BAD_REQUEST, "invalid_request", message)
+        Self::new(ErrorCode::InvalidRequest, message)
     }
 
     pub fn invalid(errors: Vec<FieldError>) -> Self {
-        let message = match errors.len() {
-            1 => "the request has 1 invalid field".to_string(),
-            n => format!("the request has {n} invalid fields"),
-        };
         ApiError {
+            message: contract::api::invalid_fields_message(errors.len()),
             errors,
-            ..Self::new(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "invalid_queue_payload",
-                message,
-            )
+            code: ErrorCode::InvalidQueuePayload,
         }
     }
 
     pub fn too_large(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large", message)
+        Self::new(ErrorCode::PayloadTooLarge, message)
     }
 
     pub fn internal(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::INTERNAL_SERVER_ERROR, "internal_error", message)
+        Self::new(ErrorCode::InternalError, message)
     }
 }
 
 impl From<QueueError> for ApiError {
     fn from(e: QueueError) -> Self {
-        let status = match &e {
-            QueueError::NotFound { .. } => StatusCode::NOT_FOUND,
-            QueueError::OwnershipMismatch { .. } | QueueError::StateConflict { .. } => {
-                StatusCode::CONFLICT
-            }
-            QueueError::Invalid(_) => StatusCode::UNPROCESSABLE_ENTITY,
-            QueueError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
-            _ => StatusCode::INTERNAL_SERVER_ERROR,
-        };
         match e {
             QueueError::Invalid(errors) => ApiError::invalid(errors),
-            e => ApiError::new(status, e.code(), e.to_string()),
+            e => ApiError::new(e.code(), e.to_string()),
         }
     }
 }
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        if self.status.is_server_error() {
+        if self.code.is_internal() {
             // The cause stays in the log: it may hold paths, SQL or other internals.
-            tracing::error!(code = self.code, error = %self.message, "request failed");
-            let body = ErrorBody {
-                code: self.code,
-                message: "internal error; the server log has the details".into(),
-                errors: Vec::new(),
-            };
+            tracing::error!(code = %self.code, error = %self.message, "request failed");
+            let body = ErrorBody::new(self.code, "internal error; the server log has the details");
             return (self.status_code(), Json(body)).into_response();
         }
         let status = self.status_code();
         let body = ErrorBody {
-            code: self.code,
+            code: self.code.as_str().to_string(),
             message: self.message,
             errors: self.errors,
         };

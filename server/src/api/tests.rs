@@ -925,6 +925,41 @@ async fn artifacts_upload_list_download_and_limits() {
 }
 
 #[tokio::test]
+async fn a_claim_wait_of_any_size_is_clamped_not_a_panic() {
+    let api = api().await;
+    let admin = api.user(Role::Admin).await;
+    let worker = api.worker("w1").await;
+    // 1e20 s does not fit a Duration: converted first, it panicked the handler and the
+    // connection closed with no answer. A job is waiting, so each claim answers at once.
+    for wait in [json!(1e20), json!(f64::MAX)] {
+        api.submit(&admin, "none").await;
+        let body = json!({ "capabilities": ALL_CAPS, "waitSeconds": wait });
+        let (status, claimed) = api
+            .call(
+                Method::POST,
+                "/api/queue/jobs/claim",
+                Some(&worker),
+                Some(body),
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK, "{wait}: {claimed}");
+    }
+    for wait in [json!(-1), json!("soon")] {
+        let body = json!({ "capabilities": ALL_CAPS, "waitSeconds": wait });
+        let (status, answer) = api
+            .call(
+                Method::POST,
+                "/api/queue/jobs/claim",
+                Some(&worker),
+                Some(body),
+            )
+            .await;
+        assert!(status.is_client_error(), "{wait}: {status} {answer}");
+        assert!(answer["code"].is_string(), "{answer}");
+    }
+}
+
+#[tokio::test]
 async fn a_long_polling_claim_wakes_when_a_job_is_submitted() {
     let api = api().await;
     let operator = api.user(Role::Operator).await;

@@ -81,8 +81,11 @@ async fn claim(
     };
     let wait = match body.wait_seconds {
         None => Duration::ZERO,
+        // Clamped before it becomes a Duration: a huge number (1e20) is a long wait,
+        // not a reason to panic.
         Some(s) if s.is_finite() && s >= 0.0 => {
-            Duration::from_secs_f64(s).min(state.limits.max_claim_wait)
+            let max = state.limits.max_claim_wait;
+            Duration::try_from_secs_f64(s).map_or(max, |wait| wait.min(max))
         }
         Some(_) => {
             return Err(field(
@@ -91,13 +94,14 @@ async fn claim(
             ));
         }
     };
+    request.validate()?;
     seen(
         &state,
         &request.worker_id,
         Some(&request.capabilities),
         body.worker_version.as_deref(),
     )
-    .await;
+    .await?;
     let job = if wait.is_zero() {
         state.queue.claim(&request).await?
     } else {
@@ -132,15 +136,25 @@ async fn heartbeat(
 ) -> Result<Json<Job>, ApiError> {
     let fence = worker.fence(body.worker_id.as_deref(), body.attempt)?;
     let lease = lease(&state.limits, body.lease_seconds)?;
-    seen(&state, worker.worker_id(), None, None).await;
+    seen(&state, worker.worker_id(), None, None).await?;
     Ok(Json(state.queue.heartbeat(&id, &fence, lease).await?))
 }
 
-/// Notes that the worker is alive. Bookkeeping only: a failure is logged, never the
-/// worker's problem.
-async fn seen(state: &AppState, id: &str, capabilities: Option<&[String]>, version: Option<&str>) {
-    if let Err(error) = state.queue.worker_seen(id, capabilities, version).await {
-        tracing::warn!(worker = %id, %error, "could not record the worker as seen");
+/// Notes that the worker is alive. Bookkeeping: a failure to write it is logged, never
+/// the worker's problem; only what the worker sent wrong (a NUL in its version) is.
+async fn seen(
+    state: &AppState,
+    id: &str,
+    capabilities: Option<&[String]>,
+    version: Option<&str>,
+) -> Result<(), ApiError> {
+    match state.queue.worker_seen(id, capabilities, version).await {
+        Ok(()) => Ok(()),
+        Err(error @ queue::QueueError::Invalid(_)) => Err(error.into()),
+        Err(error) => {
+            tracing::warn!(worker = %id, %error, "could not record the worker as seen");
+            Ok(())
+        }
     }
 }
 

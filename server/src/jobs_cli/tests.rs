@@ -213,7 +213,7 @@ fn the_summary_shows_attempt_worker_cancel_and_error() {
             "repository": "octo/hello",
             "task": {
                 "instructions": "Add a README",
-                "runtime": { "mode": "codex", "model": "gpt-5-codex", "effort": "high" },
+                "runtime": { "mode": "codex", "model": "gpt-5.5", "effort": "high" },
                 "publish": { "mode": "pr" },
                 "steps": [
                     { "id": "step-1", "title": "Write it", "instructions": "Write the README" },
@@ -234,7 +234,7 @@ fn the_summary_shows_attempt_worker_cancel_and_error() {
     for expected in [
         "job         0190a000-0000-7000-8000-000000000003",
         "status      running (attempt 2 of 3)",
-        "runtime     codex, model gpt-5-codex, effort high",
+        "runtime     codex, model gpt-5.5, effort high",
         "publish     pr",
         "claimed by  w1, lease until 2026-02-17 10:00:00 UTC",
         "cancel      requested 2026-02-17 10:00:00 UTC by alice: wrong repo",

@@ -13,6 +13,9 @@ use worker::testing::{alive, remote, stage_config};
 
 use crate::jobs_cli::test_server::{TestServer, start};
 
+mod hung;
+mod lease;
+
 struct Setup {
     server: TestServer,
     user: QueueClient,
@@ -90,16 +93,7 @@ impl Setup {
 
     /// Every artifact of the job, by name, as the API serves it.
     async fn artifacts(&self, job: &Job) -> Vec<(String, String)> {
-        let mut out = Vec::new();
-        for artifact in self.user.list_artifacts(&job.id).await.unwrap() {
-            let bytes = self
-                .user
-                .download_artifact(&job.id, &artifact.id)
-                .await
-                .unwrap();
-            out.push((artifact.name, String::from_utf8_lossy(&bytes).into_owned()));
-        }
-        out
+        worker::testing::artifacts(&self.user, &job.id).await
     }
 
     fn artifact<'a>(artifacts: &'a [(String, String)], name: &str) -> &'a str {
