@@ -6,6 +6,7 @@
 #
 #   setup_build     wasm32 target, cargo-leptos, wasm-bindgen-cli, wasm-opt (npm binaryen)
 #   setup_browser   Debian's chromium and the end2end npm packages
+#   setup_agents    the agent CLIs (codex, claude, gemini) pinned in agents/, for the tests
 #   setup_postgres  a running PostgreSQL for the test suite (STEPWISE_TEST_PG_URL)
 
 set -euo pipefail
@@ -89,6 +90,15 @@ setup_browser() {
   command -v curl >/dev/null || apt_install curl
   setup_node
   npm_ci "$STEPWISE_ROOT/end2end"
+}
+
+# The real agent CLIs, at the versions agents/package-lock.json pins; each ships its native
+# binary inside its npm package, so nothing is fetched from elsewhere. The worker's
+# real-agent tests run them from STEPWISE_AGENTS_BIN against a scripted model server.
+setup_agents() {
+  setup_node
+  npm_ci "$STEPWISE_ROOT/agents"
+  export STEPWISE_AGENTS_BIN="$STEPWISE_ROOT/agents/node_modules/.bin"
 }
 
 pg_ok() { psql "$1" -Atqc 'select 1' >/dev/null 2>&1; }

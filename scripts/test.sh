@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Runs every test: clippy, the Rust unit and integration tests (the queue conformance
-# suite on SQLite and on PostgreSQL), the release build (with the wasm bundle's gzip
-# size), and the browser tests in headless Chromium.
+# suite on SQLite and on PostgreSQL, the real agent CLIs against a scripted model server,
+# hostile input on both backends), a timed fuzz run of the task contract, the release
+# build (with the wasm bundle's gzip size), and the browser tests in headless Chromium.
 source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
 
 setup_build
 setup_browser
+setup_agents
 setup_postgres
 cd "$STEPWISE_ROOT"
 
@@ -23,6 +25,12 @@ if [ "$status" -eq 124 ] || [ "$status" -eq 137 ]; then
   echo "cargo test did not finish within 20 minutes: a test hangs (named above)" >&2
 fi
 [ "$status" -eq 0 ] || exit "$status"
+
+# Normalization takes whatever a client sends: generated and mutated requests for a fixed
+# time, in release so the minute covers many of them (the figure is printed).
+say "fuzz contract::normalize for ${STEPWISE_FUZZ_SECONDS:=60} s"
+STEPWISE_FUZZ_SECONDS="$STEPWISE_FUZZ_SECONDS" cargo test --release --locked -p contract \
+  --test task_contract -- --ignored --nocapture fuzz_normalize_for_a_fixed_time
 
 build_release
 scripts/bundle-size.sh

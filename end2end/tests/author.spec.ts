@@ -104,10 +104,10 @@ test("every task-level field of the form reaches the stored payload", async ({ p
   await page.getByLabel("Repository").fill("octo/fields");
   await page.getByLabel("Objective").fill("Use every field");
   // The efforts offered follow the runtime.
-  await expect(page.getByLabel("Effort").locator("option")).toContainText(["minimal"]);
+  await expect(page.getByLabel("Effort").locator("option", { hasText: "ultra" })).toHaveCount(1);
   await page.getByLabel("Runtime").selectOption("claude");
   await expect(page.getByLabel("Effort").locator("option", { hasText: "max" })).toHaveCount(1);
-  await expect(page.getByLabel("Effort").locator("option", { hasText: "minimal" })).toHaveCount(0);
+  await expect(page.getByLabel("Effort").locator("option", { hasText: "ultra" })).toHaveCount(0);
   await page.getByLabel("Model").fill("opus");
   await page.getByLabel("Effort").selectOption("high");
   await page.getByLabel("Skill", { exact: true }).selectOption("speckit");
