@@ -343,7 +343,9 @@ pub(crate) fn request_cancel(
 
 /// running (cancel requested) → cancelled, by the worker holding the lease. `acked_by` is
 /// the fence recorded by the `job.cancelled` event of an already-cancelled job: the same
-/// worker and attempt acknowledging again gets a no-op, anyone else a refusal.
+/// worker and attempt acknowledging again gets a no-op, anyone else a refusal. A job that
+/// a `complete` already finished after the cancel was requested stays succeeded (the work
+/// is done), and an ack after it is a conflict (409).
 pub(crate) fn ack_cancel(
     job: &mut Job,
     fence: &Fence,
