@@ -32,7 +32,7 @@ pub async fn run(config: Config) -> Result<(), CliError> {
 
     // Stops the HTTP server; its streams end at once (the rest drains gracefully).
     let http_stop = CancellationToken::new();
-    let app = router(&config, queue.clone(), http_stop.clone());
+    let app = router(&config, queue.clone(), Limits::default(), http_stop.clone());
     let listener = tokio::net::TcpListener::bind(config.addr)
         .await
         .map_err(|source| CliError::Bind {
@@ -137,11 +137,16 @@ fn page_routes() -> Vec<AxumRouteListing> {
     ROUTES.get_or_init(|| generate_route_list(app::App)).clone()
 }
 
-fn router(config: &Config, queue: queue::Queue, closing: CancellationToken) -> Router {
+fn router(
+    config: &Config,
+    queue: queue::Queue,
+    limits: Limits,
+    closing: CancellationToken,
+) -> Router {
     let max_artifact_bytes = queue.config().max_artifact_bytes;
     let state = AppState {
         queue,
-        limits: Limits::default(),
+        limits,
         closing,
     };
     let api = api::router(max_artifact_bytes).with_state(state.clone());
@@ -338,6 +343,16 @@ pub(crate) mod tests {
         publish: &'static str,
         database_url: Option<&str>,
     ) -> (Router, queue::Queue) {
+        test_site_with(site, publish, database_url, Limits::default()).await
+    }
+
+    /// [`test_site_on`] with the API's bounds set by the test.
+    pub(crate) async fn test_site_with(
+        site: &std::path::Path,
+        publish: &'static str,
+        database_url: Option<&str>,
+        limits: Limits,
+    ) -> (Router, queue::Queue) {
         std::fs::create_dir_all(site.join("pkg")).unwrap();
         let args = ServeArgs {
             host: "127.0.0.1".into(),
@@ -358,7 +373,7 @@ pub(crate) mod tests {
             .await
             .unwrap();
         (
-            router(&config, queue.clone(), CancellationToken::new()),
+            router(&config, queue.clone(), limits, CancellationToken::new()),
             queue,
         )
     }

@@ -1,7 +1,7 @@
 //! Job artifacts: workers upload logs, patches and results; people list and download them.
 
 use axum::body::Body;
-use axum::extract::{DefaultBodyLimit, Multipart, Path, State};
+use axum::extract::{DefaultBodyLimit, Multipart, State};
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -10,6 +10,7 @@ use contract::{Artifact, FieldError};
 use serde::Serialize;
 
 use super::error::ErrorBody;
+use super::extract::ApiPath;
 use super::{ApiError, AppState};
 use crate::auth::{User, Worker};
 
@@ -44,7 +45,7 @@ struct ArtifactList {
 async fn list(
     State(state): State<AppState>,
     _user: User,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> Result<Json<ArtifactList>, ApiError> {
     Ok(Json(ArtifactList {
         items: state.queue.list_artifacts(&id).await?,
@@ -57,7 +58,7 @@ async fn list(
 async fn download(
     State(state): State<AppState>,
     _user: User,
-    Path((id, artifact_id)): Path<(String, String)>,
+    ApiPath((id, artifact_id)): ApiPath<(String, String)>,
 ) -> Result<Response, ApiError> {
     let (artifact, content) = state.queue.artifact_by_id(&id, &artifact_id).await?;
     // Streamed as it is read (from a file, or from the database a few chunks at a time).
@@ -116,9 +117,15 @@ struct UploadForm {
 async fn upload(
     State(state): State<AppState>,
     worker: Worker,
-    Path(id): Path<String>,
-    mut multipart: Multipart,
+    ApiPath(id): ApiPath<String>,
+    multipart: Result<Multipart, axum::extract::multipart::MultipartRejection>,
 ) -> Result<(axum::http::StatusCode, Json<Artifact>), ApiError> {
+    let mut multipart = multipart.map_err(|e| {
+        ApiError::bad_request(format!(
+            "send the artifact as multipart/form-data with a boundary: {}",
+            e.body_text()
+        ))
+    })?;
     let mut name = None;
     let mut attempt = None;
     let mut worker_id = None;

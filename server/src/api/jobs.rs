@@ -1,6 +1,6 @@
 //! What people do with jobs: submit, list, read, cancel, read the timeline.
 
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -9,6 +9,7 @@ use queue::JobFilter;
 use serde::{Deserialize, Serialize};
 
 use super::error::ErrorBody;
+use super::extract::{ApiPath, ApiQuery};
 use super::{ApiError, ApiJson, AppState};
 use crate::auth::User;
 
@@ -57,9 +58,8 @@ struct JobList {
 async fn list(
     State(state): State<AppState>,
     _user: User,
-    query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
+    ApiQuery(query): ApiQuery<ListQuery>,
 ) -> Result<Json<JobList>, ApiError> {
-    let Query(query) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
     let status = match query.status.as_deref() {
         None | Some("") => None,
         Some(s) => Some(s.parse::<JobState>().map_err(|_| {
@@ -88,7 +88,7 @@ async fn list(
 async fn show(
     State(state): State<AppState>,
     _user: User,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> Result<Json<Job>, ApiError> {
     Ok(Json(state.queue.get_job(&id).await?))
 }
@@ -106,7 +106,7 @@ struct CancelBody {
 async fn cancel(
     State(state): State<AppState>,
     user: User,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     body: axum::body::Bytes,
 ) -> Result<Json<Job>, ApiError> {
     user.require_operator()?;
@@ -141,10 +141,9 @@ const DEFAULT_EVENTS_PAGE: u32 = 200;
 async fn events(
     State(state): State<AppState>,
     _user: User,
-    Path(id): Path<String>,
-    query: Result<Query<EventsQuery>, axum::extract::rejection::QueryRejection>,
+    ApiPath(id): ApiPath<String>,
+    ApiQuery(query): ApiQuery<EventsQuery>,
 ) -> Result<Json<EventList>, ApiError> {
-    let Query(query) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
     let items = state
         .queue
         .list_events(

@@ -3,6 +3,7 @@
 
 mod artifacts;
 mod error;
+mod extract;
 mod jobs;
 mod json;
 mod openapi;

@@ -6,7 +6,7 @@
 use std::convert::Infallible;
 
 use axum::Router;
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::routing::get;
@@ -18,6 +18,7 @@ use serde::Deserialize;
 use tokio::sync::broadcast::error::RecvError;
 
 use super::error::ErrorBody;
+use super::extract::{ApiPath, ApiQuery};
 use super::{ApiError, AppState};
 use crate::auth::{Reader, User};
 
@@ -95,9 +96,9 @@ struct StreamQuery {
 async fn stream_events(
     State(state): State<AppState>,
     reader: Reader,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     headers: HeaderMap,
-    Query(query): Query<StreamQuery>,
+    ApiQuery(query): ApiQuery<StreamQuery>,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
     // Subscribe before the first read, so nothing appended in between is missed.
     let notes = state.queue.subscribe();

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::routing::post;
 use axum::{Json, Router};
 use contract::{EventLevel, FieldError, Job, JobEvent, NewEvent};
@@ -11,6 +11,7 @@ use queue::ClaimRequest;
 use serde::{Deserialize, Serialize};
 
 use super::error::ErrorBody;
+use super::extract::ApiPath;
 use super::{ApiError, ApiJson, AppState, Limits};
 use crate::auth::Worker;
 
@@ -131,7 +132,7 @@ struct HeartbeatBody {
 async fn heartbeat(
     State(state): State<AppState>,
     worker: Worker,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     ApiJson(body): ApiJson<HeartbeatBody>,
 ) -> Result<Json<Job>, ApiError> {
     let fence = worker.fence(body.worker_id.as_deref(), body.attempt)?;
@@ -171,7 +172,7 @@ struct CompleteBody {
 async fn complete(
     State(state): State<AppState>,
     worker: Worker,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     ApiJson(body): ApiJson<CompleteBody>,
 ) -> Result<Json<Job>, ApiError> {
     let fence = worker.fence(body.worker_id.as_deref(), body.attempt)?;
@@ -199,7 +200,7 @@ struct FailBody {
 async fn fail(
     State(state): State<AppState>,
     worker: Worker,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     ApiJson(body): ApiJson<FailBody>,
 ) -> Result<Json<Job>, ApiError> {
     let fence = worker.fence(body.worker_id.as_deref(), body.attempt)?;
@@ -231,7 +232,7 @@ struct EventBody {
 async fn append_event(
     State(state): State<AppState>,
     worker: Worker,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     ApiJson(body): ApiJson<EventBody>,
 ) -> Result<Json<JobEvent>, ApiError> {
     let fence = worker.fence(body.worker_id.as_deref(), body.attempt)?;
@@ -249,7 +250,7 @@ async fn append_event(
 async fn ack_cancel(
     State(state): State<AppState>,
     worker: Worker,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     ApiJson(body): ApiJson<FenceBody>,
 ) -> Result<Json<Job>, ApiError> {
     let fence = worker.fence(body.worker_id.as_deref(), body.attempt)?;
