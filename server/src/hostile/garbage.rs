@@ -155,8 +155,14 @@ impl Garbage {
     /// A request body: mostly JSON (a broken valid one when there is one), sometimes bytes
     /// no parser should accept.
     pub fn body(&mut self, valid: Option<&Value>) -> Vec<u8> {
-        match (self.below(10), valid) {
+        match (self.below(12), valid) {
             (0..=4, Some(valid)) => self.mutate(valid).to_string().into_bytes(),
+            // A key given twice, the stranger first: which one a parser keeps is its own.
+            (5, Some(Value::Object(map))) if !map.is_empty() => {
+                let key = self.pick(&map.keys().cloned().collect::<Vec<_>>());
+                let valid = Value::Object(map.clone()).to_string();
+                format!("{{{}:{},{}", Value::String(key), self.json(), &valid[1..]).into_bytes()
+            }
             (0..=5, _) => self.json().to_string().into_bytes(),
             (6, _) => Vec::new(),
             // Nested far past any parser's depth limit.
@@ -167,6 +173,21 @@ impl Garbage {
                 bytes.extend_from_slice(&[0xff, 0xfe, 0x00, 0xc3]);
                 bytes.extend_from_slice(br#""}}"#);
                 bytes
+            }
+            // Numbers past every integer and float type.
+            (9, _) => {
+                let key = self.pick(FIELDS);
+                let number = self.pick(&[
+                    "1e999",
+                    "-1e999",
+                    "18446744073709551616",
+                    "-9223372036854775809",
+                    "1e-999",
+                    "-0",
+                    "4294967296",
+                    "0.5",
+                ]);
+                format!(r#"{{"{key}":{number},"workerId":"w1","attempt":{number}}}"#).into_bytes()
             }
             _ => self.sample(proptest::collection::vec(any::<u8>(), 0..300)),
         }
