@@ -456,6 +456,7 @@ impl Queue {
             finished_at: None,
             created_at: now,
             updated_at: now,
+            usage: None,
         };
         let repository = &task.payload.repository;
         if let Some(claimer) = self
