@@ -132,7 +132,10 @@ pub async fn a_malformed_step_usage_is_refused_by_field_and_adds_nothing(h: Harn
             h.queue.append_event(&job.id, &f, event).await,
             "invalid_queue_payload",
         );
-        assert!(refused.to_string().contains("payload.usage"), "{bad}: {refused}");
+        assert!(
+            refused.to_string().contains("payload.usage"),
+            "{bad}: {refused}"
+        );
     }
     assert_eq!(h.event_kinds(&job).await, before);
     assert_eq!(h.get(&job).await.usage, None);
