@@ -68,6 +68,81 @@ impl StepUsage {
         }
         Ok(Some(usage).filter(|u| !u.is_empty()))
     }
+
+    /// Every reported figure, for a job's or a step's detail (the CLI's `jobs show`, the
+    /// job page): `1,210 in (300 cached) · 51 out (12 reasoning) · $0.75`. Empty when
+    /// nothing was reported. One wording, so the terminal and the pages agree.
+    pub fn summary(&self) -> String {
+        let with = |n: u64, unit: &str, part: Option<u64>, what: &str| match part {
+            Some(p) => format!("{} {unit} ({} {what})", grouped(n), grouped(p)),
+            None => format!("{} {unit}", grouped(n)),
+        };
+        let mut parts = Vec::new();
+        match self.input_tokens {
+            Some(n) => parts.push(with(n, "in", self.cached_input_tokens, "cached")),
+            None => parts.extend(
+                self.cached_input_tokens
+                    .map(|c| format!("{} cached in", grouped(c))),
+            ),
+        }
+        match self.output_tokens {
+            Some(n) => parts.push(with(n, "out", self.reasoning_tokens, "reasoning")),
+            None => parts.extend(
+                self.reasoning_tokens
+                    .map(|r| format!("{} reasoning", grouped(r))),
+            ),
+        }
+        parts.extend(self.cost_usd.map(dollars));
+        parts.join(" · ")
+    }
+
+    /// The figures a list has room for: `1.2k in · 51 out · $0.75`. Empty when nothing
+    /// was reported.
+    pub fn compact(&self) -> String {
+        [
+            self.input_tokens.map(|n| format!("{} in", short(n))),
+            self.output_tokens.map(|n| format!("{} out", short(n))),
+            self.cost_usd.map(dollars),
+        ]
+        .into_iter()
+        .flatten()
+        .collect::<Vec<_>>()
+        .join(" · ")
+    }
+}
+
+/// `1,234,567`.
+fn grouped(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// `950`, `1.2k`, `3.4M`.
+fn short(n: u64) -> String {
+    match n {
+        0..=999 => n.to_string(),
+        1_000..=999_949 => format!("{:.1}k", n as f64 / 1e3),
+        _ => format!("{:.1}M", n as f64 / 1e6),
+    }
+}
+
+/// `$0.75`, `$0.0123` (a step often costs cents or less), `$12.35`.
+fn dollars(usd: f64) -> String {
+    if usd >= 1.0 {
+        return format!("${usd:.2}");
+    }
+    let mut text = format!("{usd:.4}");
+    while text.ends_with('0') && text.len() > "0.00".len() {
+        text.pop();
+    }
+    format!("${text}")
 }
 
 /// The sum of two reports (of one step's turns, or of a job's steps); a figure stays
@@ -135,6 +210,53 @@ mod tests {
             ..StepUsage::default()
         };
         assert_eq!((huge + huge).output_tokens, Some(u64::MAX));
+    }
+
+    #[test]
+    fn usage_reads_in_full_or_in_brief_and_says_nothing_when_nothing_was_reported() {
+        let all = StepUsage {
+            input_tokens: Some(1_234_567),
+            cached_input_tokens: Some(300),
+            output_tokens: Some(51),
+            reasoning_tokens: Some(12),
+            cost_usd: Some(0.25),
+        };
+        assert_eq!(
+            all.summary(),
+            "1,234,567 in (300 cached) · 51 out (12 reasoning) · $0.25"
+        );
+        assert_eq!(all.compact(), "1.2M in · 51 out · $0.25");
+        let codex = StepUsage {
+            input_tokens: Some(1200),
+            output_tokens: Some(45),
+            ..StepUsage::default()
+        };
+        assert_eq!(codex.summary(), "1,200 in · 45 out");
+        assert_eq!(codex.compact(), "1.2k in · 45 out");
+        let cents = StepUsage {
+            cost_usd: Some(0.0123),
+            ..StepUsage::default()
+        };
+        assert_eq!(cents.summary(), "$0.0123");
+        assert_eq!(
+            StepUsage {
+                cost_usd: Some(12.345),
+                ..cents
+            }
+            .compact(),
+            "$12.35"
+        );
+        assert_eq!(
+            StepUsage {
+                cost_usd: Some(0.5),
+                ..cents
+            }
+            .compact(),
+            "$0.50"
+        );
+        assert_eq!(StepUsage::default().summary(), "");
+        assert_eq!(StepUsage::default().compact(), "");
+        assert_eq!(short(999_999), "1.0M");
     }
 
     fn payload(value: Value) -> Map<String, Value> {
