@@ -94,8 +94,14 @@ pub fn row(job: &Job, now_ms: i64, waiting: Option<String>, steps_done: u32) -> 
         steps_done,
         created: when(&job.created_at),
         duration: run_time(job, now_ms),
+        usage: usage_compact(job.usage.as_ref()),
         waiting,
     }
+}
+
+/// A job's or a step's usage in brief, empty when nothing was reported.
+fn usage_compact(usage: Option<&contract::StepUsage>) -> String {
+    usage.map(contract::StepUsage::compact).unwrap_or_default()
 }
 
 /// What the job page is built from: the job, its timeline without log lines (the
@@ -154,6 +160,7 @@ pub fn job_view(
             skill: s.effective_skill.clone(),
             state: "pending".into(),
             duration: String::new(),
+            usage: String::new(),
             log: artifact(&task::step_log(s.index)),
             patch: artifact(&task::step_patch(s.index)),
         })
@@ -179,6 +186,10 @@ pub fn job_view(
             _ => continue,
         };
         step.state = state.into();
+        // The step's latest run: a retried step shows what its last attempt used.
+        if let Ok(Some(usage)) = contract::StepUsage::of_step_event(&event.kind, &event.payload) {
+            step.usage = usage.summary();
+        }
         if let (Some(start), true) = (started[index], state != "running") {
             step.duration = duration(at - start);
         }
@@ -288,6 +299,8 @@ pub fn job_view(
         job.finished_at.map(|t| when(&t)).unwrap_or_default(),
     );
     fact("Duration", run_time(job, now_ms));
+    let usage = job.usage.map(|u| u.summary()).unwrap_or_default();
+    fact("Usage", usage.clone());
     fact("Result", job.result_summary.clone().unwrap_or_default());
     fact("Error", job.error_message.clone().unwrap_or_default());
 
@@ -301,6 +314,7 @@ pub fn job_view(
             .unwrap_or_default(),
         facts,
         steps,
+        usage,
         stages,
         waiting,
         cancel: job.cancel_requested_at.map(|at| CancelView {

@@ -22,6 +22,8 @@ pub struct JobView {
     pub objective: String,
     pub facts: Vec<(String, String)>,
     pub steps: Vec<StepView>,
+    /// What every step used in all, over every attempt (empty when no step reported).
+    pub usage: String,
     /// prepare, execute and publish, each with its state (pending, running, succeeded,
     /// failed, skipped or cancelled).
     pub stages: Vec<(String, String)>,
@@ -59,6 +61,8 @@ pub struct StepView {
     /// pending, running, succeeded, failed or cancelled.
     pub state: String,
     pub duration: String,
+    /// What the step's latest run used, as its CLI reported it; empty when it did not.
+    pub usage: String,
     pub log: Option<String>,
     pub patch: Option<String>,
 }
@@ -355,6 +359,7 @@ fn JobTop(view: JobView, live: RwSignal<Vec<LiveEvent>>) -> impl IntoView {
                     <span class="step-title">{format!("{}. {}", step.number, step.title)}</span>
                     <span class="muted">{step.skill}</span>
                     <span class="muted">{step.duration}</span>
+                    <span class="muted usage">{step.usage}</span>
                     <span class="links">
                         {step.log.map(|href| view! { <a href=href aria-label=format!("Log of step {}", step.number)>"log"</a> })}
                         {step.patch.map(|href| view! { <a href=href aria-label=format!("Diff of step {}", step.number)>"diff"</a> })}
@@ -392,6 +397,9 @@ fn JobTop(view: JobView, live: RwSignal<Vec<LiveEvent>>) -> impl IntoView {
                 <div class="bar" style=format!("width: {percent}%")></div>
             </div>
             <p class="muted">{format!("{done}/{total} steps done")}</p>
+            {(!view.usage.is_empty()).then(|| view! {
+                <p class="muted" data-testid="usage-total">"Used in all: " {view.usage.clone()}</p>
+            })}
             <ol class="stages" aria-label="Stages">
                 {view.stages.into_iter().map(|(name, state)| view! {
                     <li class=format!("status {state}")>{format!("{name}: {state}")}</li>
