@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::modes::ParseModeError;
+pub use crate::usage::StepUsage;
 
 /// Where a job is in its life. Closed: a new state is a breaking change for every client.
 ///
@@ -153,6 +154,11 @@ pub struct Job {
     pub finished_at: Option<DateTime<Utc>>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+    /// What the job's steps used in all, over every attempt: the sum of the `usage` of
+    /// its `task.step.finished` and `task.step.failed` events. A figure no step reported
+    /// is absent; `null` while no step reported any.
+    #[serde(default)]
+    pub usage: Option<StepUsage>,
 }
 
 impl Job {
@@ -252,60 +258,6 @@ pub struct Artifact {
     pub sha256: String,
     /// When this content was stored; a re-upload under the same name replaces it.
     pub created_at: DateTime<Utc>,
-}
-
-/// What one step's agent invocation used, as its CLI reported it: the `usage` of
-/// `task.step.finished`, and of `task.step.failed` when the CLI got as far as saying.
-/// A figure the CLI does not report is absent, never estimated; only claude reports a
-/// price. Each step is one invocation, so these are that invocation's totals.
-///
-/// `inputTokens` counts every input token, those read from a prompt cache included;
-/// `cachedInputTokens` says how many of them were. `reasoningTokens` are part of
-/// `outputTokens` where the API counts them so (OpenAI), and beside them where it does
-/// not (Gemini's thoughts).
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct StepUsage {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub input_tokens: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cached_input_tokens: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub output_tokens: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reasoning_tokens: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cost_usd: Option<f64>,
-}
-
-impl StepUsage {
-    /// Whether the CLI reported nothing at all.
-    pub fn is_empty(&self) -> bool {
-        *self == StepUsage::default()
-    }
-}
-
-/// The sum of two reports (of one step's turns, or of a job's steps); a figure stays
-/// absent only when both lack it.
-impl std::ops::Add for StepUsage {
-    type Output = StepUsage;
-
-    fn add(self, other: StepUsage) -> StepUsage {
-        fn sum<T: std::ops::Add<Output = T>>(a: Option<T>, b: Option<T>) -> Option<T> {
-            match (a, b) {
-                (Some(a), Some(b)) => Some(a + b),
-                (a, b) => a.or(b),
-            }
-        }
-        StepUsage {
-            input_tokens: sum(self.input_tokens, other.input_tokens),
-            cached_input_tokens: sum(self.cached_input_tokens, other.cached_input_tokens),
-            output_tokens: sum(self.output_tokens, other.output_tokens),
-            reasoning_tokens: sum(self.reasoning_tokens, other.reasoning_tokens),
-            cost_usd: sum(self.cost_usd, other.cost_usd),
-        }
-    }
 }
 
 /// The kinds of the events the queue appends for its own transitions. Workers may not
@@ -478,6 +430,10 @@ mod tests {
             finished_at: None,
             created_at: at,
             updated_at: at,
+            usage: Some(StepUsage {
+                output_tokens: Some(7),
+                ..StepUsage::default()
+            }),
         };
         let value = serde_json::to_value(&job).unwrap();
         let mut keys: Vec<_> = value.as_object().unwrap().keys().cloned().collect();
@@ -505,42 +461,15 @@ mod tests {
             "finishedAt",
             "createdAt",
             "updatedAt",
+            "usage",
         ];
         expected.sort();
         assert_eq!(keys, expected);
         assert_eq!(value["status"], "running");
         assert_eq!(value["createdAt"], "2026-02-17T10:00:00.123Z");
+        assert_eq!(value["usage"], serde_json::json!({ "outputTokens": 7 }));
         let back: Job = serde_json::from_value(value).unwrap();
         assert_eq!(back, job);
-    }
-
-    #[test]
-    fn step_usage_leaves_out_what_was_not_reported_and_adds_up() {
-        let codex = StepUsage {
-            input_tokens: Some(1200),
-            cached_input_tokens: Some(300),
-            output_tokens: Some(45),
-            reasoning_tokens: Some(12),
-            cost_usd: None,
-        };
-        assert_eq!(
-            serde_json::to_value(codex).unwrap(),
-            serde_json::json!({ "inputTokens": 1200, "cachedInputTokens": 300, "outputTokens": 45, "reasoningTokens": 12 })
-        );
-        let priced = StepUsage {
-            input_tokens: Some(10),
-            cost_usd: Some(0.25),
-            ..StepUsage::default()
-        };
-        let total = codex + priced;
-        assert_eq!(total.input_tokens, Some(1210));
-        assert_eq!(total.cached_input_tokens, Some(300));
-        assert_eq!(total.cost_usd, Some(0.25));
-        assert!(StepUsage::default().is_empty() && !total.is_empty());
-        let back: StepUsage =
-            serde_json::from_value(serde_json::json!({ "outputTokens": 3 })).unwrap();
-        assert_eq!(back.output_tokens, Some(3));
-        assert_eq!(back.input_tokens, None);
     }
 
     #[test]

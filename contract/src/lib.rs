@@ -37,6 +37,7 @@ pub mod prompt;
 mod rules;
 pub mod steps;
 pub mod text;
+pub mod usage;
 pub mod wire;
 
 pub use capabilities::derive_capabilities;

@@ -485,6 +485,7 @@ mod tests {
             finished_at: None,
             created_at: at(0),
             updated_at: at(0),
+            usage: None,
         }
     }
 

@@ -38,6 +38,11 @@ const SQLITE: &[Embedded] = &[
         "workers",
         include_str!("../../migrations/sqlite/0005_workers.sql"),
     ),
+    (
+        7,
+        "job usage",
+        include_str!("../../migrations/sqlite/0007_job_usage.sql"),
+    ),
 ];
 
 const POSTGRES: &[Embedded] = &[
@@ -70,6 +75,11 @@ const POSTGRES: &[Embedded] = &[
         6,
         "artifact chunks",
         include_str!("../../migrations/postgres/0006_artifact_chunks.sql"),
+    ),
+    (
+        7,
+        "job usage",
+        include_str!("../../migrations/postgres/0007_job_usage.sql"),
     ),
 ];
 

@@ -83,6 +83,7 @@ mod tests {
             finished_at: None,
             created_at: at,
             updated_at: at,
+            usage: None,
         }
     }
 

@@ -456,6 +456,7 @@ impl Queue {
             finished_at: None,
             created_at: now,
             updated_at: now,
+            usage: None,
         };
         let repository = &task.payload.repository;
         if let Some(claimer) = self
@@ -816,6 +817,10 @@ impl Queue {
     /// A worker's event (`task.step.started`, ...) on the job it holds. Kinds starting with
     /// `job.` are the queue's own and refused, so the timeline's `job.*` entries always
     /// record what the queue did.
+    ///
+    /// A step's end (`task.step.finished`, `task.step.failed`) that carries `usage` adds it
+    /// to the job's `usage` in the same transaction, so the totals always match the
+    /// timeline; a `usage` that is not a [`contract::StepUsage`] is refused by name.
     pub async fn append_event(
         &self,
         id: &str,
@@ -823,6 +828,8 @@ impl Queue {
         event: NewEvent,
     ) -> Result<JobEvent, QueueError> {
         validate_event(&event)?;
+        let usage = contract::StepUsage::of_step_event(&event.kind, &event.payload)
+            .map_err(|e| QueueError::Invalid(vec![e]))?;
         let mut payload = serde_json::Value::Object(event.payload);
         contract::text::replace_nul_in_json(&mut payload);
         let serde_json::Value::Object(payload) = payload else {
@@ -836,7 +843,7 @@ impl Queue {
         let uuid = parse_job_id(id)?;
         let now = self.now();
         let mut tx = self.begin().await?;
-        let job = tx
+        let mut job = tx
             .lock_job(uuid)
             .await?
             .ok_or_else(|| QueueError::job_not_found(id))?;
@@ -848,10 +855,22 @@ impl Queue {
             payload: event.payload,
         };
         let appended = tx.insert_event(&job.id, &pending, now).await?;
+        if let Some(usage) = usage {
+            // Every attempt's steps count: a retried step was paid for twice.
+            let total = job.usage.unwrap_or_default() + usage;
+            tx.set_usage(&job.id, &total).await?;
+            job.usage = Some(total);
+        }
+        // Step ends are progress kinds, so lists learn of new totals from this one.
         if contract::job::task::is_progress(&appended.kind) {
             tx.notify(&job.id, NotificationKind::StepProgress);
         }
         self.commit(tx).await?;
+        if let (Some(recent), Some(_)) = (&self.inner.recent, usage) {
+            // So the job a later transition answers from its remembered row has the
+            // totals too (the row lock made this read the newest).
+            recent.remember([&job]);
+        }
         Ok(appended)
     }
 

@@ -262,6 +262,9 @@ pub(crate) async fn shutdown_signal() {
 }
 
 #[cfg(test)]
+mod usage_pages;
+
+#[cfg(test)]
 pub(crate) mod tests {
     use axum::body::Body;
     use axum::http::{Request, StatusCode, header};
@@ -417,7 +420,7 @@ pub(crate) mod tests {
     }
 
     /// A logged-in GET.
-    async fn get(
+    pub(crate) async fn get(
         app: &Router,
         cookie: &str,
         uri: &str,

@@ -22,6 +22,8 @@ pub struct JobView {
     pub objective: String,
     pub facts: Vec<(String, String)>,
     pub steps: Vec<StepView>,
+    /// What every step used in all, over every attempt (empty when no step reported).
+    pub usage: String,
     /// prepare, execute and publish, each with its state (pending, running, succeeded,
     /// failed, skipped or cancelled).
     pub stages: Vec<(String, String)>,
@@ -59,6 +61,8 @@ pub struct StepView {
     /// pending, running, succeeded, failed or cancelled.
     pub state: String,
     pub duration: String,
+    /// What the step's latest run used, as its CLI reported it; empty when it did not.
+    pub usage: String,
     pub log: Option<String>,
     pub patch: Option<String>,
 }
@@ -226,98 +230,9 @@ fn LiveJob(initial: JobView) -> impl IntoView {
     }
 }
 
-/// The browser side of the live job: an EventSource on the job's stream, resuming after the
-/// newest event the page was rendered with. Every event is kept in `live`, where the events
-/// table and the log tail show it at once; an event that changes the page's data also
-/// reads the job again, a few milliseconds after the first of a burst. The browser
-/// reconnects a dropped stream by itself, resuming after the last event it saw.
+/// The browser side of the live job (see `live.rs`).
 #[cfg(feature = "hydrate")]
-mod live {
-    use std::time::Duration;
-
-    use leptos::prelude::*;
-    use web_sys::MessageEvent;
-
-    use super::{CancelJob, JobView, LiveEvent, load_job};
-    use crate::stream;
-
-    /// How long after an event the page reloads: the events a worker sends together (a
-    /// step's end, the next step's start) share one reload. Log lines never reload, so
-    /// this can be short.
-    const RELOAD_AFTER: Duration = Duration::from_millis(15);
-
-    /// Live events a page keeps at most; older ones are in the next reload.
-    const LIVE_KEPT: usize = 2000;
-
-    /// Does an event of this kind change what the page's data shows (the job's state, a
-    /// step, a stage)? Log lines and warnings do not: they are added as they come.
-    fn needs_reload(kind: &str) -> bool {
-        use contract::job::task;
-        kind != task::STEP_LOG && kind != task::WARNING
-    }
-
-    pub fn follow(
-        job: RwSignal<JobView>,
-        live: RwSignal<Vec<LiveEvent>>,
-        cancel: ServerAction<CancelJob>,
-    ) {
-        let (id, after) = job.with_untracked(|v| (v.id.clone(), v.last_event_id));
-        let reload = {
-            let id = id.clone();
-            move || {
-                let id = id.clone();
-                leptos::task::spawn_local(async move {
-                    // A failed read keeps the page as it is; the next event retries.
-                    if let Ok(fresh) = load_job(id).await {
-                        // What the reload brought is in the data now.
-                        live.update(|l| l.retain(|e| e.id > fresh.last_event_id));
-                        job.set(fresh);
-                    }
-                });
-            }
-        };
-        // A cancel's answer changes the job: read it again once the action is done.
-        Effect::new({
-            let reload = reload.clone();
-            move |previous: Option<usize>| {
-                let version = cancel.version().get();
-                if previous.is_some_and(|p| p != version) {
-                    reload();
-                }
-                version
-            }
-        });
-        let reload_soon = stream::coalesced(RELOAD_AFTER, reload);
-        let on_event = move |message: MessageEvent| {
-            let Some(data) = message.data().as_string() else {
-                return;
-            };
-            let Ok(event) = serde_json::from_str::<LiveEvent>(&data) else {
-                return;
-            };
-            let wanted = needs_reload(&event.kind);
-            live.update(|l| {
-                if l.last().is_none_or(|last| last.id < event.id) {
-                    l.push(event);
-                }
-                let cut = l.len().saturating_sub(LIVE_KEPT);
-                l.drain(..cut);
-            });
-            if wanted {
-                reload_soon();
-            }
-        };
-        let kinds = contract::job::events::ALL
-            .iter()
-            .chain(contract::job::task::ALL.iter())
-            .copied();
-        stream::follow(
-            &format!("/api/queue/jobs/{id}/events/stream?after={after}"),
-            kinds,
-            on_event,
-        );
-    }
-}
+mod live;
 
 /// The job's head, facts, notices and step timeline with the output tail.
 #[component]
@@ -355,6 +270,7 @@ fn JobTop(view: JobView, live: RwSignal<Vec<LiveEvent>>) -> impl IntoView {
                     <span class="step-title">{format!("{}. {}", step.number, step.title)}</span>
                     <span class="muted">{step.skill}</span>
                     <span class="muted">{step.duration}</span>
+                    <span class="muted usage">{step.usage}</span>
                     <span class="links">
                         {step.log.map(|href| view! { <a href=href aria-label=format!("Log of step {}", step.number)>"log"</a> })}
                         {step.patch.map(|href| view! { <a href=href aria-label=format!("Diff of step {}", step.number)>"diff"</a> })}
@@ -392,6 +308,9 @@ fn JobTop(view: JobView, live: RwSignal<Vec<LiveEvent>>) -> impl IntoView {
                 <div class="bar" style=format!("width: {percent}%")></div>
             </div>
             <p class="muted">{format!("{done}/{total} steps done")}</p>
+            {(!view.usage.is_empty()).then(|| view! {
+                <p class="muted" data-testid="usage-total">"Used in all: " {view.usage.clone()}</p>
+            })}
             <ol class="stages" aria-label="Stages">
                 {view.stages.into_iter().map(|(name, state)| view! {
                     <li class=format!("status {state}")>{format!("{name}: {state}")}</li>

@@ -27,6 +27,9 @@ pub struct JobRow {
     pub created: String,
     /// From start to finish (or to now, while running); empty before it starts.
     pub duration: String,
+    /// Tokens and cost its steps reported, in brief (`1.2k in · 51 out · $0.75`); empty
+    /// when none did.
+    pub usage: String,
     /// Why a queued job waits with no worker able to run it.
     pub waiting: Option<String>,
 }
@@ -189,6 +192,7 @@ fn JobTable(list: JobList, status: String) -> impl IntoView {
                     <td><span aria-label=steps_label>{steps}</span></td>
                     <td>{job.created}</td>
                     <td>{job.duration}</td>
+                    <td class="usage">{job.usage}</td>
                 </tr>
             }
         })
@@ -205,6 +209,7 @@ fn JobTable(list: JobList, status: String) -> impl IntoView {
                         <th scope="col">"Steps"</th>
                         <th scope="col">"Created"</th>
                         <th scope="col">"Duration"</th>
+                        <th scope="col">"Usage"</th>
                     </tr>
                 </thead>
                 <tbody>{rows}</tbody>

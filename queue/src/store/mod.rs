@@ -8,7 +8,7 @@ mod sqlite;
 mod types;
 
 use chrono::{DateTime, Utc};
-use contract::{Artifact, EventLevel, Job, JobEvent, JobState};
+use contract::{Artifact, EventLevel, Job, JobEvent, JobState, StepUsage};
 use serde_json::{Map, Value};
 use sqlx::postgres::PgRow;
 use sqlx::types::Json;
@@ -51,7 +51,7 @@ macro_rules! job_columns {
         "id, job_type, status, priority, payload, affinity_key, required_capabilities, \
          created_by_user_id, attempt, max_attempts, next_attempt_at, claimed_by, \
          lease_expires_at, cancel_requested_at, cancel_requested_by_user_id, cancel_reason, \
-         result_summary, error_message, started_at, finished_at, created_at, updated_at"
+         result_summary, error_message, started_at, finished_at, created_at, updated_at, usage"
     };
 }
 
@@ -142,6 +142,9 @@ macro_rules! job_from_row {
                 finished_at: row.try_get::<Option<Ts>, _>("finished_at")?.map(|t| t.0),
                 created_at: row.try_get::<Ts, _>("created_at")?.0,
                 updated_at: row.try_get::<Ts, _>("updated_at")?.0,
+                usage: row
+                    .try_get::<Option<Json<StepUsage>>, _>("usage")?
+                    .map(|j| j.0),
             })
         })()
     }};
@@ -460,6 +463,9 @@ const INSERT_EVENTS_POSTGRES: &str = "INSERT INTO job_events \
 const INSERT_EVENT: &str = "INSERT INTO job_events (job_id, kind, level, message, payload, created_at) \
      VALUES ($1, $2, $3, $4, $5, $6) RETURNING id";
 
+/// Only [`Tx::set_usage`] writes the column; see migration 0007 for why transitions don't.
+const SET_USAGE: &str = "UPDATE jobs SET usage = $2 WHERE id = $1";
+
 const LAST_EVENT: &str = concat!(
     "SELECT ",
     event_columns!(),
@@ -659,6 +665,18 @@ impl Tx {
         let event_id = ids.into_iter().next().ok_or(sqlx::Error::RowNotFound)?;
         self.notify(job_id, NotificationKind::EventAppended { event_id });
         Ok(event.stored(job_id, event_id, now))
+    }
+
+    /// Replaces the job's usage totals. The caller holds the row lock and computed `usage`
+    /// from the row it locked, so no other addition can fall between its read and this
+    /// write. `updated_at` stays: it marks state changes, which transitions compare.
+    pub(crate) async fn set_usage(
+        &mut self,
+        job_id: &str,
+        usage: &StepUsage,
+    ) -> Result<(), QueueError> {
+        let args = [Arg::Id(parse_id(job_id)?), Arg::json(usage)?];
+        self.execute(SET_USAGE, &args).await
     }
 
     pub(crate) async fn last_event(

@@ -21,6 +21,7 @@ mod rescuer;
 mod retry;
 mod text;
 mod tokens;
+mod usage;
 mod workers;
 
 /// Instantiates each `module::case` once per backend.
@@ -143,4 +144,7 @@ conformance! {
     listing::jobs_are_listed_newest_first_in_keyset_pages,
     listing::listing_filters_by_state_and_type,
     listing::a_cursor_the_queue_did_not_issue_is_refused,
+    usage::a_jobs_usage_totals_the_usage_of_its_finished_steps,
+    usage::usage_keeps_counting_across_attempts,
+    usage::a_malformed_step_usage_is_refused_by_field_and_adds_nothing,
 }

@@ -11,6 +11,8 @@ use tower::ServiceExt;
 
 use crate::testing::{Fixture, fixture};
 
+mod usage;
+
 struct Api {
     router: Router,
     fixture: Fixture,

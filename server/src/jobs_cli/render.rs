@@ -204,6 +204,10 @@ pub fn job_summary(job: &Job) -> String {
     if let Some(error) = &job.error_message {
         rows.push(("error", error.clone()));
     }
+    // What the CLIs reported, summed over every step that ran; nothing when none did.
+    if let Some(usage) = job.usage.filter(|u| !u.is_empty()) {
+        rows.push(("usage", usage.summary()));
+    }
     if let Some(objective) = text(&job.payload, &["task", "instructions"]) {
         rows.push(("objective", objective.trim().to_string()));
     }
@@ -245,4 +249,37 @@ pub fn event_line(event: &JobEvent) -> String {
         message
     );
     line.trim_end().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(usage: serde_json::Value) -> Job {
+        serde_json::from_value(serde_json::json!({
+            "id": "0190a000-0000-7000-8000-000000000009", "type": "task",
+            "status": "succeeded", "priority": 0,
+            "payload": { "repository": "octo/hello", "task": { "instructions": "Fix it" } },
+            "requiredCapabilities": [], "attempt": 1, "maxAttempts": 3,
+            "nextAttemptAt": "2026-02-17T10:00:00Z", "createdAt": "2026-02-17T10:00:00Z",
+            "updatedAt": "2026-02-17T10:00:00Z", "usage": usage,
+        }))
+        .expect("a job")
+    }
+
+    #[test]
+    fn jobs_show_says_what_the_steps_used_and_nothing_when_none_was_reported() {
+        let summary = job_summary(&job(serde_json::json!({
+            "inputTokens": 1210, "cachedInputTokens": 300, "outputTokens": 51, "costUsd": 0.25,
+        })));
+        let expected = "usage       1,210 in (300 cached) · 51 out · $0.25";
+        assert!(
+            summary.lines().any(|l| l == expected),
+            "missing `{expected}` in\n{summary}"
+        );
+        for none in [serde_json::Value::Null, serde_json::json!({})] {
+            let summary = job_summary(&job(none));
+            assert!(!summary.contains("usage"), "{summary}");
+        }
+    }
 }

@@ -53,6 +53,7 @@ fn job(id: &str, status: JobState, payload: serde_json::Value) -> Job {
         finished_at: None,
         created_at: at,
         updated_at: at,
+        usage: None,
     }
 }
 

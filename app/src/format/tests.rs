@@ -1,0 +1,238 @@
+//! How jobs read on a page, checked without a server.
+
+use super::*;
+
+#[test]
+fn durations_read_at_a_glance() {
+    assert_eq!(duration(450), "450ms");
+    assert_eq!(duration(12_345), "12.3s");
+    assert_eq!(duration(187_000), "3m 07s");
+    assert_eq!(duration(3_720_000), "1h 02m");
+    assert_eq!(duration(-5), "0ms");
+}
+
+#[test]
+fn a_title_is_the_objective_s_first_line() {
+    assert_eq!(title("\n  Add a README\nthen more"), "Add a README");
+    assert_eq!(title(&"x".repeat(130)).chars().count(), 121);
+}
+
+#[test]
+fn the_timeline_follows_the_step_events_and_links_what_was_uploaded() {
+    use serde_json::json;
+    let raw = json!({ "payload": { "repository": "octo/hello", "task": {
+        "instructions": "Count\nto three",
+        "steps": [
+            { "title": "One", "instructions": "1" },
+            { "instructions": "Second step\nmore" },
+            { "skill": { "id": "lint" } },
+        ],
+    } } });
+    let task = contract::normalize(&raw, &contract::Defaults::default());
+    let task = task.unwrap_or_else(|e| panic!("{e:?}"));
+    let job: Job = serde_json::from_value(json!({
+        "id": "j1", "type": "task", "status": "running", "priority": 0,
+        "payload": task.payload, "requiredCapabilities": [], "attempt": 1,
+        "maxAttempts": 3, "nextAttemptAt": "2026-01-01T00:00:00Z",
+        "startedAt": "2026-01-01T00:00:00Z",
+        "createdAt": "2026-01-01T00:00:00Z", "updatedAt": "2026-01-01T00:00:00Z",
+    }))
+    .unwrap();
+    let event = |id: i64, kind: &str, step: usize, at: &str| -> contract::JobEvent {
+        serde_json::from_value(json!({
+            "id": id, "jobId": "j1", "kind": kind, "level": "info", "message": "",
+            "payload": { "stepIndex": step }, "createdAt": at,
+        }))
+        .unwrap()
+    };
+    use contract::job::task;
+    let stage = |id: i64, kind: &str, payload: serde_json::Value| -> contract::JobEvent {
+        serde_json::from_value(json!({
+            "id": id, "jobId": "j1", "kind": kind, "level": "info", "message": "",
+            "payload": payload, "createdAt": "2026-01-01T00:00:00Z",
+        }))
+        .unwrap()
+    };
+    let events = [
+        stage(
+            0,
+            task::STAGE_STARTED,
+            json!({ "stage": task::STAGE_PREPARE }),
+        ),
+        stage(
+            0,
+            task::STAGE_FINISHED,
+            json!({ "stage": task::STAGE_PREPARE, "outcome": "succeeded" }),
+        ),
+        stage(
+            0,
+            task::STAGE_STARTED,
+            json!({ "stage": task::STAGE_EXECUTE }),
+        ),
+        event(1, task::STEP_STARTED, 0, "2026-01-01T00:00:01Z"),
+        event(2, task::STEP_FINISHED, 0, "2026-01-01T00:00:04Z"),
+        event(3, task::STEP_STARTED, 1, "2026-01-01T00:00:05Z"),
+    ];
+    let artifact: contract::Artifact = serde_json::from_value(json!({
+        "id": "a1", "jobId": "j1", "name": task::step_log(0), "size": 3,
+        "contentType": "text/plain", "sha256": "00", "createdAt": "2026-01-01T00:00:04Z",
+    }))
+    .unwrap();
+    let now = 1_767_225_607_000; // 2026-01-01T00:00:07Z
+    let log = |id: i64, step: usize, message: &str| -> contract::JobEvent {
+        serde_json::from_value(json!({
+            "id": id, "jobId": "j1", "kind": task::STEP_LOG, "level": "info",
+            "message": message, "payload": { "stepIndex": step },
+            "createdAt": "2026-01-01T00:00:05Z",
+        }))
+        .unwrap()
+    };
+    let latest = [
+        log(4, 0, "first step's line"),
+        event(5, task::STEP_STARTED, 1, "2026-01-01T00:00:05Z"),
+        log(6, 1, "two\nlines"),
+        log(7, 1, "three"),
+    ];
+    let data = JobData {
+        job: &job,
+        milestones: &events,
+        latest: &latest,
+        events_total: 40,
+        artifacts: std::slice::from_ref(&artifact),
+    };
+    let view = job_view(data, now, None);
+    let steps: Vec<(&str, &str, &str)> = view
+        .steps
+        .iter()
+        .map(|s| (s.title.as_str(), s.state.as_str(), s.duration.as_str()))
+        .collect();
+    assert_eq!(
+        steps,
+        [
+            ("One", "succeeded", "3.0s"),
+            ("Second step", "running", "2.0s"),
+            ("Step 3", "pending", ""),
+        ]
+    );
+    assert_eq!(
+        view.steps[0].log.as_deref(),
+        Some("/tasks/queue/j1/artifacts/a1")
+    );
+    assert_eq!(
+        view.artifacts[0].download,
+        "/api/queue/jobs/j1/artifacts/a1/download"
+    );
+    let tail = view.tail.as_ref().unwrap();
+    assert_eq!((tail.step_index, tail.running), (1, true));
+    assert_eq!(tail.title, "2. Second step");
+    assert_eq!(tail.lines, ["two", "lines", "three"]);
+    assert_eq!(view.last_event_id, 7);
+    assert_eq!(view.events.len(), 4);
+    assert_eq!(view.events_total, 40);
+    assert_eq!(view.steps[1].log, None);
+    let stages: Vec<(&str, &str)> = view
+        .stages
+        .iter()
+        .map(|(n, s)| (n.as_str(), s.as_str()))
+        .collect();
+    assert_eq!(
+        stages,
+        [
+            ("prepare", "succeeded"),
+            ("execute", "running"),
+            ("publish", "pending")
+        ]
+    );
+    assert_eq!(view.title, "Count");
+}
+
+#[test]
+fn a_queued_job_nobody_can_run_says_what_is_missing() {
+    use serde_json::json;
+    let job: Job = serde_json::from_value(json!({
+        "id": "j1", "type": "task", "status": "queued", "priority": 0,
+        "payload": {}, "requiredCapabilities": ["codex", "git"], "attempt": 0,
+        "maxAttempts": 3, "nextAttemptAt": "2026-01-01T00:00:00Z",
+        "createdAt": "2026-01-01T00:00:00Z", "updatedAt": "2026-01-01T00:00:00Z",
+    }))
+    .unwrap();
+    let now = job.created_at;
+    let git_only = queue::WorkerRecord {
+        id: "w".into(),
+        capabilities: vec!["git".into()],
+        version: None,
+        first_seen_at: now,
+        last_seen_at: now,
+        running_jobs: Vec::new(),
+    };
+    assert!(
+        waiting(&job, &[], now)
+            .unwrap()
+            .starts_with("no worker is connected")
+    );
+    assert_eq!(
+        waiting(&job, std::slice::from_ref(&git_only), now).as_deref(),
+        Some("no connected worker has: codex")
+    );
+    let mut both = git_only.clone();
+    both.capabilities.push("codex".into());
+    assert_eq!(waiting(&job, &[both], now), None);
+    let mut running = job.clone();
+    running.status = contract::JobState::Running;
+    assert_eq!(waiting(&running, &[], now), None);
+}
+
+#[test]
+fn a_step_shows_what_its_latest_run_used_and_the_job_its_total() {
+    use contract::job::task;
+    use serde_json::json;
+    let raw = json!({ "payload": { "repository": "octo/hello", "task": {
+        "instructions": "Two steps",
+        "steps": [{ "instructions": "1" }, { "instructions": "2" }],
+    } } });
+    let task = contract::normalize(&raw, &contract::Defaults::default()).unwrap();
+    let job: Job = serde_json::from_value(json!({
+        "id": "j1", "type": "task", "status": "running", "priority": 0,
+        "payload": task.payload, "requiredCapabilities": [], "attempt": 2,
+        "maxAttempts": 3, "nextAttemptAt": "2026-01-01T00:00:00Z",
+        "createdAt": "2026-01-01T00:00:00Z", "updatedAt": "2026-01-01T00:00:00Z",
+        "usage": { "inputTokens": 30, "outputTokens": 3, "costUsd": 0.5 },
+    }))
+    .unwrap();
+    let event = |id: i64, kind: &str, payload: serde_json::Value| -> contract::JobEvent {
+        serde_json::from_value(json!({
+            "id": id, "jobId": "j1", "kind": kind, "level": "info", "message": "",
+            "payload": payload, "createdAt": "2026-01-01T00:00:00Z",
+        }))
+        .unwrap()
+    };
+    let used = json!({ "inputTokens": 10, "outputTokens": 1, "costUsd": 0.25 });
+    let events = [
+        event(1, task::STEP_STARTED, json!({ "stepIndex": 0 })),
+        event(
+            2,
+            task::STEP_FINISHED,
+            json!({ "stepIndex": 0, "usage": used }),
+        ),
+        event(3, task::STEP_STARTED, json!({ "stepIndex": 1 })),
+        event(
+            4,
+            task::STEP_FAILED,
+            json!({ "stepIndex": 1, "usage": used }),
+        ),
+        // The second attempt runs the first step again: its last run has not ended yet.
+        event(5, task::STEP_STARTED, json!({ "stepIndex": 0 })),
+    ];
+    let data = JobData {
+        job: &job,
+        milestones: &events,
+        latest: &[],
+        events_total: 5,
+        artifacts: &[],
+    };
+    let view = job_view(data, 1_767_225_607_000, None);
+    let usage: Vec<&str> = view.steps.iter().map(|s| s.usage.as_str()).collect();
+    assert_eq!(usage, ["", "10 in · 1 out · $0.25"]);
+    assert_eq!(view.usage, "30 in · 3 out · $0.50");
+    assert_eq!(row(&job, 0, None, 0).usage, "30 in · 3 out · $0.50");
+}
