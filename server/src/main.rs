@@ -10,6 +10,8 @@ mod bench_worker;
 mod cli;
 mod config;
 #[cfg(test)]
+mod hostile;
+#[cfg(test)]
 mod html_check;
 mod jobs_cli;
 mod serve;
