@@ -19,6 +19,7 @@ use crate::auth::{Scope, mint};
 use crate::serve::tests::{Backend, TestDb, send, session_cookie, test_site_on};
 
 mod nul;
+mod secrets;
 
 /// One test's server. Fields drop in order: workers and the socket go before the database.
 pub(crate) struct Site {
