@@ -136,7 +136,8 @@ async fn first_end_or_retry(site: &Site, job: &Job) -> Job {
         }
         assert!(
             Instant::now() < deadline,
-            "the job never ended: {current:?}"
+            "{:?}: the job never ended (a report the database refused?): {current:?}",
+            site.backend
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }

@@ -232,6 +232,69 @@ async fn no_secret_leaves_the_worker(backend: Backend) {
         unreachable!()
     };
 
+    // Everything that leaves the server, by where it came from.
+    let mut seen: Vec<(String, String)> = vec![
+        (
+            "GET /api/queue/jobs".into(),
+            site.api("/api/queue/jobs?limit=100").await,
+        ),
+        ("page /tasks/queue".into(), site.page("/tasks/queue").await),
+    ];
+    let names = [
+        "a failing step",
+        "a refused push",
+        "a failing gh",
+        "a pushed branch",
+        "long output",
+        "a long gh error",
+    ];
+    for (job, name) in jobs.iter().zip(names) {
+        let id = &job.id;
+        let at = |what: &str| format!("job {id} ({name}) {what}");
+        seen.push((at("GET"), site.api(&format!("/api/queue/jobs/{id}")).await));
+        seen.push((at("events"), site.events(id).await.join("\n")));
+        let list = site.api(&format!("/api/queue/jobs/{id}/artifacts")).await;
+        let artifacts: Value = serde_json::from_str(&list).unwrap();
+        seen.push((at("artifacts"), list));
+        for artifact in artifacts["items"].as_array().unwrap() {
+            let (aid, name) = (
+                artifact["id"].as_str().unwrap(),
+                artifact["name"].as_str().unwrap(),
+            );
+            let body = site
+                .api(&format!("/api/queue/jobs/{id}/artifacts/{aid}/download"))
+                .await;
+            seen.push((at(&format!("artifact {name}")), body));
+            let page = site
+                .page(&format!("/tasks/queue/{id}/artifacts/{aid}"))
+                .await;
+            seen.push((at(&format!("page of artifact {name}")), page));
+        }
+        seen.push((at("page"), site.page(&format!("/tasks/queue/{id}")).await));
+    }
+    // And everything the server keeps.
+    let stored = site.stored();
+
+    // First the finding that matters, named where it was made.
+    let mut hits = Vec::new();
+    for (secret, name) in needles() {
+        for (at, body) in &seen {
+            if body.contains(&secret) {
+                hits.push(format!("{name} ({secret}) in {at}"));
+            }
+        }
+        for (at, bytes) in &stored {
+            if contains(bytes, secret.as_bytes()) {
+                hits.push(format!("{name} ({secret}) stored in {at}"));
+            }
+        }
+    }
+    assert!(
+        hits.is_empty(),
+        "{backend:?}: secrets leaked:\n{}",
+        hits.join("\n")
+    );
+
     // The runs went the way they were written, so each path was really taken.
     let failed_in = |job: &Job, stage: &str| {
         assert_eq!(job.status, JobState::Failed, "{backend:?}: {job:?}");
@@ -291,42 +354,10 @@ async fn no_secret_leaves_the_worker(backend: Backend) {
         assert_eq!(written.trim(), *secret, "{backend:?}");
     }
 
-    // Everything that leaves the server, by where it came from.
-    let mut seen: Vec<(String, String)> = vec![
-        (
-            "GET /api/queue/jobs".into(),
-            site.api("/api/queue/jobs?limit=100").await,
-        ),
-        ("page /tasks/queue".into(), site.page("/tasks/queue").await),
-    ];
-    for job in &jobs {
-        let id = &job.id;
-        let at = |what: &str| format!("job {id} {what}");
-        seen.push((at("GET"), site.api(&format!("/api/queue/jobs/{id}")).await));
-        seen.push((at("events"), site.events(id).await.join("\n")));
-        let list = site.api(&format!("/api/queue/jobs/{id}/artifacts")).await;
-        let artifacts: Value = serde_json::from_str(&list).unwrap();
-        seen.push((at("artifacts"), list));
-        for artifact in artifacts["items"].as_array().unwrap() {
-            let (aid, name) = (
-                artifact["id"].as_str().unwrap(),
-                artifact["name"].as_str().unwrap(),
-            );
-            let body = site
-                .api(&format!("/api/queue/jobs/{id}/artifacts/{aid}/download"))
-                .await;
-            seen.push((at(&format!("artifact {name}")), body));
-            let page = site
-                .page(&format!("/tasks/queue/{id}/artifacts/{aid}"))
-                .await;
-            seen.push((at(&format!("page of artifact {name}")), page));
-        }
-        seen.push((at("page"), site.page(&format!("/tasks/queue/{id}")).await));
-    }
     let found = |job: &Job, what: &str| {
-        let at = format!("job {} {what}", job.id);
+        let at = format!("job {} ", job.id);
         seen.iter()
-            .find(|(label, _)| *label == at)
+            .find(|(label, _)| label.starts_with(&at) && label.ends_with(&format!(") {what}")))
             .map(|(_, body)| body.as_str())
             .unwrap_or_else(|| panic!("{backend:?}: nothing seen at {at}"))
     };
@@ -347,10 +378,10 @@ async fn no_secret_leaves_the_worker(backend: Backend) {
             }
         }
     }
-    let long_line = cut(EVENT_MESSAGE_BYTES - 12);
+    let long_line = format!("\"{}\"", cut(EVENT_MESSAGE_BYTES - 12));
     assert!(
-        found(long_step, "events").contains(&format!("\"{long_line}\"")),
-        "{backend:?}"
+        found(long_step, "events").contains(&long_line),
+        "{backend:?}: no event message of the long line cut after its redaction"
     );
     // The edits reached the patches, redacted: the step's and the whole task's.
     for job in [push_refused, gh_failed, pushed, long_gh] {
@@ -361,9 +392,8 @@ async fn no_secret_leaves_the_worker(backend: Backend) {
         }
     }
 
-    // And everything the server keeps. The patches' lines are there (in files or in
-    // PostgreSQL's bytea), so the search below is a search of the artifacts too.
-    let stored = site.stored();
+    // The patches' lines are stored (in files or in PostgreSQL's bytea), so the search
+    // above was a search of the artifacts too.
     let marker = format!("\n+{REDACTED}\n");
     assert!(
         stored
@@ -371,24 +401,6 @@ async fn no_secret_leaves_the_worker(backend: Backend) {
             .any(|(_, bytes)| contains(bytes, marker.as_bytes())),
         "{backend:?}: no stored artifact found among {:?}",
         stored.iter().map(|(at, _)| at).collect::<Vec<_>>()
-    );
-    let mut hits = Vec::new();
-    for (secret, name) in needles() {
-        for (at, body) in &seen {
-            if body.contains(&secret) {
-                hits.push(format!("{name} ({secret}) in {at}"));
-            }
-        }
-        for (at, bytes) in &stored {
-            if contains(bytes, secret.as_bytes()) {
-                hits.push(format!("{name} ({secret}) stored in {at}"));
-            }
-        }
-    }
-    assert!(
-        hits.is_empty(),
-        "{backend:?}: secrets leaked:\n{}",
-        hits.join("\n")
     );
     let redactions: usize = seen
         .iter()
