@@ -1,10 +1,14 @@
-//! Hostile input as part of the suite: generated garbage and hostile text sent to every
-//! route, server function and page, on both backends. Whatever arrives, the server must not
-//! answer 5xx, must refuse in the API's error shape, and must never let text become markup.
+//! Hostile input as part of the suite, on both backends: generated garbage and hostile text
+//! sent to every route, server function and page (the server must not answer 5xx, must
+//! refuse in the API's error shape, must never let text become markup), secrets seeded
+//! through every path a worker writes, and NUL bytes in what an agent prints.
 
 mod garbage;
+mod live;
+mod nul;
 mod pages;
 mod routes;
+mod secrets;
 
 use std::time::Duration;
 
