@@ -10,13 +10,12 @@ mod pages;
 mod routes;
 mod secrets;
 
+use std::future::IntoFuture;
 use std::time::Duration;
 
-use axum::Router;
 use axum::body::Body;
 use axum::http::{HeaderMap, Request, StatusCode};
 use queue::{Role, TokenKind};
-use tower::ServiceExt;
 
 use crate::api::Limits;
 use crate::serve::tests::{Backend, TestDb, session_as, test_site_with};
@@ -35,7 +34,11 @@ pub(crate) fn cases() -> usize {
 /// that routes which need a real id reach their deepest code.
 pub(crate) struct Site {
     pub backend: Backend,
-    pub app: Router,
+    /// The router on a real socket: requests go through hyper as a client's would, so a
+    /// dropped connection is seen as one.
+    url: String,
+    client: reqwest::Client,
+    server: tokio::task::JoinHandle<()>,
     pub queue: queue::Queue,
     pub admin: String,
     pub viewer: String,
@@ -95,9 +98,20 @@ impl Site {
             .add_artifact(&job.id, &fence, "logs/step-1.log", "text/plain", b"hello\n")
             .await
             .unwrap();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let server = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).into_future().await;
+        });
+        let client = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .unwrap();
         Site {
             backend,
-            app,
+            url,
+            client,
+            server,
             queue,
             admin,
             viewer,
@@ -111,30 +125,41 @@ impl Site {
         }
     }
 
-    /// One request through the whole router. An event stream that opened is not read
-    /// (it would not end); everything else is read whole.
+    /// One request through the socket. An event stream that opened is not read (it would
+    /// not end); everything else is read whole.
     pub(crate) async fn send(&self, request: Request<Body>) -> Answer {
         let what = format!("{} {}", request.method(), request.uri());
-        let response =
-            tokio::time::timeout(Duration::from_secs(30), self.app.clone().oneshot(request))
-                .await
-                .unwrap_or_else(|_| panic!("{:?}: {what} got no answer in 30 s", self.backend))
-                .unwrap();
-        let (parts, body) = response.into_parts();
-        let streaming = parts
-            .headers
+        let (parts, body) = request.into_parts();
+        let body = axum::body::to_bytes(body, usize::MAX).await.unwrap();
+        let sent = self
+            .client
+            .request(parts.method, format!("{}{}", self.url, parts.uri))
+            .headers(parts.headers)
+            .body(body)
+            .timeout(Duration::from_secs(30))
+            .send();
+        let backend = self.backend;
+        let response = sent
+            .await
+            .unwrap_or_else(|e| panic!("{backend:?}: {what} got no answer: {e:?}"));
+        let status = response.status();
+        let headers = response.headers().clone();
+        let streaming = headers
             .get(axum::http::header::CONTENT_TYPE)
             .is_some_and(|t| t.as_bytes().starts_with(b"text/event-stream"));
         let body = if streaming {
             String::new()
         } else {
-            let bytes = axum::body::to_bytes(body, 64 << 20).await.unwrap();
+            let bytes = response
+                .bytes()
+                .await
+                .unwrap_or_else(|e| panic!("{backend:?}: {what}: the answer broke off: {e:?}"));
             String::from_utf8_lossy(&bytes).into_owned()
         };
         Answer {
             what,
-            status: parts.status,
-            headers: parts.headers,
+            status,
+            headers,
             body,
         }
     }
@@ -147,6 +172,12 @@ impl Site {
             .unwrap();
         let answer = self.send(request).await;
         assert_eq!(answer.status, StatusCode::OK, "{answer}");
+    }
+}
+
+impl Drop for Site {
+    fn drop(&mut self) {
+        self.server.abort();
     }
 }
 
