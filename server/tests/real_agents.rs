@@ -192,6 +192,9 @@ async fn end_to_end(runtime: Runtime, usage: fn(&[Recorded]) -> StepUsage) {
 }
 
 fn check_model_and_effort(runtime: &Runtime, turns: &[Recorded]) {
+    // Helper requests are skipped below; at least one request of the step must be checked,
+    // or the test would pass without looking.
+    let mut checked = 0;
     for turn in turns {
         match runtime.mode {
             "codex" => {
@@ -201,6 +204,7 @@ fn check_model_and_effort(runtime: &Runtime, turns: &[Recorded]) {
                     "{}",
                     turn.body
                 );
+                checked += 1;
             }
             "claude" => {
                 let model = turn.body["model"].as_str().unwrap_or_default();
@@ -212,6 +216,7 @@ fn check_model_and_effort(runtime: &Runtime, turns: &[Recorded]) {
                     "{}",
                     turn.body
                 );
+                checked += 1;
             }
             _ => {
                 if !turn.path.contains(":streamGenerateContent") {
@@ -224,9 +229,15 @@ fn check_model_and_effort(runtime: &Runtime, turns: &[Recorded]) {
                     "{}",
                     turn.body["generationConfig"]
                 );
+                checked += 1;
             }
         }
     }
+    assert!(
+        checked > 0,
+        "{}: no request of the step's own model was recorded, so its effort went unchecked",
+        runtime.mode
+    );
 }
 
 async fn cancel_kills_the_cli_s_tree(s: &Setup) {

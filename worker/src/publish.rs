@@ -74,6 +74,11 @@ pub struct PublishRequest<'a> {
     /// Authenticates the push (HTTPS remotes) and gh: the task's resolved `publishAuthRef`,
     /// else its `repoAuthRef`; `None` leaves both to the machine's own git and gh logins.
     pub token: Option<&'a str>,
+    /// The working branch is the job's own (its name was made from the job id): whatever
+    /// is on it came from an earlier attempt of this job, which lost its lease after its
+    /// push, so this attempt's push replaces it. A branch the task named may hold anyone's
+    /// work and is never force-pushed.
+    pub own_branch: bool,
 }
 
 /// `publish_result.json`.
@@ -167,13 +172,12 @@ pub async fn publish(
     ]);
     git(repo, &commit, budget).await?;
     let refspec = format!("HEAD:refs/heads/{}", request.working_branch);
-    git_with_token(
-        repo,
-        &["push", "--quiet", "origin", &refspec],
-        request.token,
-        budget,
-    )
-    .await?;
+    let mut push = vec!["push", "--quiet"];
+    if request.own_branch {
+        push.push("--force");
+    }
+    push.extend(["origin", &refspec]);
+    git_with_token(repo, &push, request.token, budget).await?;
     result.branch = Some(request.working_branch.to_string());
     result.commit = Some(git(repo, &["rev-parse", "HEAD"], budget).await?);
     result.status = "pushed".into();
@@ -206,19 +210,28 @@ pub async fn publish(
                 },
                 other => PublishError::GhRun(other),
             })?;
-        if !output.status.success() {
+        let stderr = output.stderr_text();
+        // A pull request of this branch already open (an earlier attempt opened it before
+        // it lost its lease) now shows what was just pushed: it is this job's, reused.
+        let existing = (!output.status.success() && stderr.contains("already exists"))
+            .then(|| last_url(&stderr))
+            .flatten();
+        if !output.status.success() && existing.is_none() {
             return Err(PublishError::Gh {
                 status: output.status.to_string(),
-                stderr: output.stderr_text(),
+                stderr,
             });
         }
         // gh prints the new PR's URL as its last line.
-        result.pr_url = String::from_utf8_lossy(&output.stdout)
-            .lines()
-            .map(str::trim)
-            .rfind(|l| l.starts_with("http"))
-            .map(str::to_string);
+        result.pr_url = existing.or_else(|| last_url(&String::from_utf8_lossy(&output.stdout)));
         result.status = "pr_created".into();
     }
     Ok(result)
+}
+
+fn last_url(text: &str) -> Option<String> {
+    text.lines()
+        .map(str::trim)
+        .rfind(|l| l.starts_with("http"))
+        .map(str::to_string)
 }

@@ -581,6 +581,7 @@ impl Run<'_> {
                 .publish
                 .as_deref()
                 .or(self.credentials.repo.as_deref()),
+            own_branch: self.task.payload.task.git.new_branch.is_none(),
         };
         if request.mode != contract::PublishMode::None
             && let Err(why) = self.hold.confirm().await

@@ -54,7 +54,37 @@ fn request<'a>(mode: PublishMode, identity: &'a Identity, gh: &'a Path) -> Publi
         identity,
         gh,
         token: None,
+        own_branch: true,
     }
+}
+
+/// The next attempt's checkout of the same job: the same remote and working branch, in a
+/// workspace of its own, with a change of its own.
+async fn next_attempt(job: &Job, change: &str) -> PathBuf {
+    let mirror = MirrorCache::new(job._tmp.path().join("mirrors"))
+        .refresh(&job.remote, None, &budget())
+        .await
+        .unwrap();
+    let repo = job._tmp.path().join("attempt-2/repo");
+    checkout(&mirror.path, &job.remote, &repo, None, "task/x", &budget())
+        .await
+        .unwrap();
+    std::fs::write(repo.join("greeting.txt"), change).unwrap();
+    repo
+}
+
+/// A gh that answers as gh does when the branch already has an open pull request, or with
+/// another failure that names a URL.
+fn failing_gh(job: &Job, stderr: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let gh = job._tmp.path().join("gh-failing");
+    std::fs::write(
+        &gh,
+        format!("#!/bin/sh\nprintf '%s\\n' '{stderr}' >&2\nexit 1\n"),
+    )
+    .unwrap();
+    std::fs::set_permissions(&gh, std::fs::Permissions::from_mode(0o755)).unwrap();
+    gh
 }
 
 #[tokio::test]
@@ -220,4 +250,83 @@ async fn a_publish_token_reaches_gh_through_its_environment() {
             .any(|l| l.starts_with("pr create") && l.contains("publish-secret")),
         "the token must not be in gh's argv: {calls}"
     );
+}
+
+#[tokio::test]
+async fn a_later_attempt_replaces_what_an_earlier_one_pushed_to_the_jobs_own_branch() {
+    let job = job().await;
+    std::fs::write(job.repo.join("greeting.txt"), "hi\n").unwrap();
+    let identity = Identity::default();
+    let gh = job.gh.clone();
+    let first = publish(
+        &job.repo,
+        &request(PublishMode::Branch, &identity, &gh),
+        &budget(),
+    )
+    .await
+    .unwrap();
+    let second_repo = next_attempt(&job, "hello\n").await;
+    let second = publish(
+        &second_repo,
+        &request(PublishMode::Branch, &identity, &gh),
+        &budget(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(second.status, "pushed");
+    assert_ne!(first.commit, second.commit);
+    let tip = run(Path::new(&job.remote), &["rev-parse", "refs/heads/task/x"]);
+    assert_eq!(second.commit.as_deref(), Some(tip.as_str()));
+}
+
+#[tokio::test]
+async fn a_branch_the_task_named_is_never_force_pushed() {
+    let job = job().await;
+    std::fs::write(job.repo.join("greeting.txt"), "hi\n").unwrap();
+    let identity = Identity::default();
+    let gh = job.gh.clone();
+    let mut named = request(PublishMode::Branch, &identity, &gh);
+    named.own_branch = false;
+    let first = publish(&job.repo, &named, &budget()).await.unwrap();
+    let second_repo = next_attempt(&job, "hello\n").await;
+    let refused = publish(&second_repo, &named, &budget()).await;
+    assert!(refused.is_err(), "{refused:?}");
+    let tip = run(Path::new(&job.remote), &["rev-parse", "refs/heads/task/x"]);
+    assert_eq!(first.commit.as_deref(), Some(tip.as_str()));
+}
+
+#[tokio::test]
+async fn an_open_pull_request_of_the_branch_is_reused_and_other_gh_failures_are_not() {
+    let job = job().await;
+    std::fs::write(job.repo.join("greeting.txt"), "hi\n").unwrap();
+    let identity = Identity::default();
+    let exists = failing_gh(
+        &job,
+        "a pull request for branch \"task/x\" into branch \"main\" already exists:\nhttps://github.com/octo/hello/pull/9",
+    );
+    let result = publish(
+        &job.repo,
+        &request(PublishMode::Pr, &identity, &exists),
+        &budget(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(result.status, "pr_created");
+    assert_eq!(
+        result.pr_url.as_deref(),
+        Some("https://github.com/octo/hello/pull/9")
+    );
+    std::fs::write(job.repo.join("greeting.txt"), "again\n").unwrap();
+    let refused = failing_gh(
+        &job,
+        "HTTP 401: Bad credentials\nhttps://api.github.com/graphql",
+    );
+    let error = publish(
+        &job.repo,
+        &request(PublishMode::Pr, &identity, &refused),
+        &budget(),
+    )
+    .await
+    .unwrap_err();
+    assert!(matches!(error, PublishError::Gh { .. }), "{error}");
 }

@@ -106,6 +106,11 @@ pub async fn setup_with(runtime: Runtime, logins: Option<&[(&str, &str)]>) -> Se
         .env("PATH", path)
         .env("HOME", &user_home)
         .env("RUST_LOG", "warn")
+        // Settings a user's shell may hold that would override the task's: claude takes
+        // this effort over `--effort`, and codex stops at a CODEX_HOME that does not exist.
+        // The worker must keep both from its agents.
+        .env("CLAUDE_CODE_EFFORT_LEVEL", "max")
+        .env("CODEX_HOME", data.join("no-such-codex-home"))
         .stderr(Stdio::inherit());
     match logins {
         Some(_) => command.arg("--share-logins"),
