@@ -1,6 +1,7 @@
 //! The run's reports on their way to the server: log lines batched, everything in order,
-//! held back while the server cannot be reached and the lease still lasts.
+//! held back while the server cannot be reached and the lease still lasts, within a bound.
 
+use std::collections::VecDeque;
 use std::time::Duration;
 
 use contract::limits;
@@ -15,13 +16,129 @@ use crate::stages::Report;
 const LOG_BATCH_LINES: usize = 200;
 const LOG_BATCH_BYTES: usize = limits::EVENT_MESSAGE_BYTES;
 
+/// The most bytes of output lines held back while the server cannot be reached. Past it,
+/// lines are counted and left out, and one warning takes their place in the timeline; step
+/// events and artifacts are always kept (they are few, an artifact waits as its file's
+/// path, and the timeline needs them).
+const HELD_LOG_BYTES: usize = 16 << 20;
+
+/// What waits to be sent: a report, or the output lines left out at that point.
+#[derive(Debug)]
+enum Held {
+    Report(Report),
+    LeftOut { lines: usize, bytes: usize },
+}
+
+/// The run's reports in order: those already taken off the channel while the server could
+/// not be reached, then the channel itself. Taking them off is what bounds the memory a
+/// long outage costs, since the channel has no bound of its own (a step must never wait on
+/// the network to print).
+struct Backlog {
+    inbox: mpsc::UnboundedReceiver<Report>,
+    held: VecDeque<Held>,
+    held_log_bytes: usize,
+}
+
+fn is_log(report: &Report) -> bool {
+    matches!(report, Report::Event { kind, .. } if kind == contract::job::task::STEP_LOG)
+}
+
+fn log_bytes(report: &Report) -> usize {
+    match report {
+        Report::Event { message, .. } if is_log(report) => message.len(),
+        _ => 0,
+    }
+}
+
+impl Backlog {
+    fn new(inbox: mpsc::UnboundedReceiver<Report>) -> Backlog {
+        Backlog {
+            inbox,
+            held: VecDeque::new(),
+            held_log_bytes: 0,
+        }
+    }
+
+    async fn next(&mut self) -> Option<Held> {
+        match self.held.pop_front() {
+            Some(held) => {
+                if let Held::Report(report) = &held {
+                    self.held_log_bytes -= log_bytes(report);
+                }
+                Some(held)
+            }
+            None => self.inbox.recv().await.map(Held::Report),
+        }
+    }
+
+    /// The next report if one is already waiting (never a left-out mark: a batch of lines
+    /// must not join across it).
+    fn try_next(&mut self) -> Option<Report> {
+        match self.held.front() {
+            Some(Held::Report(_)) => match self.held.pop_front() {
+                Some(Held::Report(report)) => {
+                    self.held_log_bytes -= log_bytes(&report);
+                    Some(report)
+                }
+                _ => None,
+            },
+            Some(Held::LeftOut { .. }) => None,
+            None => self.inbox.try_recv().ok(),
+        }
+    }
+
+    fn put_back(&mut self, report: Report) {
+        self.held_log_bytes += log_bytes(&report);
+        self.held.push_front(Held::Report(report));
+    }
+
+    /// Takes everything waiting on the channel into the backlog, leaving out the output
+    /// lines that would pass [`HELD_LOG_BYTES`].
+    fn absorb(&mut self) {
+        while let Ok(report) = self.inbox.try_recv() {
+            let bytes = log_bytes(&report);
+            if is_log(&report) && self.held_log_bytes + bytes > HELD_LOG_BYTES {
+                let lines = match &report {
+                    Report::Event { message, .. } => message.lines().count().max(1),
+                    Report::Artifact { .. } => 1,
+                };
+                match self.held.back_mut() {
+                    Some(Held::LeftOut {
+                        lines: left_lines,
+                        bytes: left_bytes,
+                    }) => {
+                        *left_lines += lines;
+                        *left_bytes += bytes;
+                    }
+                    _ => self.held.push_back(Held::LeftOut { lines, bytes }),
+                }
+                continue;
+            }
+            self.held_log_bytes += bytes;
+            self.held.push_back(Held::Report(report));
+        }
+    }
+}
+
+/// The warning that stands where output lines were left out.
+fn left_out(lines: usize, bytes: usize) -> Report {
+    Report::Event {
+        kind: contract::job::task::WARNING.into(),
+        level: contract::EventLevel::Warn,
+        message: format!(
+            "{lines} output line(s) ({bytes} bytes) were left out here: the server could not \
+             be reached, and the worker holds at most {} MiB of output for it; the step's \
+             own log artifact has them all",
+            HELD_LOG_BYTES >> 20
+        ),
+        payload: serde_json::json!({ "leftOutLines": lines, "leftOutBytes": bytes }),
+    }
+}
+
 /// Joins the `task.step.log` events already waiting behind `first` (same step) into it, one
 /// line each, so a chatty agent costs a request per batch rather than per line. It only
 /// takes what is queued: a quiet agent's line still goes out at once.
-fn coalesce(
-    first: Report,
-    inbox: &mut mpsc::UnboundedReceiver<Report>,
-) -> (Report, Option<Report>) {
+fn coalesce(first: Report, inbox: &mut Backlog) -> (Report, Option<Report>) {
     let Report::Event {
         kind,
         level,
@@ -45,8 +162,8 @@ fn coalesce(
     let mut lines = 1;
     let mut left = None;
     while lines < LOG_BATCH_LINES && message.len() < LOG_BATCH_BYTES {
-        match inbox.try_recv() {
-            Ok(Report::Event {
+        match inbox.try_next() {
+            Some(Report::Event {
                 kind: next_kind,
                 message: next,
                 payload: next_payload,
@@ -59,11 +176,11 @@ fn coalesce(
                 message.push_str(&next);
                 lines += 1;
             }
-            Ok(other) => {
+            Some(other) => {
                 left = Some(other);
                 break;
             }
-            Err(_) => break,
+            None => break,
         }
     }
     (
@@ -82,23 +199,28 @@ fn coalesce(
 /// While the server cannot be reached (or answers 5xx or 429), the report at the head is
 /// sent again after a short backoff and the rest wait behind it, in order, for as long as
 /// the lease is held: a worker cut off for a few seconds loses nothing. They wait in
-/// memory (an artifact only as its file's path), so what waits is bounded by what a run
-/// writes in one lease. Once the lease is lost, what is left is dropped with one warning
-/// that says how much. A report the server refuses for itself (a 4xx that is not about the
+/// memory (an artifact only as its file's path), output lines up to [`HELD_LOG_BYTES`];
+/// lines past that are left out and a warning in their place says how many. Once the lease
+/// is lost, what is left is dropped with one warning that says how much. A report the server refuses for itself (a 4xx that is not about the
 /// lease) is dropped alone, with a warning.
 pub(super) async fn upload(
     client: QueueClient,
     lease: Lease,
-    mut inbox: mpsc::UnboundedReceiver<Report>,
+    inbox: mpsc::UnboundedReceiver<Report>,
 ) {
-    let mut carried: Option<Report> = None;
+    let mut backlog = Backlog::new(inbox);
     let mut dropped = 0usize;
-    while let Some(next) = match carried.take() {
-        Some(report) => Some(report),
-        None => inbox.recv().await,
-    } {
-        let (report, left) = coalesce(next, &mut inbox);
-        carried = left;
+    while let Some(next) = backlog.next().await {
+        let report = match next {
+            Held::Report(report) => {
+                let (report, left) = coalesce(report, &mut backlog);
+                if let Some(left) = left {
+                    backlog.put_back(left);
+                }
+                report
+            }
+            Held::LeftOut { lines, bytes } => left_out(lines, bytes),
+        };
         if lease.lost().is_cancelled() {
             dropped += 1;
             continue;
@@ -111,10 +233,12 @@ pub(super) async fn upload(
             };
             if error.is_retryable() && lease.is_held() {
                 tracing::debug!(job = %lease.job_id(), %error, "reporting failed; trying again while the lease lasts");
+                backlog.absorb();
                 tokio::select! {
                     _ = tokio::time::sleep(wait.min(lease.remaining())) => {}
                     _ = lease.lost().cancelled() => {}
                 }
+                backlog.absorb();
                 wait = (wait * 2).min(Duration::from_secs(2));
                 continue;
             }
@@ -203,7 +327,8 @@ mod tests {
 
     #[test]
     fn waiting_log_lines_of_one_step_go_out_as_one_event_in_order() {
-        let (tx, mut rx) = mpsc::unbounded_channel();
+        let (tx, rx) = mpsc::unbounded_channel();
+        let mut rx = Backlog::new(rx);
         for line in ["b", "c"] {
             tx.send(log(0, line)).unwrap();
         }
@@ -220,7 +345,8 @@ mod tests {
 
     #[test]
     fn a_batch_stops_at_its_line_limit_and_other_reports_pass_untouched() {
-        let (tx, mut rx) = mpsc::unbounded_channel();
+        let (tx, rx) = mpsc::unbounded_channel();
+        let mut rx = Backlog::new(rx);
         for i in 0..LOG_BATCH_LINES + 5 {
             tx.send(log(0, &format!("line {i}"))).unwrap();
         }
@@ -234,6 +360,51 @@ mod tests {
         let (same, _) = coalesce(artifact, &mut rx);
         assert_eq!(message(&same), "logs/prepare.log");
         // "start" and 199 queued lines made the batch; six are left for the next one.
-        assert_eq!(rx.len(), 6, "an artifact takes no log lines with it");
+        assert_eq!(rx.inbox.len(), 6, "an artifact takes no log lines with it");
+    }
+
+    #[tokio::test]
+    async fn in_an_outage_output_past_the_bound_is_counted_not_held_and_step_events_are_kept() {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let mut backlog = Backlog::new(rx);
+        let line = "x".repeat(1 << 20);
+        let lines = HELD_LOG_BYTES >> 20;
+        for _ in 0..lines + 4 {
+            tx.send(log(0, &line)).unwrap();
+        }
+        tx.send(Report::Event {
+            kind: contract::job::task::STEP_FINISHED.into(),
+            level: EventLevel::Info,
+            message: "step 1 done".into(),
+            payload: json!({ "stepIndex": 0 }),
+        })
+        .unwrap();
+        for _ in 0..3 {
+            tx.send(log(0, &line)).unwrap();
+        }
+        backlog.absorb();
+        assert_eq!(backlog.held_log_bytes, HELD_LOG_BYTES);
+        assert!(backlog.inbox.is_empty());
+        let mut seen = Vec::new();
+        drop(tx);
+        while let Some(held) = backlog.next().await {
+            seen.push(match held {
+                Held::Report(report) if is_log(&report) => "line".to_string(),
+                Held::Report(report) => message(&report).to_string(),
+                Held::LeftOut { lines, bytes } => format!("left out {lines} {bytes}"),
+            });
+        }
+        let mut expected = vec!["line".to_string(); lines];
+        expected.push(format!("left out 4 {}", 4 << 20));
+        expected.push("step 1 done".into());
+        expected.push(format!("left out 3 {}", 3 << 20));
+        assert_eq!(seen, expected);
+        assert_eq!(backlog.held_log_bytes, 0);
+        let warning = left_out(4, 4 << 20);
+        assert!(
+            message(&warning).starts_with("4 output line(s)"),
+            "{}",
+            message(&warning)
+        );
     }
 }
