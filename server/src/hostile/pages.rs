@@ -28,6 +28,7 @@ async fn pages_keep_hostile_text_as_text_on_postgres() {
 
 /// The texts one job is built from; a hostile set and a harmless one of the same shape.
 struct Texts {
+    repository: String,
     objective: String,
     title: String,
     step: String,
@@ -54,6 +55,15 @@ impl Texts {
         // one line.
         let no_nul = |text: String| text.replace('\0', "\u{fffd}");
         Texts {
+            // A local path is a repository too, and may hold anything but spaces and
+            // control characters. (Skill and step ids are slugs: hostile text cannot be one.)
+            repository: format!(
+                "/srv/{}",
+                text(100)
+                    .chars()
+                    .filter(|c| !c.is_whitespace() && !c.is_control())
+                    .collect::<String>()
+            ),
             objective: no_nul(text(4000)),
             title: text(80)
                 .chars()
@@ -79,6 +89,7 @@ impl Texts {
     fn harmless() -> Texts {
         let text = |what: &str| format!("a harmless {what}");
         Texts {
+            repository: "/srv/harmless".into(),
             objective: text("objective"),
             title: text("title"),
             step: text("step"),
@@ -103,7 +114,7 @@ struct Built {
 async fn build(site: &Site, texts: &Texts) -> Built {
     let raw = json!({
         "payload": {
-            "repository": "octo/repo",
+            "repository": texts.repository,
             "task": {
                 "instructions": texts.objective,
                 "steps": [
