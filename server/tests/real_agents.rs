@@ -118,6 +118,7 @@ async fn end_to_end(runtime: Runtime, usage: fn(&[Recorded]) -> StepUsage) {
     }
 
     // The live tail: whole sentences; the summary: the final message.
+    let mut reported = StepUsage::default();
     for (index, reply) in [(0, FIRST), (1, SECOND)] {
         // A burst of lines travels as one event, a line each.
         let tail: Vec<&str> = step_events(&events, task::STEP_LOG, index)
@@ -154,6 +155,7 @@ async fn end_to_end(runtime: Runtime, usage: fn(&[Recorded]) -> StepUsage) {
             ..got
         };
         assert_eq!(tokens, expected, "{mode} step {}", index + 1);
+        reported = reported + expected;
         // Only claude prices a run (from its own table); nobody else's cost is made up.
         assert_eq!(
             got.cost_usd.is_some_and(|c| c > 0.0),
@@ -161,6 +163,17 @@ async fn end_to_end(runtime: Runtime, usage: fn(&[Recorded]) -> StepUsage) {
             "{got:?}"
         );
     }
+    // The job keeps the totals of what the model server reported over both steps.
+    let total = done.usage.expect("the job's usage totals");
+    eprintln!("{mode}: the server reported {reported:?} in all; the job says {total:?}");
+    assert_eq!(
+        StepUsage {
+            cost_usd: None,
+            ..total
+        },
+        reported,
+        "{mode}: the job's totals"
+    );
 
     // The whole prompt, the model and the effort reached the model; the key through the
     // environment only.
