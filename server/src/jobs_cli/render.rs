@@ -77,7 +77,7 @@ fn first_line(text: &str, width: usize) -> String {
     }
 }
 
-/// Jobs as an aligned table: id, status, created, repository, steps, objective.
+/// Jobs as an aligned table: id, status, created, repository, steps, usage, objective.
 pub fn job_table(jobs: &[Job]) -> String {
     let header = [
         "ID",
@@ -85,9 +85,10 @@ pub fn job_table(jobs: &[Job]) -> String {
         "CREATED (UTC)",
         "REPOSITORY",
         "STEPS",
+        "USAGE",
         "OBJECTIVE",
     ];
-    let rows: Vec<[String; 6]> = jobs
+    let rows: Vec<[String; 7]> = jobs
         .iter()
         .map(|job| {
             [
@@ -96,6 +97,7 @@ pub fn job_table(jobs: &[Job]) -> String {
                 minute(&job.created_at),
                 repository(job).to_string(),
                 step_count(job).to_string(),
+                job.usage.map(|u| u.compact()).unwrap_or_default(),
                 first_line(
                     text(&job.payload, &["task", "instructions"]).unwrap_or(""),
                     OBJECTIVE_WIDTH,
@@ -121,13 +123,13 @@ pub fn job_table(jobs: &[Job]) -> String {
                     line.push_str(&" ".repeat(pad));
                     line.push_str(cell);
                 }
-                5 => line.push_str(cell),
+                6 => line.push_str(cell),
                 _ => {
                     line.push_str(cell);
                     line.push_str(&" ".repeat(pad));
                 }
             }
-            if i < 5 {
+            if i < 6 {
                 line.push_str("  ");
             }
         }
