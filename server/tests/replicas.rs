@@ -40,6 +40,38 @@ fn serve(database: &str, data: &Path, site: &Path) -> Served {
     common::serve(command)
 }
 
+/// An artifact's page as a browser logged in on `url` with `token` gets it.
+async fn artifact_page(url: &str, token: &str, job: &str, artifact: &str) -> String {
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let login = http
+        .post(format!("{url}/login"))
+        .header("origin", url)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(format!("token={token}&next=%2F"))
+        .send()
+        .await
+        .unwrap();
+    let cookie = login
+        .headers()
+        .get_all("set-cookie")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .find_map(|v| v.split(';').next().filter(|c| !c.ends_with('=')))
+        .unwrap_or_else(|| panic!("no session from logging in on {url}: {login:?}"))
+        .to_string();
+    let page = http
+        .get(format!("{url}/tasks/queue/{job}/artifacts/{artifact}"))
+        .header("cookie", cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.status(), 200, "{url}");
+    page.text().await.unwrap()
+}
+
 fn worker_token(database: &str, name: &str) -> String {
     common::worker_token(&["--database-url".as_ref(), database.as_ref()], name)
 }
@@ -195,6 +227,20 @@ async fn replicas_on_one_database_serve_watch_cancel_and_finish_each_others_jobs
         let through_b = on_b.download_artifact(&job.id, &artifact.id).await.unwrap();
         assert_eq!(through_a, through_b, "{}", artifact.name);
         assert_eq!(through_a.len() as u64, artifact.size, "{}", artifact.name);
+    }
+    // And the artifact page shows it through both: the page reads the bytes from the
+    // database, not from the disk of the replica that took the upload.
+    let patch = artifacts
+        .iter()
+        .find(|a| a.name.ends_with("changes.patch"))
+        .unwrap_or_else(|| panic!("a changes.patch among {artifacts:?}"));
+    for replica in [&a, &b] {
+        let html = artifact_page(&replica.url, &admins[0], &job.id, &patch.id).await;
+        assert!(
+            html.contains("hello from a replica") && !html.contains("Could not show"),
+            "the artifact page through {}: {html}",
+            replica.url
+        );
     }
 
     // Replica A killed mid-step: its worker loses its lease and publishes nothing; B
