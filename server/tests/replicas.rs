@@ -15,7 +15,7 @@ use serde_json::json;
 use worker::client::QueueClient;
 use worker::testing::alive;
 
-use common::{BIN, Process, Served, pid_in, wait_for};
+use common::{BIN, Process, Served, pid_in, wait_for, wait_up_to};
 
 mod common;
 
@@ -251,7 +251,7 @@ async fn replicas_on_one_database_serve_watch_cancel_and_finish_each_others_jobs
             &remote,
             "pr",
             json!([{ "instructions": format!(
-                "@fake pid {}\n@fake write work.txt done\n@fake sleep 6",
+                "@fake pid {}\n@fake write work.txt done\n@fake sleep 15",
                 pid.display()
             ) }]),
         ))
@@ -265,9 +265,14 @@ async fn replicas_on_one_database_serve_watch_cancel_and_finish_each_others_jobs
     a.process.0.kill().unwrap();
     a.process.0.wait().unwrap();
     let killed = Instant::now();
-    wait_for("w1 stopping the step it can no longer report", async || {
-        (!alive(first)).then_some(())
-    })
+    // Its lease is 3 s, renewed last at most a heartbeat before the kill, and the step is
+    // stopped a margin before the lease ends, with a 1 s grace: well within 6 s, where the
+    // agent would sleep on for 15 s had nothing stopped it.
+    wait_up_to(
+        Duration::from_secs(6),
+        "w1 stopping the step it can no longer report, within its lease",
+        async || (!alive(first)).then_some(()),
+    )
     .await;
     eprintln!(
         "replica killed → w1 stopped its step in {} ms",
