@@ -381,6 +381,26 @@ pub(crate) mod tests {
         )
     }
 
+    /// A job created from `raw` and claimed by worker `w1` (the only queued job, so the
+    /// one claimed), and the fence its worker writes with.
+    pub(crate) async fn claimed_job(
+        queue: &queue::Queue,
+        raw: &serde_json::Value,
+    ) -> (contract::Job, queue::Fence) {
+        let job = queue.create_job(raw, Some("admin")).await.unwrap();
+        let request = queue::ClaimRequest {
+            worker_id: "w1".into(),
+            capabilities: vec!["codex".into(), "git".into()],
+            allowed_types: None,
+            allowed_repositories: None,
+            lease: Duration::from_secs(600),
+        };
+        let claimed = queue.claim(&request).await.unwrap().expect("the job");
+        assert_eq!(claimed.id, job.id, "one job queued at a time");
+        let fence = queue::Fence::of(&claimed).unwrap();
+        (job, fence)
+    }
+
     /// A `Cookie` header of a live session of a fresh admin token.
     pub(crate) async fn session_cookie(queue: &queue::Queue) -> String {
         let admin = crate::auth::bootstrap_admin(queue).await.unwrap();
@@ -665,16 +685,7 @@ pub(crate) mod tests {
         let raw = serde_json::json!({
             "payload": { "repository": "octo/repo", "task": { "instructions": "Fix it" } }
         });
-        let job = queue.create_job(&raw, Some("admin")).await.unwrap();
-        let request = queue::ClaimRequest {
-            worker_id: "w1".into(),
-            capabilities: vec!["codex".into(), "git".into()],
-            allowed_types: None,
-            allowed_repositories: None,
-            lease: Duration::from_secs(60),
-        };
-        let claimed = queue.claim(&request).await.unwrap().expect("the job");
-        let fence = queue::Fence::of(&claimed).unwrap();
+        let (job, fence) = claimed_job(&queue, &raw).await;
         // The `/` splits it into two legal parts, so a worker token could store it.
         let name = "</title><img src=x onerror=alert(1) data-pwn>.log";
         let artifact = queue

@@ -18,7 +18,7 @@ use axum::http::{HeaderMap, Request, StatusCode};
 use queue::{Role, TokenKind};
 
 use crate::api::Limits;
-use crate::serve::tests::{Backend, TestDb, session_as, test_site_with};
+use crate::serve::tests::{Backend, TestDb, claimed_job, session_as, test_site_with};
 
 /// How many generated requests each route gets; `STEPWISE_HOSTILE_CASES` raises it for a
 /// longer hunt (the figure CI runs is small enough to keep the suite in seconds).
@@ -84,16 +84,7 @@ impl Site {
         let raw = serde_json::json!({
             "payload": { "repository": "octo/repo", "task": { "instructions": "Fix it" } }
         });
-        let job = queue.create_job(&raw, Some("admin")).await.unwrap();
-        let request = queue::ClaimRequest {
-            worker_id: "w1".into(),
-            capabilities: vec!["codex".into(), "git".into()],
-            allowed_types: None,
-            allowed_repositories: None,
-            lease: Duration::from_secs(600),
-        };
-        let claimed = queue.claim(&request).await.unwrap().expect("the job");
-        let fence = queue::Fence::of(&claimed).unwrap();
+        let (job, fence) = claimed_job(&queue, &raw).await;
         let artifact = queue
             .add_artifact(&job.id, &fence, "logs/step-1.log", "text/plain", b"hello\n")
             .await

@@ -1,14 +1,12 @@
 //! The job page and the jobs list show what a job's steps used: each step's figures, the
 //! job's total, and the total in brief on the list.
 
-use std::time::Duration;
-
 use axum::http::StatusCode;
 use contract::NewEvent;
 use contract::job::task;
 use serde_json::json;
 
-use super::tests::{get, session_cookie, test_site};
+use super::tests::{claimed_job, get, session_cookie, test_site};
 
 #[tokio::test]
 async fn the_job_page_and_the_list_show_each_steps_usage_and_the_jobs_total() {
@@ -19,16 +17,7 @@ async fn the_job_page_and_the_list_show_each_steps_usage_and_the_jobs_total() {
         "instructions": "Count to two",
         "steps": [{ "instructions": "one" }, { "instructions": "two" }],
     } } });
-    let job = queue.create_job(&raw, Some("admin")).await.unwrap();
-    let request = queue::ClaimRequest {
-        worker_id: "w1".into(),
-        capabilities: vec!["codex".into(), "git".into()],
-        allowed_types: None,
-        allowed_repositories: None,
-        lease: Duration::from_secs(60),
-    };
-    let claimed = queue.claim(&request).await.unwrap().expect("the job");
-    let fence = queue::Fence::of(&claimed).unwrap();
+    let (job, fence) = claimed_job(&queue, &raw).await;
     let usages = [
         json!({ "inputTokens": 1200, "cachedInputTokens": 300, "outputTokens": 45 }),
         json!({ "inputTokens": 10, "outputTokens": 6, "costUsd": 0.25 }),
