@@ -134,7 +134,7 @@ impl Database {
         Ok(Database::Sqlite(SqliteDb { pool, writer }))
     }
 
-    /// The backend's name, for logs and the health endpoint.
+    /// The backend's name, for logs.
     pub fn backend(&self) -> &'static str {
         match self {
             Database::Sqlite(_) => "sqlite",

@@ -310,11 +310,9 @@ pub async fn gate(State(state): State<AppState>, request: Request, next: Next) -
 }
 
 fn query_param(query: Option<&str>, name: &str) -> Option<String> {
-    query?
-        .split('&')
-        .filter_map(|pair| pair.split_once('='))
-        .find(|(k, _)| *k == name)
-        .map(|(_, v)| v.to_string())
+    form_urlencoded::parse(query?.as_bytes())
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.into_owned())
         .filter(|v| !v.is_empty())
 }
 

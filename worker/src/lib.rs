@@ -1,8 +1,7 @@
-//! The worker: claims jobs from the server over HTTP, prepares a workspace, runs each step
-//! as one agent CLI invocation and publishes once. It never touches the database.
-//! Today it knows which tools this machine offers, how to talk to the server
-//! ([`client::QueueClient`]), how to invoke each agent CLI ([`runtime`]) and how to run
-//! and stop one as a process group ([`process`]); the claim loop and the stages come next.
+//! The worker: claims jobs from the server over HTTP ([`client::QueueClient`],
+//! [`runner`]), prepares a workspace, runs each step as one agent CLI invocation
+//! ([`runtime`], [`stages`]) under one process policy ([`process`]) and publishes once
+//! ([`publish`]). It never touches the database; everything it sends is redacted first.
 
 pub mod auth_refs;
 pub mod client;

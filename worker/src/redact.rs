@@ -8,6 +8,7 @@
 
 use std::borrow::Cow;
 
+use aho_corasick::{AhoCorasick, MatchKind};
 use regex::{Captures, Regex};
 
 /// What a secret is replaced with.
@@ -68,8 +69,11 @@ pub fn secrets_from_env(extra: &[String], env: impl Fn(&str) -> Option<String>) 
 
 #[derive(Debug, Clone)]
 pub struct Redactor {
-    /// Longest first, so a secret that contains another is replaced whole.
     known: Vec<String>,
+    /// Every known secret in one pass over the text, the longest where several start at
+    /// the same place, so a secret that contains another is replaced whole. `None` when
+    /// there are none.
+    matcher: Option<AhoCorasick>,
     shapes: Regex,
 }
 
@@ -93,7 +97,17 @@ impl Redactor {
         // ASCII classes only: every shape is ASCII, and it keeps the Unicode tables out.
         let shapes = Regex::new(&format!("(?-u){}", alternatives.join("|")))
             .expect("the credential shapes are valid");
-        Redactor { known, shapes }
+        let matcher = (!known.is_empty()).then(|| {
+            AhoCorasick::builder()
+                .match_kind(MatchKind::LeftmostLongest)
+                .build(&known)
+                .expect("known secrets make a matcher")
+        });
+        Redactor {
+            known,
+            matcher,
+            shapes,
+        }
     }
 
     /// Another redactor that also knows `secrets`.
@@ -108,12 +122,17 @@ impl Redactor {
 
     /// `text` with every secret replaced; borrowed when there was none.
     pub fn redact<'a>(&self, text: &'a str) -> Cow<'a, str> {
-        let mut out = Cow::Borrowed(text);
-        for secret in &self.known {
-            if out.contains(secret.as_str()) {
-                out = Cow::Owned(out.replace(secret.as_str(), REDACTED));
+        let out = match &self.matcher {
+            Some(matcher) if matcher.is_match(text) => {
+                let mut clean = String::with_capacity(text.len());
+                matcher.replace_all_with(text, &mut clean, |_, _, clean| {
+                    clean.push_str(REDACTED);
+                    true
+                });
+                Cow::Owned(clean)
             }
-        }
+            _ => Cow::Borrowed(text),
+        };
         let replaced = self.shapes.replace_all(&out, |caps: &Captures<'_>| {
             let keep = caps.name("keep_aws").or_else(|| caps.name("keep_bearer"));
             format!("{}{REDACTED}", keep.map_or("", |k| k.as_str()))
