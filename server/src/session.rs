@@ -160,11 +160,21 @@ fn set_cookie(secret: &str, max_age: Duration) -> HeaderValue {
     HeaderValue::from_str(&value).expect("a hex secret is a valid header value")
 }
 
+/// A redirect to `location`, a path on this site. Every byte that is not visible ASCII is
+/// percent-encoded: a header cannot carry it as text, and a browser drops tabs and line
+/// breaks from a URL, so `/<TAB>/evil.example` would otherwise arrive as `//evil.example`,
+/// another site.
 fn see_other(location: &str) -> Response {
+    let encoded: String = location
+        .bytes()
+        .map(|b| match b {
+            0x21..=0x7e => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect();
     let mut response = StatusCode::SEE_OTHER.into_response();
-    if let Ok(value) = HeaderValue::from_str(location) {
-        response.headers_mut().insert(LOCATION, value);
-    }
+    let value = HeaderValue::from_str(&encoded).expect("visible ASCII is a valid header value");
+    response.headers_mut().insert(LOCATION, value);
     response
 }
 
@@ -375,6 +385,30 @@ mod tests {
         )
         .await;
         assert_eq!(status, StatusCode::UNAUTHORIZED);
+    }
+
+    #[tokio::test]
+    async fn a_next_that_hides_a_tab_or_line_break_stays_on_this_site() {
+        let site = tempfile::tempdir().unwrap();
+        let (app, queue) = test_site(site.path(), "pr").await;
+        let admin = crate::auth::bootstrap_admin(&queue).await.unwrap().unwrap();
+        // A browser drops tabs and line breaks from a URL: sent as is, each of these
+        // would land on //evil.example, another site.
+        for (next, expected) in [
+            ("%2F%09%2Fevil.example", "/%09/evil.example"),
+            ("%2F%0A%2Fevil.example", "/%0A/evil.example"),
+            ("%2F%F0%9F%92%A3", "/%F0%9F%92%A3"),
+        ] {
+            let request = Request::post("/login")
+                .header(HOST, HOST_NAME)
+                .header(ORIGIN, ORIGIN_URL)
+                .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+                .body(Body::from(format!("token={admin}&next={next}")))
+                .unwrap();
+            let (status, headers, _) = send(&app, request).await;
+            assert_eq!(status, StatusCode::SEE_OTHER);
+            assert_eq!(headers[LOCATION], expected);
+        }
     }
 
     #[tokio::test]

@@ -80,7 +80,16 @@ pub struct Garbage {
 }
 
 impl Garbage {
+    /// A generator for one test, its `seed` mixed with `STEPWISE_HOSTILE_SEED` when that is
+    /// set: CI draws the same cases every run, and a hunt can draw others. The seed is
+    /// printed, so a failure can be run again.
     pub fn new(seed: u64) -> Garbage {
+        let extra = std::env::var("STEPWISE_HOSTILE_SEED")
+            .ok()
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0);
+        let seed = seed ^ extra.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        eprintln!("hostile input drawn with seed {seed:#x} (STEPWISE_HOSTILE_SEED={extra})");
         let mut bytes = [0_u8; 32];
         bytes[..8].copy_from_slice(&seed.to_le_bytes());
         let rng = TestRng::from_seed(RngAlgorithm::ChaCha, &bytes);
