@@ -77,12 +77,16 @@ pub enum ErrorCode {
     JobOwnershipMismatch,
     /// The job's state forbids the operation.
     JobStateConflict,
+    /// No route of the API at this path (see `GET /api/openapi.json`).
+    RouteNotFound,
+    /// The path is a route of the API, but not for this method.
+    MethodNotAllowed,
     /// The server failed; its log has the details, the answer does not.
     InternalError,
 }
 
 impl ErrorCode {
-    pub const ALL: [ErrorCode; 13] = [
+    pub const ALL: [ErrorCode; 15] = [
         ErrorCode::AuthFailed,
         ErrorCode::NotAuthorized,
         ErrorCode::WorkerAuthFailed,
@@ -95,6 +99,8 @@ impl ErrorCode {
         ErrorCode::TokenNotFound,
         ErrorCode::JobOwnershipMismatch,
         ErrorCode::JobStateConflict,
+        ErrorCode::RouteNotFound,
+        ErrorCode::MethodNotAllowed,
         ErrorCode::InternalError,
     ];
 
@@ -112,6 +118,8 @@ impl ErrorCode {
             ErrorCode::TokenNotFound => "token_not_found",
             ErrorCode::JobOwnershipMismatch => "job_ownership_mismatch",
             ErrorCode::JobStateConflict => "job_state_conflict",
+            ErrorCode::RouteNotFound => "route_not_found",
+            ErrorCode::MethodNotAllowed => "method_not_allowed",
             ErrorCode::InternalError => "internal_error",
         }
     }
@@ -125,6 +133,8 @@ impl ErrorCode {
             ErrorCode::InvalidQueuePayload => 422,
             ErrorCode::PayloadTooLarge => 413,
             ErrorCode::JobNotFound | ErrorCode::ArtifactNotFound | ErrorCode::TokenNotFound => 404,
+            ErrorCode::RouteNotFound => 404,
+            ErrorCode::MethodNotAllowed => 405,
             ErrorCode::JobOwnershipMismatch | ErrorCode::JobStateConflict => 409,
             ErrorCode::InternalError => 500,
         }

@@ -19,7 +19,7 @@ pub struct ApiError {
 pub use contract::api::ErrorBody;
 
 impl ApiError {
-    fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
         ApiError {
             code,
             message: message.into(),

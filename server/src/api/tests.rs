@@ -1242,3 +1242,45 @@ async fn the_openapi_document_describes_every_route() {
         "bearer"
     );
 }
+
+#[tokio::test]
+async fn an_unknown_api_route_or_method_is_refused_in_the_api_shape() {
+    let api = api().await;
+    let admin = api.user(Role::Admin).await;
+    for (method, uri, status, code) in [
+        (
+            Method::POST,
+            "/api/queue/jobs/cancel/ack",
+            StatusCode::NOT_FOUND,
+            "route_not_found",
+        ),
+        (
+            Method::GET,
+            "/api/queue/nothing/here",
+            StatusCode::NOT_FOUND,
+            "route_not_found",
+        ),
+        (
+            Method::DELETE,
+            "/api/queue/jobs",
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method_not_allowed",
+        ),
+        (
+            Method::PUT,
+            "/api/queue/jobs/claim",
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method_not_allowed",
+        ),
+    ] {
+        let (got, body) = api.call(method.clone(), uri, Some(&admin), None).await;
+        assert_eq!(got, status, "{method} {uri}: {body}");
+        assert_eq!(body["code"], code, "{method} {uri}: {body}");
+        assert!(
+            body["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("openapi.json")),
+            "{body}"
+        );
+    }
+}

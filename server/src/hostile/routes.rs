@@ -166,7 +166,13 @@ fn rest_request(site: &Site, route: &Route, garbage: &mut Garbage) -> Request<Bo
     if !pairs.is_empty() {
         path = format!("{path}?{}", pairs.join("&"));
     }
-    let mut request = Request::builder().method(route.method.as_str()).uri(&path);
+    // Now and then a method the route does not take.
+    let method = if garbage.chance(5) {
+        garbage.pick(&["PUT", "DELETE", "PATCH", "GET", "POST"])
+    } else {
+        route.method.as_str()
+    };
+    let mut request = Request::builder().method(method).uri(&path);
     request = match garbage.below(8) {
         0..=1 => request.header(header::AUTHORIZATION, format!("Bearer {}", site.admin)),
         2 => request.header(header::AUTHORIZATION, format!("Bearer {}", site.viewer)),
