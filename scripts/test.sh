@@ -5,6 +5,10 @@
 # build (with the wasm bundle's gzip size), and the browser tests in headless Chromium.
 source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
 
+# A CI run builds once from a fresh clone: incremental data (about half of the ~15 GB a
+# build writes) is never reused there, and one run ran out of disk for it.
+if [[ -n ${CI:-} ]]; then export CARGO_INCREMENTAL=0; fi
+
 setup_build
 setup_browser
 setup_agents
