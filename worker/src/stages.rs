@@ -5,6 +5,9 @@
 //! What the run has to say goes out as [`Report`]s on a channel: events and finished
 //! artifact files, already redacted. Whoever holds the other end sends them to the server
 //! (the claim loop) or keeps them (tests); the stages never talk HTTP themselves.
+//!
+//! Past 500 lines because prepare and publish still live here beside the runner; the step
+//! itself already has its own file (`stages/step.rs`), and those two are next.
 
 use std::io::Write;
 use std::path::PathBuf;

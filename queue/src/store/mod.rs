@@ -3,6 +3,9 @@
 //! the claim differ per backend. Reads go through the sqlx pools ([`on_pool!`] expands the
 //! same code for each); writes go through [`Tx`], on PostgreSQL a pooled sqlx transaction
 //! and on SQLite the single write connection of [`sqlite`].
+//!
+//! Too long, and known to be: issue 16 splits the SQL per concern and gives each backend a
+//! driver module of its own behind one interface.
 
 mod sqlite;
 mod types;

@@ -211,16 +211,9 @@ impl Garbage {
     }
 }
 
+/// `bytes` as one form-encoded value: safe in a query, a form body or a path segment.
 pub fn percent_encode(bytes: &[u8]) -> String {
-    bytes
-        .iter()
-        .map(|&b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
+    form_urlencoded::byte_serialize(bytes).collect()
 }
 
 fn pointers_of(value: &Value, at: String, out: &mut Vec<String>) {

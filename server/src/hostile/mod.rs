@@ -84,7 +84,7 @@ impl Site {
         let raw = serde_json::json!({
             "payload": { "repository": "octo/repo", "task": { "instructions": "Fix it" } }
         });
-        let (job, fence) = claimed_job(&queue, &raw).await;
+        let (job, fence) = claimed_job(&queue, &raw, "w1").await;
         let artifact = queue
             .add_artifact(&job.id, &fence, "logs/step-1.log", "text/plain", b"hello\n")
             .await

@@ -11,7 +11,7 @@ use serde_json::json;
 use super::garbage::Garbage;
 use super::{Answer, Site, cases};
 use crate::html_check::{elements, smuggled};
-use crate::serve::tests::Backend;
+use crate::serve::tests::{Backend, claimed_job};
 
 /// Every hostile text carries it, so a smuggled element or attribute is found by name.
 const MARKER: &str = "pwn";
@@ -125,18 +125,7 @@ async fn build(site: &Site, texts: &Texts) -> Built {
         },
     });
     let queue = &site.queue;
-    let job = queue.create_job(&raw, Some("admin")).await.unwrap();
-    let request = queue::ClaimRequest {
-        // Only this job may be claimed: its id is its own affinity, no one else's.
-        worker_id: texts.worker.clone(),
-        capabilities: vec!["codex".into(), "git".into()],
-        allowed_types: None,
-        allowed_repositories: None,
-        lease: std::time::Duration::from_secs(600),
-    };
-    let claimed = queue.claim(&request).await.unwrap().expect("the job");
-    assert_eq!(claimed.id, job.id, "one job queued at a time");
-    let fence = queue::Fence::of(&claimed).unwrap();
+    let (job, fence) = claimed_job(queue, &raw, &texts.worker).await;
     let events = [
         (
             "task.step.started",

@@ -17,7 +17,7 @@ async fn the_job_page_and_the_list_show_each_steps_usage_and_the_jobs_total() {
         "instructions": "Count to two",
         "steps": [{ "instructions": "one" }, { "instructions": "two" }],
     } } });
-    let (job, fence) = claimed_job(&queue, &raw).await;
+    let (job, fence) = claimed_job(&queue, &raw, "w1").await;
     let usages = [
         json!({ "inputTokens": 1200, "cachedInputTokens": 300, "outputTokens": 45 }),
         json!({ "inputTokens": 10, "outputTokens": 6, "costUsd": 0.25 }),

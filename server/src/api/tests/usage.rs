@@ -12,15 +12,7 @@ async fn a_jobs_get_carries_the_usage_totals_of_the_steps_a_worker_finished() {
         .as_str()
         .unwrap()
         .to_string();
-    let submitted = api
-        .call(
-            Method::GET,
-            &format!("/api/queue/jobs/{id}"),
-            Some(&operator),
-            None,
-        )
-        .await
-        .1;
+    let submitted = get_job(&api, &operator, &id).await.1;
     assert_eq!(submitted["usage"], Value::Null, "{submitted}");
     api.claim(&worker, ALL_CAPS).await;
     let usages = [
@@ -42,14 +34,7 @@ async fn a_jobs_get_carries_the_usage_totals_of_the_steps_a_worker_finished() {
     }
     let totals = json!({ "inputTokens": 1210, "cachedInputTokens": 300, "outputTokens": 85,
         "reasoningTokens": 12, "costUsd": 0.0123 });
-    let (status, job) = api
-        .call(
-            Method::GET,
-            &format!("/api/queue/jobs/{id}"),
-            Some(&operator),
-            None,
-        )
-        .await;
+    let (status, job) = get_job(&api, &operator, &id).await;
     assert_eq!(status, StatusCode::OK, "{job}");
     assert_eq!(job["usage"], totals);
     let (_, list) = api
@@ -71,15 +56,7 @@ async fn a_jobs_get_carries_the_usage_totals_of_the_steps_a_worker_finished() {
         .await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{error}");
     assert_eq!(error["errors"][0]["path"], "payload.usage");
-    let job = api
-        .call(
-            Method::GET,
-            &format!("/api/queue/jobs/{id}"),
-            Some(&operator),
-            None,
-        )
-        .await
-        .1;
+    let job = get_job(&api, &operator, &id).await.1;
     assert_eq!(job["usage"], totals);
 
     let (_, doc) = api
@@ -90,4 +67,14 @@ async fn a_jobs_get_carries_the_usage_totals_of_the_steps_a_worker_finished() {
         "Job.usage is missing from the schema"
     );
     assert!(doc["components"]["schemas"]["StepUsage"]["properties"]["costUsd"].is_object());
+}
+
+async fn get_job(api: &Api, token: &str, id: &str) -> (StatusCode, Value) {
+    api.call(
+        Method::GET,
+        &format!("/api/queue/jobs/{id}"),
+        Some(token),
+        None,
+    )
+    .await
 }
