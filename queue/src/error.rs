@@ -1,7 +1,7 @@
 //! The one error of the queue service; each variant is one error code of the API.
 
 use contract::api::ErrorCode;
-use contract::{FieldError, JobState};
+use contract::{FieldError, JobState, limits};
 
 /// What a [`QueueError::NotFound`] was looking for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -133,4 +133,21 @@ mod tests {
         assert_eq!(err.code(), ErrorCode::InvalidQueuePayload);
         assert_eq!(err.to_string(), "invalid request: priority: too high; bad");
     }
+}
+
+/// Typed text with a NUL is refused (see [`contract::text`]).
+pub(crate) fn refuse_nul(path: &str, text: &str) -> Result<(), QueueError> {
+    contract::text::refuse_nul(path, text).map_err(|e| QueueError::Invalid(vec![e]))
+}
+
+/// Text a worker reports (an error message, a summary): NULs replaced, size bounded.
+pub(crate) fn reported(what: &'static str, text: String) -> Result<String, QueueError> {
+    if text.len() > limits::REPORTED_TEXT_BYTES {
+        return Err(QueueError::TooLarge {
+            what,
+            size: text.len() as u64,
+            limit: limits::REPORTED_TEXT_BYTES as u64,
+        });
+    }
+    Ok(contract::text::replace_nul(&text).into_owned())
 }

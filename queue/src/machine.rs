@@ -11,7 +11,7 @@ use contract::{EventLevel, Job, JobEvent, JobState};
 use serde_json::{Map, Value, json};
 
 use crate::error::QueueError;
-use crate::service::Fence;
+use crate::lease::Fence;
 
 /// An event to append in the transaction of the change that caused it.
 #[derive(Debug, Clone, PartialEq)]

@@ -31,7 +31,7 @@ use tokio::sync::{Notify, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::notify::{Notification, NotificationKind};
-use crate::service::ClaimRequest;
+use crate::lease::ClaimRequest;
 
 #[derive(Debug, Default, Clone)]
 pub(crate) struct Waiters {

@@ -1,0 +1,206 @@
+//! A job's timeline: workers append their events under their lease; pages and streams
+//! read them back.
+
+use std::collections::HashMap;
+
+use contract::job::events;
+use contract::{JobEvent, NewEvent, limits};
+use uuid::Uuid;
+
+use super::{Queue, parse_job_id};
+use crate::error::QueueError;
+use crate::lease::Fence;
+use crate::machine::{self, PendingEvent};
+use crate::notify::NotificationKind;
+
+const EVENT_KIND_CHARS: usize = 100;
+const MAX_EVENTS_PAGE: u32 = 1000;
+
+impl Queue {
+    /// A worker's event (`task.step.started`, ...) on the job it holds. Kinds starting with
+    /// `job.` are the queue's own and refused, so the timeline's `job.*` entries always
+    /// record what the queue did.
+    ///
+    /// A step's end (`task.step.finished`, `task.step.failed`) that carries `usage` adds it
+    /// to the job's `usage` in the same transaction, so the totals always match the
+    /// timeline; a `usage` that is not a [`contract::StepUsage`] is refused by name.
+    pub async fn append_event(
+        &self,
+        id: &str,
+        fence: &Fence,
+        event: NewEvent,
+    ) -> Result<JobEvent, QueueError> {
+        validate_event(&event)?;
+        let usage = contract::StepUsage::of_step_event(&event.kind, &event.payload)
+            .map_err(|e| QueueError::Invalid(vec![e]))?;
+        let mut payload = serde_json::Value::Object(event.payload);
+        contract::text::replace_nul_in_json(&mut payload);
+        let serde_json::Value::Object(payload) = payload else {
+            unreachable!("an object stays an object")
+        };
+        let event = NewEvent {
+            message: contract::text::replace_nul(&event.message).into_owned(),
+            payload,
+            ..event
+        };
+        let uuid = parse_job_id(id)?;
+        let now = self.now();
+        let mut tx = self.begin().await?;
+        let mut job = tx
+            .lock_job(uuid)
+            .await?
+            .ok_or_else(|| QueueError::job_not_found(id))?;
+        machine::check_fence(&job, fence)?;
+        let pending = PendingEvent {
+            kind: event.kind,
+            level: event.level,
+            message: event.message,
+            payload: event.payload,
+        };
+        let appended = tx.insert_event(&job.id, &pending, now).await?;
+        if let Some(usage) = usage {
+            // Every attempt's steps count: a retried step was paid for twice.
+            let total = job.usage.unwrap_or_default() + usage;
+            tx.set_usage(&job.id, &total).await?;
+            job.usage = Some(total);
+        }
+        // Step ends are progress kinds, so lists learn of new totals from this one.
+        if contract::job::task::is_progress(&appended.kind) {
+            tx.notify(&job.id, NotificationKind::StepProgress);
+        }
+        self.commit(tx).await?;
+        if let (Some(recent), Some(_)) = (&self.inner.recent, usage) {
+            // So the job a later transition answers from its remembered row has the
+            // totals too (the row lock made this read the newest).
+            recent.remember([&job]);
+        }
+        Ok(appended)
+    }
+
+    /// The job's events with ids above `after` (0 for all), oldest first, at most `limit`
+    /// (1 to 1000).
+    pub async fn list_events(
+        &self,
+        id: &str,
+        after: i64,
+        limit: u32,
+    ) -> Result<Vec<JobEvent>, QueueError> {
+        let uuid = parse_job_id(id)?;
+        let limit = i64::from(limit.clamp(1, MAX_EVENTS_PAGE));
+        let events = self.inner.db.list_events(uuid, after, limit).await?;
+        if events.is_empty() && self.inner.db.get_job(uuid).await?.is_none() {
+            return Err(QueueError::job_not_found(id));
+        }
+        Ok(events)
+    }
+
+    /// The newest `limit` (1 to 1000) events of the job, oldest first: the end of a long
+    /// timeline, for a page that shows the latest activity.
+    pub async fn list_latest_events(
+        &self,
+        id: &str,
+        limit: u32,
+    ) -> Result<Vec<JobEvent>, QueueError> {
+        let uuid = parse_job_id(id)?;
+        let limit = i64::from(limit.clamp(1, MAX_EVENTS_PAGE));
+        let mut events = self.inner.db.list_newest_events(uuid, limit).await?;
+        if events.is_empty() && self.inner.db.get_job(uuid).await?.is_none() {
+            return Err(QueueError::job_not_found(id));
+        }
+        events.reverse();
+        Ok(events)
+    }
+
+    /// [`list_events`](Self::list_events) leaving out the events of kind `except` (a
+    /// step's log lines, say, which outnumber every other kind by far).
+    pub async fn list_events_except(
+        &self,
+        id: &str,
+        except: &str,
+        after: i64,
+        limit: u32,
+    ) -> Result<Vec<JobEvent>, QueueError> {
+        let uuid = parse_job_id(id)?;
+        let limit = i64::from(limit.clamp(1, MAX_EVENTS_PAGE));
+        let events = self
+            .inner
+            .db
+            .list_events_except(uuid, except, after, limit)
+            .await?;
+        if events.is_empty() && self.inner.db.get_job(uuid).await?.is_none() {
+            return Err(QueueError::job_not_found(id));
+        }
+        Ok(events)
+    }
+
+    /// How many events the job has.
+    pub async fn count_events(&self, id: &str) -> Result<u64, QueueError> {
+        let uuid = parse_job_id(id)?;
+        let n = self.inner.db.count_events(uuid).await?;
+        if n == 0 && self.inner.db.get_job(uuid).await?.is_none() {
+            return Err(QueueError::job_not_found(id));
+        }
+        Ok(u64::try_from(n).unwrap_or(0))
+    }
+
+    /// How many steps each task has finished in its current attempt (`task.step.finished`
+    /// events since its latest claim), for a list of jobs; a job with none is left out.
+    /// Unknown ids are ignored.
+    pub async fn steps_finished(&self, ids: &[&str]) -> Result<HashMap<String, u32>, QueueError> {
+        let uuids: Vec<Uuid> = ids
+            .iter()
+            .filter_map(|id| Uuid::parse_str(id).ok())
+            .collect();
+        let counts = self
+            .inner
+            .db
+            .count_kind_since(
+                &uuids,
+                contract::job::task::STEP_FINISHED,
+                events::JOB_CLAIMED,
+            )
+            .await?;
+        Ok(counts
+            .into_iter()
+            .map(|(id, n)| (id.to_string(), u32::try_from(n).unwrap_or(u32::MAX)))
+            .collect())
+    }
+}
+
+fn validate_event(event: &NewEvent) -> Result<(), QueueError> {
+    let kind = &event.kind;
+    let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | ':');
+    if kind.is_empty() || kind.chars().count() > EVENT_KIND_CHARS || !kind.chars().all(allowed) {
+        return Err(QueueError::invalid(
+            "kind",
+            format!("must be 1 to {EVENT_KIND_CHARS} of a-z, A-Z, 0-9, '.', '_', '-', ':'"),
+        ));
+    }
+    if kind.starts_with(events::RESERVED_PREFIX) {
+        return Err(QueueError::invalid(
+            "kind",
+            format!(
+                "`{}` kinds are reserved for the queue",
+                events::RESERVED_PREFIX
+            ),
+        ));
+    }
+    if event.message.len() > limits::EVENT_MESSAGE_BYTES {
+        return Err(QueueError::TooLarge {
+            what: "event message",
+            size: event.message.len() as u64,
+            limit: limits::EVENT_MESSAGE_BYTES as u64,
+        });
+    }
+    let payload_size = serde_json::to_vec(&event.payload)
+        .map(|bytes| bytes.len() as u64)
+        .unwrap_or(u64::MAX);
+    if payload_size > limits::EVENT_PAYLOAD_BYTES as u64 {
+        return Err(QueueError::TooLarge {
+            what: "event payload",
+            size: payload_size,
+            limit: limits::EVENT_PAYLOAD_BYTES as u64,
+        });
+    }
+    Ok(())
+}

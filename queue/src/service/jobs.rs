@@ -1,0 +1,140 @@
+//! Creating, reading and listing jobs.
+
+use contract::{Job, JobState};
+use uuid::Uuid;
+
+use super::{Queue, parse_job_id};
+use crate::error::{QueueError, refuse_nul};
+use crate::machine;
+use crate::notify::{Notification, NotificationKind};
+use crate::store::ListSql;
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct JobFilter {
+    pub status: Option<JobState>,
+    pub job_type: Option<String>,
+    /// Page size: default [`JobFilter::DEFAULT_LIMIT`], at most [`JobFilter::MAX_LIMIT`].
+    pub limit: Option<u32>,
+    /// The `next_cursor` of the previous page.
+    pub after: Option<String>,
+}
+
+impl JobFilter {
+    pub const DEFAULT_LIMIT: u32 = 50;
+    pub const MAX_LIMIT: u32 = 200;
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobPage {
+    /// Newest first.
+    pub jobs: Vec<Job>,
+    /// Opaque; `None` on the last page.
+    pub next_cursor: Option<String>,
+}
+
+impl Queue {
+    /// Validates and normalizes `raw` (the job-create envelope) and queues it.
+    pub async fn create_job(
+        &self,
+        raw: &serde_json::Value,
+        created_by: Option<&str>,
+    ) -> Result<Job, QueueError> {
+        let task =
+            contract::normalize(raw, &self.inner.config.defaults).map_err(QueueError::Invalid)?;
+        let payload = serde_json::to_value(&task.payload)
+            .map_err(|e| QueueError::invalid("payload", e.to_string()))?;
+        let now = self.now();
+        let job = Job {
+            id: Uuid::now_v7().to_string(),
+            job_type: task.job_type.as_str().to_string(),
+            status: JobState::Queued,
+            priority: task.priority,
+            payload,
+            affinity_key: task.affinity_key,
+            required_capabilities: task.payload.required_capabilities.clone(),
+            created_by_user_id: created_by.map(str::to_string),
+            attempt: 0,
+            max_attempts: task.max_attempts,
+            next_attempt_at: now,
+            claimed_by: None,
+            lease_expires_at: None,
+            cancel_requested_at: None,
+            cancel_requested_by_user_id: None,
+            cancel_reason: None,
+            result_summary: None,
+            error_message: None,
+            started_at: None,
+            finished_at: None,
+            created_at: now,
+            updated_at: now,
+            usage: None,
+        };
+        let repository = &task.payload.repository;
+        if let Some(claimer) = self
+            .inner
+            .waiters
+            .reserve(|request| request.accepts(&job, repository))
+        {
+            return self.hand_over(job, repository, claimer).await;
+        }
+        let created = self
+            .inner
+            .db
+            .create_job(&job, repository, &[machine::created_event(&job)])
+            .await?;
+        let mut notes: Vec<Notification> = created
+            .iter()
+            .map(|e| Notification::new(&job.id, NotificationKind::EventAppended { event_id: e.id }))
+            .collect();
+        notes.push(Notification::new(&job.id, NotificationKind::JobChanged));
+        notes.push(Notification::new(&job.id, NotificationKind::JobAvailable));
+        self.inner.notifier.publish(notes);
+        Ok(job)
+    }
+
+    pub async fn get_job(&self, id: &str) -> Result<Job, QueueError> {
+        self.inner
+            .db
+            .get_job(parse_job_id(id)?)
+            .await?
+            .ok_or_else(|| QueueError::job_not_found(id))
+    }
+
+    /// Newest first, by keyset: a page never repeats or skips a job, however many are
+    /// created meanwhile. The cursor is the last id of the page (opaque to callers).
+    pub async fn list_jobs(&self, filter: &JobFilter) -> Result<JobPage, QueueError> {
+        if let Some(job_type) = &filter.job_type {
+            refuse_nul("type", job_type)?;
+        }
+        let limit = filter
+            .limit
+            .unwrap_or(JobFilter::DEFAULT_LIMIT)
+            .clamp(1, JobFilter::MAX_LIMIT);
+        let before = filter
+            .after
+            .as_deref()
+            .map(|cursor| {
+                Uuid::parse_str(cursor)
+                    .map_err(|_| QueueError::invalid("after", "not a cursor this queue issued"))
+            })
+            .transpose()?;
+        let mut jobs = self
+            .inner
+            .db
+            .list_jobs(&ListSql {
+                status: filter.status,
+                job_type: filter.job_type.as_deref(),
+                before,
+                limit: i64::from(limit) + 1,
+            })
+            .await?;
+        let more = jobs.len() > limit as usize;
+        jobs.truncate(limit as usize);
+        let next_cursor = if more {
+            jobs.last().map(|job| job.id.clone())
+        } else {
+            None
+        };
+        Ok(JobPage { jobs, next_cursor })
+    }
+}

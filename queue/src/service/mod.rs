@@ -1,0 +1,115 @@
+//! [`Queue`]: the one service layer over the store. REST handlers, server functions and MCP
+//! tools call its methods and nothing below them. One file per concern, each with its own
+//! `impl Queue` block; `write` holds how every transition reaches the store.
+
+mod artifacts;
+mod claims;
+mod events;
+mod jobs;
+mod lifecycle;
+mod sessions;
+mod tokens;
+mod workers;
+mod write;
+
+use std::fmt;
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use tokio::sync::broadcast;
+use tokio_util::sync::{CancellationToken, DropGuard};
+use uuid::Uuid;
+
+pub use jobs::{JobFilter, JobPage};
+
+use crate::config::QueueConfig;
+use crate::database::Database;
+use crate::error::QueueError;
+use crate::migrate;
+use crate::notify::{Notification, Notifier};
+use crate::recent::RecentRows;
+use crate::waiters::Waiters;
+use crate::workers::SeenCache;
+
+/// The queue service. Cheap to clone; clones share one store, notifier and config.
+#[derive(Clone)]
+pub struct Queue {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    db: Database,
+    config: QueueConfig,
+    notifier: Notifier,
+    /// PostgreSQL only: rows this replica just wrote, the guess its transitions start from.
+    recent: Option<RecentRows>,
+    /// Idle `claim_wait` callers, woken one per available job.
+    waiters: Waiters,
+    /// Worker sightings this replica wrote lately.
+    seen: SeenCache,
+    /// Stops the PostgreSQL listener task when the last clone of the queue is dropped.
+    _listener: DropGuard,
+}
+
+impl fmt::Debug for Queue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Queue")
+            .field("backend", &self.inner.db.backend())
+            .field("origin", &self.inner.notifier.origin)
+            .finish_non_exhaustive()
+    }
+}
+
+fn parse_job_id(id: &str) -> Result<Uuid, QueueError> {
+    Uuid::parse_str(id).map_err(|_| QueueError::job_not_found(id))
+}
+
+impl Queue {
+    /// Wraps an open database. On PostgreSQL this also starts listening for other
+    /// replicas' notifications, and returns only once LISTEN is in place.
+    pub async fn open(db: Database, config: QueueConfig) -> Result<Queue, QueueError> {
+        let mut notifier = Notifier::new();
+        let stop = CancellationToken::new();
+        if let Database::Postgres(pool) = &db {
+            notifier.listen_postgres(pool, stop.clone()).await?;
+            notifier = notifier.relay_postgres(pool.clone(), stop.clone());
+        }
+        let waiters = Waiters::default();
+        waiters.clone().follow(notifier.subscribe(), stop.clone());
+        Ok(Queue {
+            inner: Arc::new(Inner {
+                recent: matches!(db, Database::Postgres(_)).then(RecentRows::default),
+                waiters,
+                seen: SeenCache::default(),
+                db,
+                config,
+                notifier,
+                _listener: stop.drop_guard(),
+            }),
+        })
+    }
+
+    /// Brings the schema up to date (embedded migrations; idempotent).
+    pub async fn migrate(&self) -> Result<(), QueueError> {
+        Ok(migrate::run(&self.inner.db).await?)
+    }
+
+    pub fn database(&self) -> &Database {
+        &self.inner.db
+    }
+
+    pub fn config(&self) -> &QueueConfig {
+        &self.inner.config
+    }
+
+    /// Every change committed from now on, by this replica or (PostgreSQL) any other.
+    pub fn subscribe(&self) -> broadcast::Receiver<Notification> {
+        self.inner.notifier.subscribe()
+    }
+
+    /// The queue's clock, at the millisecond precision both backends store.
+    pub fn now(&self) -> DateTime<Utc> {
+        let now = self.inner.config.clock.now();
+        DateTime::from_timestamp_millis(now.timestamp_millis()).unwrap_or(now)
+    }
+}

@@ -1,0 +1,223 @@
+//! How a transition reaches the store: decided on the job in Rust ([`crate::machine`]), then
+//! written with its events and notifications in one transaction, or on PostgreSQL first by
+//! a compare-and-swap that needs no lock.
+
+use std::collections::HashMap;
+
+use chrono::{DateTime, Utc};
+use contract::Job;
+use uuid::Uuid;
+
+use super::{Queue, parse_job_id};
+use crate::error::QueueError;
+use crate::machine::{Outcome, PendingEvent, Retry};
+use crate::notify::{Notification, NotificationKind};
+use crate::store::Tx;
+
+/// How often a PostgreSQL transition re-reads a row that changed under it before it
+/// takes the row lock instead (see `Queue::transition`).
+const SWAP_ATTEMPTS: usize = 3;
+
+/// What an outcome writes besides the row: its events, and the notifications of the
+/// change (a heartbeat's `Touched` tells nobody).
+fn changes(job_id: &str, outcome: Outcome) -> (Vec<PendingEvent>, Vec<Notification>) {
+    match outcome {
+        Outcome::Unchanged | Outcome::Touched => (Vec::new(), Vec::new()),
+        Outcome::Changed { events, available } => {
+            let mut notes = vec![Notification::new(job_id, NotificationKind::JobChanged)];
+            if available {
+                notes.push(Notification::new(job_id, NotificationKind::JobAvailable));
+            }
+            (events, notes)
+        }
+    }
+}
+
+/// One transition of [`Queue::transition_many`]: checks its guard and edits the job.
+pub(super) type Apply<'a> =
+    Box<dyn FnOnce(&mut Job, DateTime<Utc>) -> Result<Outcome, QueueError> + Send + 'a>;
+
+impl Queue {
+    pub(super) async fn begin(&self) -> Result<Tx, QueueError> {
+        Tx::begin(&self.inner.db).await
+    }
+
+    pub(super) async fn commit(&self, tx: Tx) -> Result<(), QueueError> {
+        let notes = tx.commit().await?;
+        self.inner.notifier.publish(notes);
+        Ok(())
+    }
+
+    pub(super) fn retry_after(&self, attempt: u32, now: DateTime<Utc>) -> Retry {
+        let delay = self.inner.config.retry_delay(attempt);
+        let delay = chrono::Duration::from_std(delay).unwrap_or(chrono::Duration::MAX);
+        Retry {
+            at: now.checked_add_signed(delay).unwrap_or(now),
+            delay_ms: delay.num_milliseconds(),
+        }
+    }
+
+    /// Writes what a transition decided, in the transaction that locked the row.
+    pub(super) async fn settle(
+        &self,
+        tx: Tx,
+        job: &Job,
+        outcome: Outcome,
+        now: DateTime<Utc>,
+    ) -> Result<(), QueueError> {
+        if outcome == Outcome::Unchanged {
+            return tx.rollback().await;
+        }
+        let (events, notes) = changes(&job.id, outcome);
+        let events: Vec<(&str, &PendingEvent)> =
+            events.iter().map(|e| (job.id.as_str(), e)).collect();
+        self.write_back(tx, &[job], &events, notes, now).await
+    }
+
+    /// Saves the changed rows, appends their events (in order), queues the notifications
+    /// of the change, and commits.
+    pub(super) async fn write_back(
+        &self,
+        mut tx: Tx,
+        saved: &[&Job],
+        events: &[(&str, &PendingEvent)],
+        notes: Vec<Notification>,
+        now: DateTime<Utc>,
+    ) -> Result<(), QueueError> {
+        tx.save_jobs(saved).await?;
+        tx.insert_events(events, now).await?;
+        for note in notes {
+            tx.notify(&note.job_id, note.kind);
+        }
+        self.commit(tx).await?;
+        if let Some(recent) = &self.inner.recent {
+            recent.remember(saved.iter().copied());
+        }
+        Ok(())
+    }
+
+    /// Lets `apply` check its guard on the job and edit it, and writes the outcome.
+    ///
+    /// PostgreSQL first tries without a lock: read the row, decide, then write it back only
+    /// if it is still exactly as read, with the events, in one statement ([`Database::swap_job`]):
+    /// two round trips instead of five, and one when this replica remembers how it last
+    /// wrote the row ([`RecentRows`]) and starts from that. A row that changed meanwhile is read again and
+    /// decided again (`apply` may run more than once; it must only edit the job it is given),
+    /// and after [`SWAP_ATTEMPTS`] the transition takes the row lock like SQLite always
+    /// does, where the write lock makes locking free.
+    pub(super) async fn transition<'a>(
+        &self,
+        id: &'a str,
+        apply: impl Fn(&mut Job, DateTime<Utc>) -> Result<Outcome, QueueError> + Send + Sync + 'a,
+    ) -> Result<Job, QueueError> {
+        let uuid = parse_job_id(id)?;
+        if let Some(recent) = &self.inner.recent {
+            let mut guess = recent.get(id);
+            let mut reads = 0;
+            while reads < SWAP_ATTEMPTS {
+                let now = self.now();
+                let guessed = guess.is_some();
+                let current = match guess.take() {
+                    Some(job) => job,
+                    None => {
+                        reads += 1;
+                        self.inner
+                            .db
+                            .get_job(uuid)
+                            .await?
+                            .ok_or_else(|| QueueError::job_not_found(id))?
+                    }
+                };
+                let mut job = current.clone();
+                let (events, notes) = match apply(&mut job, now) {
+                    // Only a write is checked against the row; a no-op or a refusal
+                    // decided on a remembered copy is decided again on the row itself.
+                    Ok(Outcome::Unchanged) | Err(_) if guessed => continue,
+                    Ok(Outcome::Unchanged) => return Ok(job),
+                    Err(refused) => return Err(refused),
+                    Ok(outcome) => changes(&job.id, outcome),
+                };
+                let Some(event_ids) = self.inner.db.swap_job(&current, &job, &events, now).await?
+                else {
+                    continue;
+                };
+                recent.remember([&job]);
+                let mut published: Vec<Notification> = event_ids
+                    .into_iter()
+                    .map(|event_id| {
+                        Notification::new(&job.id, NotificationKind::EventAppended { event_id })
+                    })
+                    .collect();
+                published.extend(notes);
+                self.inner.notifier.publish(published);
+                return Ok(job);
+            }
+        }
+        let mut results = self.transition_many(vec![(id, Box::new(apply))]).await?;
+        results.pop().expect("one answer per transition")
+    }
+
+    /// Several transitions in one transaction: every job locked at once (in id order), each
+    /// `apply` run on its job in the order given (two on one job see each other's result),
+    /// then one write of the changed rows and one of the events. Each transition gets its
+    /// own answer; one refused leaves the others to commit. The outer error is the
+    /// transaction's own failure, which none of them survived.
+    pub(super) async fn transition_many<'a>(
+        &self,
+        ops: Vec<(&'a str, Apply<'a>)>,
+    ) -> Result<Vec<Result<Job, QueueError>>, QueueError> {
+        let now = self.now();
+        let mut ids: Vec<Uuid> = ops
+            .iter()
+            .filter_map(|(id, _)| Uuid::parse_str(id).ok())
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        let mut tx = self.begin().await?;
+        let mut jobs: HashMap<Uuid, Job> = HashMap::with_capacity(ids.len());
+        for job in tx.lock_jobs(&ids).await? {
+            jobs.insert(parse_job_id(&job.id)?, job);
+        }
+        let mut results = Vec::with_capacity(ops.len());
+        let mut dirty: Vec<Uuid> = Vec::new();
+        let mut events: Vec<(String, PendingEvent)> = Vec::new();
+        let mut notes: Vec<Notification> = Vec::new();
+        for (id, apply) in ops {
+            let Some(job) = parse_job_id(id).ok().and_then(|uuid| jobs.get_mut(&uuid)) else {
+                results.push(Err(parse_job_id(id)
+                    .err()
+                    .unwrap_or_else(|| QueueError::job_not_found(id))));
+                continue;
+            };
+            // On a copy: a refused transition leaves the job exactly as it was.
+            let mut draft = job.clone();
+            let outcome = match apply(&mut draft, now) {
+                Ok(outcome) => outcome,
+                Err(refused) => {
+                    results.push(Err(refused));
+                    continue;
+                }
+            };
+            if outcome != Outcome::Unchanged {
+                *job = draft;
+                let uuid = parse_job_id(&job.id)?;
+                if !dirty.contains(&uuid) {
+                    dirty.push(uuid);
+                }
+            }
+            let (appended, changed) = changes(&job.id, outcome);
+            events.extend(appended.into_iter().map(|e| (job.id.clone(), e)));
+            notes.extend(changed);
+            results.push(Ok(job.clone()));
+        }
+        if dirty.is_empty() {
+            tx.rollback().await?;
+            return Ok(results);
+        }
+        let saved: Vec<&Job> = dirty.iter().filter_map(|uuid| jobs.get(uuid)).collect();
+        let appended: Vec<(&str, &PendingEvent)> =
+            events.iter().map(|(id, e)| (id.as_str(), e)).collect();
+        self.write_back(tx, &saved, &appended, notes, now).await?;
+        Ok(results)
+    }
+}
