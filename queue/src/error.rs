@@ -110,6 +110,23 @@ impl QueueError {
     }
 }
 
+/// Typed text with a NUL is refused (see [`contract::text`]).
+pub(crate) fn refuse_nul(path: &str, text: &str) -> Result<(), QueueError> {
+    contract::text::refuse_nul(path, text).map_err(|e| QueueError::Invalid(vec![e]))
+}
+
+/// Text a worker reports (an error message, a summary): NULs replaced, size bounded.
+pub(crate) fn reported(what: &'static str, text: String) -> Result<String, QueueError> {
+    if text.len() > limits::REPORTED_TEXT_BYTES {
+        return Err(QueueError::TooLarge {
+            what,
+            size: text.len() as u64,
+            limit: limits::REPORTED_TEXT_BYTES as u64,
+        });
+    }
+    Ok(contract::text::replace_nul(&text).into_owned())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -133,21 +150,4 @@ mod tests {
         assert_eq!(err.code(), ErrorCode::InvalidQueuePayload);
         assert_eq!(err.to_string(), "invalid request: priority: too high; bad");
     }
-}
-
-/// Typed text with a NUL is refused (see [`contract::text`]).
-pub(crate) fn refuse_nul(path: &str, text: &str) -> Result<(), QueueError> {
-    contract::text::refuse_nul(path, text).map_err(|e| QueueError::Invalid(vec![e]))
-}
-
-/// Text a worker reports (an error message, a summary): NULs replaced, size bounded.
-pub(crate) fn reported(what: &'static str, text: String) -> Result<String, QueueError> {
-    if text.len() > limits::REPORTED_TEXT_BYTES {
-        return Err(QueueError::TooLarge {
-            what,
-            size: text.len() as u64,
-            limit: limits::REPORTED_TEXT_BYTES as u64,
-        });
-    }
-    Ok(contract::text::replace_nul(&text).into_owned())
 }

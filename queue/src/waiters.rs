@@ -30,8 +30,8 @@ use tokio::sync::broadcast::{self, error::RecvError};
 use tokio::sync::{Notify, oneshot};
 use tokio_util::sync::CancellationToken;
 
-use crate::notify::{Notification, NotificationKind};
 use crate::lease::ClaimRequest;
+use crate::notify::{Notification, NotificationKind};
 
 #[derive(Debug, Default, Clone)]
 pub(crate) struct Waiters {

@@ -1,0 +1,151 @@
+//! Artifact metadata, and on PostgreSQL their bytes in chunks so every replica can serve
+//! them.
+
+use contract::Artifact;
+use sqlx::Row;
+use uuid::Uuid;
+
+use super::sqlite::RowExt;
+use super::{Arg, Id, Tx, TxConn, decode_err, parse_id, pg_rows, sqlite_rows};
+use crate::QueueError;
+use crate::database::Database;
+
+/// Runs `$body` with `$p` bound to the pool, whichever the backend.
+/// The size of the pieces an artifact is stored in on PostgreSQL: big enough that a 32 MiB
+/// upload is 128 rows, small enough that a reader holds little at a time.
+pub(crate) const ARTIFACT_CHUNK_BYTES: usize = 256 * 1024;
+
+const UPSERT_ARTIFACT: &str = concat!(
+    "INSERT INTO artifacts (",
+    artifact_columns!(),
+    ") VALUES ($1, $2, $3, $4, $5, $6, $7) \
+     ON CONFLICT (job_id, name) DO UPDATE SET size = excluded.size, \
+     content_type = excluded.content_type, sha256 = excluded.sha256, \
+     created_at = excluded.created_at \
+     RETURNING ",
+    artifact_columns!()
+);
+
+impl Tx {
+    /// The names of the job's artifacts, to refuse one that runs into another's path.
+    pub(crate) async fn artifact_names(&mut self, job_id: &str) -> Result<Vec<String>, QueueError> {
+        let args = [Arg::Id(parse_id(job_id)?)];
+        const SQL: &str = "SELECT name FROM artifacts WHERE job_id = $1";
+        Ok(match &mut self.conn {
+            TxConn::Sqlite(t) => sqlite_rows(t, SQL, &args, |r| r.try_get::<String, _>("name"))?,
+            TxConn::Postgres(t) => {
+                pg_rows(t, SQL, &args, |r| r.try_get::<String, _>("name")).await?
+            }
+        })
+    }
+
+    /// PostgreSQL: stores the artifact's bytes as chunks of [`ARTIFACT_CHUNK_BYTES`],
+    /// replacing those of an upload it replaces, in this transaction (so a reader sees the
+    /// old bytes or the new, never a mix). SQLite keeps files instead: nothing to do.
+    pub(crate) async fn replace_artifact_chunks(
+        &mut self,
+        artifact_id: &str,
+        file: &std::path::Path,
+    ) -> Result<(), QueueError> {
+        let TxConn::Postgres(t) = &mut self.conn else {
+            return Ok(());
+        };
+        let id = Id(parse_id(artifact_id)?);
+        sqlx::query("DELETE FROM artifact_chunks WHERE artifact_id = $1")
+            .bind(id)
+            .execute(&mut **t)
+            .await?;
+        let mut chunks = crate::artifacts::Chunks::open(file, ARTIFACT_CHUNK_BYTES).await?;
+        let mut seq = 0_i32;
+        while let Some(data) = chunks.next().await? {
+            sqlx::query("INSERT INTO artifact_chunks (artifact_id, seq, data) VALUES ($1, $2, $3)")
+                .bind(id)
+                .bind(seq)
+                .bind(data)
+                .execute(&mut **t)
+                .await?;
+            seq += 1;
+        }
+        Ok(())
+    }
+
+    /// Inserts or, for a name the job already has, replaces (keeping the artifact's id).
+    pub(crate) async fn upsert_artifact(&mut self, a: &Artifact) -> Result<Artifact, QueueError> {
+        let args = [
+            Arg::Id(parse_id(&a.id)?),
+            Arg::Id(parse_id(&a.job_id)?),
+            Arg::text(&a.name),
+            Arg::BigInt(i64::try_from(a.size).map_err(decode_err)?),
+            Arg::text(&a.content_type),
+            Arg::text(&a.sha256),
+            Arg::at(a.created_at),
+        ];
+        let rows = match &mut self.conn {
+            TxConn::Sqlite(t) => sqlite_rows(t, UPSERT_ARTIFACT, &args, |r| artifact_from_row!(r))?,
+            TxConn::Postgres(t) => {
+                pg_rows(t, UPSERT_ARTIFACT, &args, |r| artifact_from_row!(r)).await?
+            }
+        };
+        Ok(rows.into_iter().next().ok_or(sqlx::Error::RowNotFound)?)
+    }
+}
+
+impl Database {
+    pub(crate) async fn list_artifacts(&self, job_id: Uuid) -> Result<Vec<Artifact>, sqlx::Error> {
+        on_pool!(self, p => {
+            let rows = sqlx::query(concat!(
+                "SELECT ",
+                artifact_columns!(),
+                " FROM artifacts WHERE job_id = $1 ORDER BY name"
+            ))
+            .bind(Id(job_id))
+            .fetch_all(p)
+            .await?;
+            rows.iter().map(|row| artifact_from_row!(row)).collect()
+        })
+    }
+
+    /// Up to `limit` stored chunks of an artifact from chunk `from` on, in order
+    /// (PostgreSQL; SQLite stores none).
+    pub(crate) async fn read_artifact_chunks(
+        &self,
+        artifact_id: Uuid,
+        from: i32,
+        limit: i64,
+    ) -> Result<Vec<(i32, Vec<u8>)>, sqlx::Error> {
+        let Database::Postgres(pool) = self else {
+            return Ok(Vec::new());
+        };
+        let rows = sqlx::query(
+            "SELECT seq, data FROM artifact_chunks WHERE artifact_id = $1 AND seq >= $2 \
+             ORDER BY seq LIMIT $3",
+        )
+        .bind(Id(artifact_id))
+        .bind(from)
+        .bind(limit)
+        .fetch_all(pool)
+        .await?;
+        rows.iter()
+            .map(|row| Ok((row.try_get("seq")?, row.try_get("data")?)))
+            .collect()
+    }
+
+    pub(crate) async fn get_artifact(
+        &self,
+        job_id: Uuid,
+        name: &str,
+    ) -> Result<Option<Artifact>, sqlx::Error> {
+        on_pool!(self, p => {
+            let row = sqlx::query(concat!(
+                "SELECT ",
+                artifact_columns!(),
+                " FROM artifacts WHERE job_id = $1 AND name = $2"
+            ))
+            .bind(Id(job_id))
+            .bind(name)
+            .fetch_optional(p)
+            .await?;
+            row.map(|row| artifact_from_row!(&row)).transpose()
+        })
+    }
+}

@@ -1,0 +1,257 @@
+//! A job's timeline: events appended in a job's id order, read back by page.
+
+use chrono::{DateTime, Utc};
+use contract::{JobEvent, StepUsage};
+use serde_json::{Map, Value};
+use sqlx::Row;
+use sqlx::types::Json;
+use uuid::Uuid;
+
+use super::sqlite::RowExt;
+use super::{Arg, Id, Ts, Tx, TxConn, parse_id, pg_rows, sqlite_rows};
+use crate::QueueError;
+use crate::database::Database;
+use crate::machine::PendingEvent;
+use crate::notify::NotificationKind;
+
+/// [`INSERT_EVENT`] for many rows, inserted in the order of the arrays.
+const INSERT_EVENTS_POSTGRES: &str = "INSERT INTO job_events \
+     (job_id, kind, level, message, payload, created_at) \
+     SELECT e.job_id, e.kind, e.level, e.message, e.payload, $6 \
+     FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::jsonb[]) \
+       WITH ORDINALITY AS e(job_id, kind, level, message, payload, n) \
+     ORDER BY e.n RETURNING id";
+
+const INSERT_EVENT: &str = "INSERT INTO job_events (job_id, kind, level, message, payload, created_at) \
+     VALUES ($1, $2, $3, $4, $5, $6) RETURNING id";
+
+/// Only [`Tx::set_usage`] writes the column; see migration 0007 for why transitions don't.
+const SET_USAGE: &str = "UPDATE jobs SET usage = $2 WHERE id = $1";
+
+const LAST_EVENT: &str = concat!(
+    "SELECT ",
+    event_columns!(),
+    " FROM job_events WHERE job_id = $1 AND kind = $2 ORDER BY id DESC LIMIT 1"
+);
+
+impl Tx {
+    /// Appends an event and queues its notification.
+    ///
+    /// Event ids are the cursor of a job's event stream, so within one job they must become
+    /// visible in id order: a reader that has seen id N of a job must never later find a
+    /// smaller id of that job appear. Every caller holds the job's row lock (or inserts the
+    /// job's first event with the row itself, invisible until commit), so two transactions
+    /// of one job insert and commit one after the other, and the second draws its id after
+    /// the first committed. Across jobs ids may commit out of order (PostgreSQL hands out
+    /// sequence values at insert time); no reader pages events across jobs by id, and one
+    /// that ever must needs a visibility watermark rather than a global lock, which would
+    /// serialize every write of the cluster.
+    pub(crate) async fn insert_event(
+        &mut self,
+        job_id: &str,
+        event: &PendingEvent,
+        now: DateTime<Utc>,
+    ) -> Result<JobEvent, QueueError> {
+        let args = [
+            Arg::Id(parse_id(job_id)?),
+            Arg::text(&event.kind),
+            Arg::text(event.level.as_str()),
+            Arg::text(&event.message),
+            Arg::json(&event.payload)?,
+            Arg::at(now),
+        ];
+        let ids: Vec<i64> = match &mut self.conn {
+            TxConn::Sqlite(t) => sqlite_rows(t, INSERT_EVENT, &args, |r| r.try_get("id"))?,
+            TxConn::Postgres(t) => pg_rows(t, INSERT_EVENT, &args, |r| r.try_get("id")).await?,
+        };
+        let event_id = ids.into_iter().next().ok_or(sqlx::Error::RowNotFound)?;
+        self.notify(job_id, NotificationKind::EventAppended { event_id });
+        Ok(event.stored(job_id, event_id, now))
+    }
+
+    /// Replaces the job's usage totals. The caller holds the row lock and computed `usage`
+    /// from the row it locked, so no other addition can fall between its read and this
+    /// write. `updated_at` stays: it marks state changes, which transitions compare.
+    pub(crate) async fn set_usage(
+        &mut self,
+        job_id: &str,
+        usage: &StepUsage,
+    ) -> Result<(), QueueError> {
+        let args = [Arg::Id(parse_id(job_id)?), Arg::json(usage)?];
+        self.execute(SET_USAGE, &args).await
+    }
+
+    pub(crate) async fn last_event(
+        &mut self,
+        job_id: Uuid,
+        kind: &str,
+    ) -> Result<Option<JobEvent>, QueueError> {
+        let args = [Arg::Id(job_id), Arg::text(kind)];
+        let events = match &mut self.conn {
+            TxConn::Sqlite(t) => sqlite_rows(t, LAST_EVENT, &args, |r| event_from_row!(r))?,
+            TxConn::Postgres(t) => pg_rows(t, LAST_EVENT, &args, |r| event_from_row!(r)).await?,
+        };
+        Ok(events.into_iter().next())
+    }
+
+    /// [`insert_event`](Self::insert_event) for several events, appended in the order given;
+    /// one statement on PostgreSQL.
+    pub(crate) async fn insert_events(
+        &mut self,
+        events: &[(&str, &PendingEvent)],
+        now: DateTime<Utc>,
+    ) -> Result<Vec<JobEvent>, QueueError> {
+        let TxConn::Postgres(t) = &mut self.conn else {
+            let mut appended = Vec::with_capacity(events.len());
+            for (job_id, event) in events {
+                appended.push(self.insert_event(job_id, event, now).await?);
+            }
+            return Ok(appended);
+        };
+        if events.is_empty() {
+            return Ok(Vec::new());
+        }
+        let job_ids = events
+            .iter()
+            .map(|(id, _)| parse_id(id))
+            .collect::<Result<Vec<_>, _>>()?;
+        let text =
+            |f: fn(&PendingEvent) -> &str| events.iter().map(|(_, e)| f(e)).collect::<Vec<_>>();
+        let payloads: Vec<Json<&Map<String, Value>>> =
+            events.iter().map(|(_, e)| Json(&e.payload)).collect();
+        let mut ids: Vec<i64> = sqlx::query_scalar(INSERT_EVENTS_POSTGRES)
+            .bind(job_ids)
+            .bind(text(|e| &e.kind))
+            .bind(text(|e| e.level.as_str()))
+            .bind(text(|e| &e.message))
+            .bind(payloads)
+            .bind(Ts(now))
+            .fetch_all(&mut **t)
+            .await?;
+        // Rows are inserted in ordinality order, so the identity hands out ascending ids in
+        // that order whatever order RETURNING lists them in.
+        ids.sort_unstable();
+        if ids.len() != events.len() {
+            return Err(sqlx::Error::RowNotFound.into());
+        }
+        let appended: Vec<JobEvent> = events
+            .iter()
+            .zip(ids)
+            .map(|((job_id, event), id)| event.stored(job_id, id, now))
+            .collect();
+        for event in &appended {
+            self.notify(
+                &event.job_id,
+                NotificationKind::EventAppended { event_id: event.id },
+            );
+        }
+        Ok(appended)
+    }
+}
+
+impl Database {
+    pub(crate) async fn list_events(
+        &self,
+        job_id: Uuid,
+        after: i64,
+        limit: i64,
+    ) -> Result<Vec<JobEvent>, sqlx::Error> {
+        on_pool!(self, p => {
+            let rows = sqlx::query(concat!(
+                "SELECT ",
+                event_columns!(),
+                " FROM job_events WHERE job_id = $1 AND id > $2 ORDER BY id LIMIT $3"
+            ))
+            .bind(Id(job_id))
+            .bind(after)
+            .bind(limit)
+            .fetch_all(p)
+            .await?;
+            rows.iter().map(|row| event_from_row!(row)).collect()
+        })
+    }
+
+    /// The newest `limit` events of the job, newest first.
+    pub(crate) async fn list_newest_events(
+        &self,
+        job_id: Uuid,
+        limit: i64,
+    ) -> Result<Vec<JobEvent>, sqlx::Error> {
+        on_pool!(self, p => {
+            let rows = sqlx::query(concat!(
+                "SELECT ",
+                event_columns!(),
+                " FROM job_events WHERE job_id = $1 ORDER BY id DESC LIMIT $2"
+            ))
+            .bind(Id(job_id))
+            .bind(limit)
+            .fetch_all(p)
+            .await?;
+            rows.iter().map(|row| event_from_row!(row)).collect()
+        })
+    }
+
+    /// [`list_events`](Self::list_events) without the events of one kind.
+    pub(crate) async fn list_events_except(
+        &self,
+        job_id: Uuid,
+        kind: &str,
+        after: i64,
+        limit: i64,
+    ) -> Result<Vec<JobEvent>, sqlx::Error> {
+        on_pool!(self, p => {
+            let rows = sqlx::query(concat!(
+                "SELECT ",
+                event_columns!(),
+                " FROM job_events WHERE job_id = $1 AND id > $2 AND kind <> $3 ORDER BY id LIMIT $4"
+            ))
+            .bind(Id(job_id))
+            .bind(after)
+            .bind(kind)
+            .bind(limit)
+            .fetch_all(p)
+            .await?;
+            rows.iter().map(|row| event_from_row!(row)).collect()
+        })
+    }
+
+    pub(crate) async fn count_events(&self, job_id: Uuid) -> Result<i64, sqlx::Error> {
+        on_pool!(self, p => {
+            sqlx::query_scalar("SELECT COUNT(*) FROM job_events WHERE job_id = $1")
+                .bind(Id(job_id))
+                .fetch_one(p)
+                .await
+        })
+    }
+
+    /// For each of `job_ids` that has any, how many events of `kind` it has since its
+    /// newest event of `since_kind` (or since it was created, when it has none).
+    pub(crate) async fn count_kind_since(
+        &self,
+        job_ids: &[Uuid],
+        kind: &str,
+        since_kind: &str,
+    ) -> Result<Vec<(Uuid, i64)>, sqlx::Error> {
+        if job_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let placeholders: Vec<String> = (3..job_ids.len() + 3).map(|n| format!("${n}")).collect();
+        let sql = format!(
+            "SELECT e.job_id AS job_id, COUNT(*) AS n FROM job_events e \
+             WHERE e.job_id IN ({}) AND e.kind = $1 AND e.id > COALESCE(( \
+                 SELECT MAX(s.id) FROM job_events s WHERE s.job_id = e.job_id AND s.kind = $2 \
+             ), 0) GROUP BY e.job_id",
+            placeholders.join(", ")
+        );
+        on_pool!(self, p => {
+            let mut query = sqlx::query(&sql).bind(kind).bind(since_kind);
+            for id in job_ids {
+                query = query.bind(Id(*id));
+            }
+            let rows = query.fetch_all(p).await?;
+            rows.iter()
+                .map(|row| Ok((row.try_get::<Id, _>("job_id")?.0, row.try_get::<i64, _>("n")?)))
+                .collect()
+        })
+    }
+}

@@ -1,0 +1,64 @@
+//! The worker registry.
+
+use chrono::{DateTime, Utc};
+use sqlx::Row;
+use sqlx::types::Json;
+
+use super::Ts;
+use crate::database::Database;
+use crate::workers::WorkerRecord;
+
+impl Database {
+    /// Inserts or refreshes a worker's row; `None` capabilities or version keep what the
+    /// row has.
+    pub(crate) async fn upsert_worker(
+        &self,
+        id: &str,
+        capabilities: Option<&[String]>,
+        version: Option<&str>,
+        now: DateTime<Utc>,
+    ) -> Result<(), sqlx::Error> {
+        let caps: Vec<String> = capabilities.map(<[String]>::to_vec).unwrap_or_default();
+        on_pool!(self, p => {
+            sqlx::query(
+                "INSERT INTO workers (id, capabilities, version, first_seen_at, last_seen_at) \
+                 VALUES ($1, $2, $3, $4, $4) ON CONFLICT (id) DO UPDATE SET \
+                 capabilities = CASE WHEN $5 THEN excluded.capabilities \
+                 ELSE workers.capabilities END, \
+                 version = COALESCE(excluded.version, workers.version), \
+                 last_seen_at = excluded.last_seen_at",
+            )
+            .bind(id)
+            .bind(Json(&caps))
+            .bind(version)
+            .bind(Ts(now))
+            .bind(capabilities.is_some())
+            .execute(p)
+            .await?;
+            Ok(())
+        })
+    }
+
+    pub(crate) async fn list_workers(&self) -> Result<Vec<WorkerRecord>, sqlx::Error> {
+        on_pool!(self, p => {
+            let rows = sqlx::query(
+                "SELECT id, capabilities, version, first_seen_at, last_seen_at FROM workers \
+                 ORDER BY last_seen_at DESC, id",
+            )
+            .fetch_all(p)
+            .await?;
+            rows.iter()
+                .map(|row| {
+                    Ok(WorkerRecord {
+                        id: row.try_get("id")?,
+                        capabilities: row.try_get::<Json<Vec<String>>, _>("capabilities")?.0,
+                        version: row.try_get("version")?,
+                        first_seen_at: row.try_get::<Ts, _>("first_seen_at")?.0,
+                        last_seen_at: row.try_get::<Ts, _>("last_seen_at")?.0,
+                        running_jobs: Vec::new(),
+                    })
+                })
+                .collect()
+        })
+    }
+}
