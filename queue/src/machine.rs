@@ -54,7 +54,7 @@ pub(crate) enum Outcome {
     /// Nothing to write: an idempotent repeat.
     Unchanged,
     /// Save the row, but tell nobody: a heartbeat only moves the lease.
-    Touched,
+    LeaseExtended,
     /// Save the row, append the events, notify; `available` when the job became claimable.
     Changed {
         events: Vec<PendingEvent>,
@@ -174,7 +174,7 @@ pub(crate) fn heartbeat(
     check_fence(job, fence)?;
     job.lease_expires_at = Some(lease_until);
     job.updated_at = now;
-    Ok(Outcome::Touched)
+    Ok(Outcome::LeaseExtended)
 }
 
 /// running → succeeded. A cancel requested meanwhile does not stop it: the work is done,

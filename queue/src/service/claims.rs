@@ -64,7 +64,7 @@ impl Queue {
             notes.push(Notification::new(&job.id, NotificationKind::JobChanged));
             jobs.push(job);
         }
-        if let Some(recent) = &self.inner.recent {
+        if let Some(recent) = &self.inner.last_written {
             recent.remember(&jobs);
         }
         self.inner.notifier.publish(notes);
@@ -106,7 +106,7 @@ impl Queue {
     /// both events, `job.created` then `job.claimed`, and the job delivered to the claimer.
     /// A claimer that left before the delivery gets nothing, and the job goes back to the
     /// queue at once, as a lost claim would after its lease.
-    pub(super) async fn hand_over(
+    pub(super) async fn hand_to_parked_claimer(
         &self,
         queued: Job,
         repository: &str,
@@ -127,7 +127,7 @@ impl Queue {
             machine::claimed_event(&job),
         ];
         let stored = self.inner.db.create_job(&job, repository, &events).await?;
-        if let Some(recent) = &self.inner.recent {
+        if let Some(recent) = &self.inner.last_written {
             recent.remember([&job]);
         }
         let mut notes: Vec<Notification> = stored

@@ -69,7 +69,7 @@ impl Queue {
             tx.notify(&job.id, NotificationKind::StepProgress);
         }
         self.commit(tx).await?;
-        if let (Some(recent), Some(_)) = (&self.inner.recent, usage) {
+        if let (Some(recent), Some(_)) = (&self.inner.last_written, usage) {
             // So the job a later transition answers from its remembered row has the
             // totals too (the row lock made this read the newest).
             recent.remember([&job]);

@@ -75,7 +75,7 @@ impl Queue {
             .waiters
             .reserve(|request| request.accepts(&job, repository))
         {
-            return self.hand_over(job, repository, claimer).await;
+            return self.hand_to_parked_claimer(job, repository, claimer).await;
         }
         let created = self
             .inner

@@ -137,7 +137,7 @@ impl Queue {
             None
         };
         let outcome = machine::ack_cancel(&mut job, fence, now, acked_by.as_ref())?;
-        self.settle(tx, &job, outcome, now).await?;
+        self.write_outcome(tx, &job, outcome, now).await?;
         Ok(job)
     }
 
@@ -156,7 +156,7 @@ impl Queue {
             tx.rollback().await?;
             return Ok(None);
         }
-        self.settle(tx, &job, outcome, now).await?;
+        self.write_outcome(tx, &job, outcome, now).await?;
         Ok(Some(job))
     }
 

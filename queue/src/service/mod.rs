@@ -25,9 +25,9 @@ pub use jobs::{JobFilter, JobPage};
 use crate::config::QueueConfig;
 use crate::database::Database;
 use crate::error::QueueError;
+use crate::last_written::LastWritten;
 use crate::migrate;
 use crate::notify::{Notification, Notifier};
-use crate::recent::RecentRows;
 use crate::waiters::Waiters;
 use crate::workers::SeenCache;
 
@@ -42,7 +42,7 @@ struct Inner {
     config: QueueConfig,
     notifier: Notifier,
     /// PostgreSQL only: rows this replica just wrote, the guess its transitions start from.
-    recent: Option<RecentRows>,
+    last_written: Option<LastWritten>,
     /// Idle `claim_wait` callers, woken one per available job.
     waiters: Waiters,
     /// Worker sightings this replica wrote lately.
@@ -78,7 +78,7 @@ impl Queue {
         waiters.clone().follow(notifier.subscribe(), stop.clone());
         Ok(Queue {
             inner: Arc::new(Inner {
-                recent: matches!(db, Database::Postgres(_)).then(RecentRows::default),
+                last_written: matches!(db, Database::Postgres(_)).then(LastWritten::default),
                 waiters,
                 seen: SeenCache::default(),
                 db,

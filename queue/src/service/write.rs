@@ -19,10 +19,10 @@ use crate::store::Tx;
 const SWAP_ATTEMPTS: usize = 3;
 
 /// What an outcome writes besides the row: its events, and the notifications of the
-/// change (a heartbeat's `Touched` tells nobody).
+/// change (a heartbeat's `LeaseExtended` tells nobody).
 fn changes(job_id: &str, outcome: Outcome) -> (Vec<PendingEvent>, Vec<Notification>) {
     match outcome {
-        Outcome::Unchanged | Outcome::Touched => (Vec::new(), Vec::new()),
+        Outcome::Unchanged | Outcome::LeaseExtended => (Vec::new(), Vec::new()),
         Outcome::Changed { events, available } => {
             let mut notes = vec![Notification::new(job_id, NotificationKind::JobChanged)];
             if available {
@@ -58,7 +58,7 @@ impl Queue {
     }
 
     /// Writes what a transition decided, in the transaction that locked the row.
-    pub(super) async fn settle(
+    pub(super) async fn write_outcome(
         &self,
         tx: Tx,
         job: &Job,
@@ -90,7 +90,7 @@ impl Queue {
             tx.notify(&note.job_id, note.kind);
         }
         self.commit(tx).await?;
-        if let Some(recent) = &self.inner.recent {
+        if let Some(recent) = &self.inner.last_written {
             recent.remember(saved.iter().copied());
         }
         Ok(())
@@ -99,9 +99,9 @@ impl Queue {
     /// Lets `apply` check its guard on the job and edit it, and writes the outcome.
     ///
     /// PostgreSQL first tries without a lock: read the row, decide, then write it back only
-    /// if it is still exactly as read, with the events, in one statement ([`Database::swap_job`]):
+    /// if it is still exactly as read, with the events, in one statement ([`Database::write_job_if_unchanged`]):
     /// two round trips instead of five, and one when this replica remembers how it last
-    /// wrote the row ([`RecentRows`]) and starts from that. A row that changed meanwhile is read again and
+    /// wrote the row ([`LastWritten`]) and starts from that. A row that changed meanwhile is read again and
     /// decided again (`apply` may run more than once; it must only edit the job it is given),
     /// and after [`SWAP_ATTEMPTS`] the transition takes the row lock like SQLite always
     /// does, where the write lock makes locking free.
@@ -111,7 +111,7 @@ impl Queue {
         apply: impl Fn(&mut Job, DateTime<Utc>) -> Result<Outcome, QueueError> + Send + Sync + 'a,
     ) -> Result<Job, QueueError> {
         let uuid = parse_job_id(id)?;
-        if let Some(recent) = &self.inner.recent {
+        if let Some(recent) = &self.inner.last_written {
             let mut guess = recent.get(id);
             let mut reads = 0;
             while reads < SWAP_ATTEMPTS {
@@ -137,7 +137,11 @@ impl Queue {
                     Err(refused) => return Err(refused),
                     Ok(outcome) => changes(&job.id, outcome),
                 };
-                let Some(event_ids) = self.inner.db.swap_job(&current, &job, &events, now).await?
+                let Some(event_ids) = self
+                    .inner
+                    .db
+                    .write_job_if_unchanged(&current, &job, &events, now)
+                    .await?
                 else {
                     continue;
                 };

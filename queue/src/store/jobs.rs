@@ -112,7 +112,7 @@ const SAVE_JOBS_POSTGRES: &str = "UPDATE jobs AS j SET status = u.status, attemp
 
 /// [`SAVE_JOB`] guarded by the row's previous state (`$15`..`$27`, the same columns), with
 /// the transition's events (`$28`..`$31` arrays, `$32` the time) appended in the same
-/// statement; see `Database::swap_job`.
+/// statement; see `Database::write_job_if_unchanged`.
 const SWAP_JOB_POSTGRES: &str = "WITH updated AS (\
        UPDATE jobs SET status = $2, attempt = $3, next_attempt_at = $4, claimed_by = $5, \
          lease_expires_at = $6, cancel_requested_at = $7, cancel_requested_by_user_id = $8, \
@@ -300,7 +300,7 @@ impl Database {
     /// when the row changed meanwhile (nothing written); otherwise the new event ids, in
     /// order. The update takes the row lock before the insert draws its ids (the insert
     /// reads the update's output), so a job's event ids still become visible in order.
-    pub(crate) async fn swap_job(
+    pub(crate) async fn write_job_if_unchanged(
         &self,
         old: &Job,
         new: &Job,
@@ -308,7 +308,9 @@ impl Database {
         now: DateTime<Utc>,
     ) -> Result<Option<Vec<i64>>, QueueError> {
         let Database::Postgres(pool) = self else {
-            unreachable!("swap_job is PostgreSQL's path; SQLite transitions hold the write lock")
+            unreachable!(
+                "write_job_if_unchanged is PostgreSQL's path; SQLite transitions hold the write lock"
+            )
         };
         let mut args = vec![Arg::Id(parse_id(&new.id)?)];
         args.extend(state_args(new));

@@ -18,11 +18,11 @@ use contract::job::Job;
 const CAPACITY: usize = 4096;
 
 #[derive(Debug, Default)]
-pub(crate) struct RecentRows {
+pub(crate) struct LastWritten {
     rows: Mutex<HashMap<String, Job>>,
 }
 
-impl RecentRows {
+impl LastWritten {
     /// The row as this replica last wrote it, if it still remembers it.
     pub(crate) fn get(&self, id: &str) -> Option<Job> {
         self.lock().get(id).cloned()
@@ -89,7 +89,7 @@ mod tests {
 
     #[test]
     fn finished_jobs_are_forgotten() {
-        let recent = RecentRows::default();
+        let recent = LastWritten::default();
         let mut job = test_job("a");
         job.status = JobState::Running;
         recent.remember([&job]);
@@ -101,7 +101,7 @@ mod tests {
 
     #[test]
     fn the_map_never_grows_past_its_bound() {
-        let recent = RecentRows::default();
+        let recent = LastWritten::default();
         let jobs: Vec<Job> = (0..CAPACITY + 10)
             .map(|i| test_job(&format!("job-{i}")))
             .collect();
