@@ -5,15 +5,11 @@ use contract::Artifact;
 use sqlx::Row;
 use uuid::Uuid;
 
+use super::postgres;
 use super::sqlite::RowExt;
 use super::{Arg, Id, Tx, TxConn, decode_err, parse_id, pg_rows, sqlite_rows};
 use crate::QueueError;
 use crate::database::Database;
-
-/// Runs `$body` with `$p` bound to the pool, whichever the backend.
-/// The size of the pieces an artifact is stored in on PostgreSQL: big enough that a 32 MiB
-/// upload is 128 rows, small enough that a reader holds little at a time.
-pub(crate) const ARTIFACT_CHUNK_BYTES: usize = 256 * 1024;
 
 const UPSERT_ARTIFACT: &str = concat!(
     "INSERT INTO artifacts (",
@@ -39,7 +35,7 @@ impl Tx {
         })
     }
 
-    /// PostgreSQL: stores the artifact's bytes as chunks of [`ARTIFACT_CHUNK_BYTES`],
+    /// PostgreSQL: stores the artifact's bytes as chunks (see `postgres::artifacts`),
     /// replacing those of an upload it replaces, in this transaction (so a reader sees the
     /// old bytes or the new, never a mix). SQLite keeps files instead: nothing to do.
     pub(crate) async fn replace_artifact_chunks(
@@ -47,26 +43,10 @@ impl Tx {
         artifact_id: &str,
         file: &std::path::Path,
     ) -> Result<(), QueueError> {
-        let TxConn::Postgres(t) = &mut self.conn else {
-            return Ok(());
-        };
-        let id = Id(parse_id(artifact_id)?);
-        sqlx::query("DELETE FROM artifact_chunks WHERE artifact_id = $1")
-            .bind(id)
-            .execute(&mut **t)
-            .await?;
-        let mut chunks = crate::artifacts::Chunks::open(file, ARTIFACT_CHUNK_BYTES).await?;
-        let mut seq = 0_i32;
-        while let Some(data) = chunks.next().await? {
-            sqlx::query("INSERT INTO artifact_chunks (artifact_id, seq, data) VALUES ($1, $2, $3)")
-                .bind(id)
-                .bind(seq)
-                .bind(data)
-                .execute(&mut **t)
-                .await?;
-            seq += 1;
+        match &mut self.conn {
+            TxConn::Postgres(t) => postgres::replace_artifact_chunks(t, artifact_id, file).await,
+            TxConn::Sqlite(_) => Ok(()),
         }
-        Ok(())
     }
 
     /// Inserts or, for a name the job already has, replaces (keeping the artifact's id).
@@ -113,21 +93,12 @@ impl Database {
         from: i32,
         limit: i64,
     ) -> Result<Vec<(i32, Vec<u8>)>, sqlx::Error> {
-        let Database::Postgres(pool) = self else {
-            return Ok(Vec::new());
-        };
-        let rows = sqlx::query(
-            "SELECT seq, data FROM artifact_chunks WHERE artifact_id = $1 AND seq >= $2 \
-             ORDER BY seq LIMIT $3",
-        )
-        .bind(Id(artifact_id))
-        .bind(from)
-        .bind(limit)
-        .fetch_all(pool)
-        .await?;
-        rows.iter()
-            .map(|row| Ok((row.try_get("seq")?, row.try_get("data")?)))
-            .collect()
+        match self {
+            Database::Postgres(pool) => {
+                postgres::read_artifact_chunks(pool, artifact_id, from, limit).await
+            }
+            Database::Sqlite(_) => Ok(Vec::new()),
+        }
     }
 
     pub(crate) async fn get_artifact(

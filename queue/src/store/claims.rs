@@ -1,18 +1,16 @@
 //! The claim: pick and lease claimable jobs in one statement, with their `job.claimed`
-//! events. The one statement each backend writes its own way.
+//! events. The one statement each backend writes its own way (`postgres::claims`,
+//! `sqlite::claim`); the rules it applies are [`crate::lease::ClaimRequest::accepts`]'s.
 
 use chrono::{DateTime, Utc};
 use contract::{Job, JobEvent};
-use sqlx::Row;
 
-use super::sqlite::RowExt;
-use super::{Arg, Tx, TxConn, decode_err, pg_rows, sqlite_rows};
+use super::{Arg, postgres, sqlite};
 use crate::QueueError;
-use crate::database::{Database, SqliteDb};
-use crate::machine::{self, PendingEvent};
+use crate::database::Database;
 
 /// `$1`..`$7` of the claim statements.
-fn claim_args<'a>(claim: &'a ClaimSql<'a>) -> Result<Vec<Arg<'a>>, sqlx::Error> {
+pub(super) fn claim_args<'a>(claim: &'a ClaimSql<'a>) -> Result<Vec<Arg<'a>>, sqlx::Error> {
     Ok(vec![
         Arg::text(claim.worker_id),
         Arg::at(claim.lease_until),
@@ -25,82 +23,9 @@ fn claim_args<'a>(claim: &'a ClaimSql<'a>) -> Result<Vec<Arg<'a>>, sqlx::Error> 
 }
 
 /// The order claims take jobs in: highest priority, then oldest, then id.
-fn claim_order(a: &Job, b: &Job) -> std::cmp::Ordering {
+pub(super) fn claim_order(a: &Job, b: &Job) -> std::cmp::Ordering {
     (b.priority, a.created_at, &a.id).cmp(&(a.priority, b.created_at, &b.id))
 }
-
-/// Both claims lease up to `$7` jobs at once (the batched claim; a single claim is 1), and
-/// return them in no particular order.
-///
-/// PostgreSQL: the subquery locks its pick `FOR UPDATE SKIP LOCKED`, so concurrent
-/// claimers each skip rows another is taking and never block on or double-claim one. The
-/// lock re-checks the subquery's conditions on the row's latest version, so the update
-/// needs no second `status = 'queued'` test, which made the planner reach the row through
-/// jobs_by_status and its dead entries instead of the primary key.
-macro_rules! claim_postgres_sql {
-    () => {
-        concat!(
-            "UPDATE jobs SET status = 'running', claimed_by = $1, lease_expires_at = $2, \
-         attempt = attempt + 1, started_at = COALESCE(started_at, $3), updated_at = $3 \
-         WHERE id = ANY(ARRAY(\
-           SELECT id FROM jobs \
-           WHERE status = 'queued' AND next_attempt_at <= $3 \
-             AND cancel_requested_at IS NULL \
-             AND required_capabilities <@ $4 \
-             AND ($5::text[] IS NULL OR job_type = ANY($5)) \
-             AND ($6::text[] IS NULL OR repository = ANY($6)) \
-           ORDER BY priority DESC, created_at, id \
-           LIMIT $7 \
-           FOR UPDATE SKIP LOCKED)) \
-         RETURNING ",
-            job_columns!()
-        )
-    };
-}
-
-/// The PostgreSQL claim with the claims' `job.claimed` events, in one statement outside an
-/// explicit transaction: one round trip instead of four. The event is the one
-/// `machine::claimed_event` builds, written in SQL (the conformance suite compares them on
-/// both backends); `$8` is the lease end as the JSON text Rust gives it.
-const CLAIM_WITH_EVENTS_POSTGRES: &str = concat!(
-    "WITH claimed AS (",
-    claim_postgres_sql!(),
-    "), appended AS (\
-       INSERT INTO job_events (job_id, kind, level, message, payload, created_at) \
-       SELECT id, 'job.claimed', 'info', \
-         format('claimed by %s (attempt %s of %s)', claimed_by, attempt, max_attempts), \
-         jsonb_build_object('workerId', claimed_by, 'attempt', attempt, \
-           'leaseExpiresAt', $8::text), \
-         $3 \
-       FROM claimed \
-       RETURNING id, job_id) \
-     SELECT claimed.*, appended.id AS event_id \
-     FROM claimed JOIN appended ON appended.job_id = claimed.id"
-);
-
-/// SQLite: the statement runs inside `BEGIN IMMEDIATE`, and SQLite admits one writer at a
-/// time, so no other claim can run between the subquery's pick and the update.
-/// INDEXED BY: left to itself SQLite picks jobs_by_status and sorts every queued row (a
-/// temp B-tree per claim, so claims slow down as the queue grows); walking
-/// jobs_claim_order stops at the first claimable job.
-const CLAIM_SQLITE: &str = concat!(
-    "UPDATE jobs SET status = 'running', claimed_by = $1, lease_expires_at = $2, \
-         attempt = attempt + 1, started_at = COALESCE(started_at, $3), updated_at = $3 \
-         WHERE id IN (\
-           SELECT j.id FROM jobs j INDEXED BY jobs_claim_order \
-           WHERE j.status = 'queued' AND j.next_attempt_at <= $3 \
-             AND j.cancel_requested_at IS NULL \
-             AND NOT EXISTS (\
-               SELECT 1 FROM json_each(j.required_capabilities) AS r \
-               WHERE r.value NOT IN (SELECT value FROM json_each($4))) \
-             AND ($5 IS NULL OR j.job_type IN (SELECT value FROM json_each($5))) \
-             AND ($6 IS NULL OR j.repository IN (SELECT value FROM json_each($6))) \
-           ORDER BY j.priority DESC, j.created_at, j.id \
-           LIMIT $7) \
-         AND status = 'queued' \
-         RETURNING ",
-    job_columns!()
-);
 
 /// The inputs of the claim statement.
 pub(crate) struct ClaimSql<'a> {
@@ -113,35 +38,6 @@ pub(crate) struct ClaimSql<'a> {
     pub limit: u32,
 }
 
-/// SQLite's claim: [`CLAIM_SQLITE`], then the claims' events from `machine::claimed_event`,
-/// in one transaction on the writer.
-async fn claim_sqlite(
-    db: &SqliteDb,
-    claim: &ClaimSql<'_>,
-) -> Result<Vec<(Job, JobEvent)>, QueueError> {
-    let t = db.writer.begin().await?;
-    let mut jobs = sqlite_rows(&t, CLAIM_SQLITE, &claim_args(claim)?, |r| job_from_row!(r))?;
-    if jobs.is_empty() {
-        t.rollback()?;
-        return Ok(Vec::new());
-    }
-    // RETURNING follows no order; callers get the claim order.
-    jobs.sort_by(claim_order);
-    let claimed: Vec<PendingEvent> = jobs.iter().map(machine::claimed_event).collect();
-    let appended: Vec<(&str, &PendingEvent)> = jobs
-        .iter()
-        .zip(&claimed)
-        .map(|(job, event)| (job.id.as_str(), event))
-        .collect();
-    let mut tx = Tx {
-        conn: TxConn::Sqlite(t),
-        notes: Vec::new(),
-    };
-    let events = tx.insert_events(&appended, claim.now).await?;
-    tx.commit().await?;
-    Ok(jobs.into_iter().zip(events).collect())
-}
-
 impl Database {
     /// Leases up to `claim.limit` jobs and records each claim's `job.claimed` event,
     /// atomically; returns the jobs in claim order, each with its stored event.
@@ -149,79 +45,9 @@ impl Database {
         &self,
         claim: &ClaimSql<'_>,
     ) -> Result<Vec<(Job, JobEvent)>, QueueError> {
-        let pool = match self {
-            Database::Postgres(pool) => pool,
-            Database::Sqlite(db) => return claim_sqlite(db, claim).await,
-        };
-        let lease_until = serde_json::to_value(claim.lease_until).map_err(decode_err)?;
-        let mut args = claim_args(claim)?;
-        args.push(Arg::text(lease_until.as_str().unwrap_or_default()));
-        let mut conn = pool.acquire().await?;
-        let mut rows = pg_rows(&mut conn, CLAIM_WITH_EVENTS_POSTGRES, &args, |r| {
-            Ok((job_from_row!(r)?, r.try_get::<i64, _>("event_id")?))
-        })
-        .await?;
-        rows.sort_by(|(a, _), (b, _)| claim_order(a, b));
-        Ok(rows
-            .into_iter()
-            .map(|(job, event_id)| {
-                let event = machine::claimed_event(&job).stored(&job.id, event_id, claim.now);
-                (job, event)
-            })
-            .collect())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use chrono::Utc;
-    use sqlx::types::Json;
-
-    use crate::ScratchPostgres;
-    use crate::store::Ts;
-
-    /// A burst of jobs into a table the planner has no statistics for yet: the claim must
-    /// still walk jobs_claim_order rather than sort every queued job.
-    #[tokio::test]
-    async fn postgres_claim_walks_the_claim_index_before_statistics_exist() {
-        let admin = std::env::var("STEPWISE_TEST_PG_URL")
-            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_string());
-        let scratch = ScratchPostgres::create(&admin, "stepwise_t_plan")
-            .await
-            .unwrap();
-        let db = Database::open_url(scratch.url()).await.unwrap();
-        crate::migrate::run(&db).await.unwrap();
-        let Database::Postgres(pool) = &db else {
-            unreachable!("a postgres URL opens PostgreSQL")
-        };
-        sqlx::query(
-            "INSERT INTO jobs (id, job_type, status, priority, payload, repository, \
-             required_capabilities, max_attempts, next_attempt_at, created_at, updated_at) \
-             SELECT gen_random_uuid(), 'task', 'queued', 0, '{}', 'o/r', '[\"codex\"]', 3, \
-             now(), now() + g * interval '1 ms', now() FROM generate_series(1, 5000) AS g",
-        )
-        .execute(pool)
-        .await
-        .unwrap();
-        let plan: Vec<String> =
-            sqlx::query_scalar(&format!("EXPLAIN {CLAIM_WITH_EVENTS_POSTGRES}"))
-                .bind("w")
-                .bind(Ts(Utc::now()))
-                .bind(Ts(Utc::now()))
-                .bind(Json(vec!["codex".to_string()]))
-                .bind(None::<Vec<String>>)
-                .bind(None::<Vec<String>>)
-                .bind(1_i64)
-                .bind("2026-01-01T00:00:00Z")
-                .fetch_all(pool)
-                .await
-                .unwrap();
-        let plan = plan.join("\n");
-        assert!(plan.contains("Index Scan using jobs_claim_order"), "{plan}");
-        assert!(!plan.contains("Sort"), "{plan}");
-        assert!(!plan.contains("JIT"), "{plan}");
-        pool.close().await;
-        scratch.drop_database().await.unwrap();
+        match self {
+            Database::Postgres(pool) => postgres::claim(pool, claim).await,
+            Database::Sqlite(db) => sqlite::claim(db, claim).await,
+        }
     }
 }

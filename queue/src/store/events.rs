@@ -2,25 +2,16 @@
 
 use chrono::{DateTime, Utc};
 use contract::{JobEvent, StepUsage};
-use serde_json::{Map, Value};
 use sqlx::Row;
-use sqlx::types::Json;
 use uuid::Uuid;
 
+use super::postgres;
 use super::sqlite::RowExt;
-use super::{Arg, Id, Ts, Tx, TxConn, parse_id, pg_rows, sqlite_rows};
+use super::{Arg, Id, Tx, TxConn, parse_id, pg_rows, sqlite_rows};
 use crate::QueueError;
 use crate::database::Database;
 use crate::machine::PendingEvent;
 use crate::notify::NotificationKind;
-
-/// [`INSERT_EVENT`] for many rows, inserted in the order of the arrays.
-const INSERT_EVENTS_POSTGRES: &str = "INSERT INTO job_events \
-     (job_id, kind, level, message, payload, created_at) \
-     SELECT e.job_id, e.kind, e.level, e.message, e.payload, $6 \
-     FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::jsonb[]) \
-       WITH ORDINALITY AS e(job_id, kind, level, message, payload, n) \
-     ORDER BY e.n RETURNING id";
 
 const INSERT_EVENT: &str = "INSERT INTO job_events (job_id, kind, level, message, payload, created_at) \
      VALUES ($1, $2, $3, $4, $5, $6) RETURNING id";
@@ -108,32 +99,7 @@ impl Tx {
             }
             return Ok(appended);
         };
-        if events.is_empty() {
-            return Ok(Vec::new());
-        }
-        let job_ids = events
-            .iter()
-            .map(|(id, _)| parse_id(id))
-            .collect::<Result<Vec<_>, _>>()?;
-        let text =
-            |f: fn(&PendingEvent) -> &str| events.iter().map(|(_, e)| f(e)).collect::<Vec<_>>();
-        let payloads: Vec<Json<&Map<String, Value>>> =
-            events.iter().map(|(_, e)| Json(&e.payload)).collect();
-        let mut ids: Vec<i64> = sqlx::query_scalar(INSERT_EVENTS_POSTGRES)
-            .bind(job_ids)
-            .bind(text(|e| &e.kind))
-            .bind(text(|e| e.level.as_str()))
-            .bind(text(|e| &e.message))
-            .bind(payloads)
-            .bind(Ts(now))
-            .fetch_all(&mut **t)
-            .await?;
-        // Rows are inserted in ordinality order, so the identity hands out ascending ids in
-        // that order whatever order RETURNING lists them in.
-        ids.sort_unstable();
-        if ids.len() != events.len() {
-            return Err(sqlx::Error::RowNotFound.into());
-        }
+        let ids = postgres::insert_events(t, events, now).await?;
         let appended: Vec<JobEvent> = events
             .iter()
             .zip(ids)

@@ -1,12 +1,12 @@
-//! The SQL of the queue, and the only place that has any, one file per concern (jobs,
-//! claims, events, artifacts, tokens, sessions, workers). Statements are written once with
-//! `$N` placeholders, which every driver here binds by number; only the row locking, the
-//! claim and PostgreSQL's one-statement fast paths differ per backend. Reads go through the
-//! sqlx pools ([`on_pool!`] expands the same code for each) and on SQLite in WAL mode never
-//! wait for the writer; writes go through [`Tx`], on PostgreSQL a pooled sqlx transaction
-//! and on SQLite the single write connection of [`sqlite`].
+//! The SQL of the queue, and the only place that has any: one file per concern (jobs,
+//! claims, events, artifacts, tokens, sessions, workers) holding the statements both
+//! backends share, written once with `$N` placeholders that every driver binds by number.
+//! Where a backend does a thing its own way, the concern's file hands over to its driver:
+//! [`postgres`] (one statement where the shared SQL takes several; artifact bytes in the
+//! database) or [`sqlite`] (the one write connection with group commit, its checkpointer,
+//! the claim). Reads go through the sqlx pools ([`on_pool!`] expands the same code for
+//! each) and on SQLite in WAL mode never wait for the writer; writes go through [`Tx`].
 
-mod sqlite;
 mod types;
 
 use chrono::{DateTime, Utc};
@@ -23,6 +23,7 @@ use sqlite::SqliteTx;
 pub(crate) use sqlite::SqliteWriter;
 pub(crate) use types::{Id, Ts, ts};
 
+/// Runs `$body` with `$p` bound to the pool, whichever the backend.
 macro_rules! on_pool {
     ($db:expr, $p:ident => $body:expr) => {
         match $db {
@@ -192,7 +193,20 @@ macro_rules! token_from_row {
     }};
 }
 
-// After the macros, which a module sees only once they are defined.
+/// The columns of `jobs::state_args` come first, in its order, so both writes share it.
+macro_rules! insert_job_sql {
+    () => {
+        "INSERT INTO jobs (id, status, attempt, next_attempt_at, claimed_by, \
+         lease_expires_at, cancel_requested_at, cancel_requested_by_user_id, cancel_reason, \
+         result_summary, error_message, started_at, finished_at, updated_at, job_type, \
+         priority, payload, affinity_key, required_capabilities, created_by_user_id, \
+         max_attempts, created_at, repository) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, \
+         $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23)"
+    };
+}
+
+// Declared after the macros, which a module sees only once they are defined. The
+// concerns first, then the two drivers.
 mod artifacts;
 mod claims;
 mod events;
@@ -200,6 +214,9 @@ mod jobs;
 mod sessions;
 mod tokens;
 mod workers;
+
+mod postgres;
+mod sqlite;
 
 pub(crate) use claims::ClaimSql;
 pub(crate) use jobs::ListSql;

@@ -9,14 +9,16 @@
 //! for microseconds, so running it on the async task costs less than handing it off.
 //! Reads stay on the sqlx pool, where WAL lets them run beside the writer.
 //!
-//! The SQLite driver: the writer, its checkpointer, and how rusqlite binds and decodes the
-//! store's statements. The store's per-concern files call into it where SQLite differs.
+//! The SQLite driver: the writer, its checkpointer, the claim, and how rusqlite binds and
+//! decodes the store's statements. The store's per-concern files call into it where SQLite differs.
 
 mod checkpoint;
+mod claim;
 mod columns;
 #[cfg(test)]
 mod tests;
 mod writer;
 
+pub(crate) use claim::claim;
 pub(crate) use columns::{RowExt, bind};
 pub(crate) use writer::{SqliteTx, SqliteWriter};

@@ -1,0 +1,63 @@
+//! SQLite's claim: one UPDATE on the writer, then the claims' events as Rust builds them.
+
+use contract::{Job, JobEvent};
+
+use super::RowExt;
+use crate::QueueError;
+use crate::database::SqliteDb;
+use crate::machine::{self, PendingEvent};
+use crate::store::claims::{ClaimSql, claim_args, claim_order};
+use crate::store::{Tx, TxConn, sqlite_rows};
+
+/// SQLite: the statement runs inside `BEGIN IMMEDIATE`, and SQLite admits one writer at a
+/// time, so no other claim can run between the subquery's pick and the update.
+/// INDEXED BY: left to itself SQLite picks jobs_by_status and sorts every queued row (a
+/// temp B-tree per claim, so claims slow down as the queue grows); walking
+/// jobs_claim_order stops at the first claimable job.
+const CLAIM_SQLITE: &str = concat!(
+    "UPDATE jobs SET status = 'running', claimed_by = $1, lease_expires_at = $2, \
+         attempt = attempt + 1, started_at = COALESCE(started_at, $3), updated_at = $3 \
+         WHERE id IN (\
+           SELECT j.id FROM jobs j INDEXED BY jobs_claim_order \
+           WHERE j.status = 'queued' AND j.next_attempt_at <= $3 \
+             AND j.cancel_requested_at IS NULL \
+             AND NOT EXISTS (\
+               SELECT 1 FROM json_each(j.required_capabilities) AS r \
+               WHERE r.value NOT IN (SELECT value FROM json_each($4))) \
+             AND ($5 IS NULL OR j.job_type IN (SELECT value FROM json_each($5))) \
+             AND ($6 IS NULL OR j.repository IN (SELECT value FROM json_each($6))) \
+           ORDER BY j.priority DESC, j.created_at, j.id \
+           LIMIT $7) \
+         AND status = 'queued' \
+         RETURNING ",
+    job_columns!()
+);
+
+/// [`CLAIM_SQLITE`], then the claims' events from `machine::claimed_event`,
+/// in one transaction on the writer.
+pub(crate) async fn claim(
+    db: &SqliteDb,
+    claim: &ClaimSql<'_>,
+) -> Result<Vec<(Job, JobEvent)>, QueueError> {
+    let t = db.writer.begin().await?;
+    let mut jobs = sqlite_rows(&t, CLAIM_SQLITE, &claim_args(claim)?, |r| job_from_row!(r))?;
+    if jobs.is_empty() {
+        t.rollback()?;
+        return Ok(Vec::new());
+    }
+    // RETURNING follows no order; callers get the claim order.
+    jobs.sort_by(claim_order);
+    let claimed: Vec<PendingEvent> = jobs.iter().map(machine::claimed_event).collect();
+    let appended: Vec<(&str, &PendingEvent)> = jobs
+        .iter()
+        .zip(&claimed)
+        .map(|(job, event)| (job.id.as_str(), event))
+        .collect();
+    let mut tx = Tx {
+        conn: TxConn::Sqlite(t),
+        notes: Vec::new(),
+    };
+    let events = tx.insert_events(&appended, claim.now).await?;
+    tx.commit().await?;
+    Ok(jobs.into_iter().zip(events).collect())
+}
