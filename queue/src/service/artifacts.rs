@@ -9,7 +9,6 @@ use crate::artifacts::{self, ArtifactContent, Incoming};
 use crate::database::Database;
 use crate::error::{Entity, QueueError};
 use crate::lease::Fence;
-use crate::machine;
 
 impl Queue {
     /// Receives an upload aside, on this replica's disk, hashing and counting it as it
@@ -54,14 +53,8 @@ impl Queue {
     ) -> Result<Artifact, QueueError> {
         artifacts::validate_name(name)?;
         let content_type = artifacts::content_type(content_type)?;
-        let uuid = parse_job_id(id)?;
         let now = self.now();
-        let mut tx = self.begin().await?;
-        let job = tx
-            .lock_job(uuid)
-            .await?
-            .ok_or_else(|| QueueError::job_not_found(id))?;
-        machine::check_fence(&job, fence)?;
+        let (mut tx, job) = self.lock_fenced(id, fence).await?;
         let names = tx.artifact_names(&job.id).await?;
         if names.iter().any(|other| artifacts::collides(name, other)) {
             return Err(QueueError::invalid(

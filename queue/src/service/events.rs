@@ -10,7 +10,7 @@ use uuid::Uuid;
 use super::{Queue, parse_job_id};
 use crate::error::QueueError;
 use crate::lease::Fence;
-use crate::machine::{self, PendingEvent};
+use crate::machine::PendingEvent;
 use crate::notify::NotificationKind;
 
 const EVENT_KIND_CHARS: usize = 100;
@@ -43,14 +43,8 @@ impl Queue {
             payload,
             ..event
         };
-        let uuid = parse_job_id(id)?;
         let now = self.now();
-        let mut tx = self.begin().await?;
-        let mut job = tx
-            .lock_job(uuid)
-            .await?
-            .ok_or_else(|| QueueError::job_not_found(id))?;
-        machine::check_fence(&job, fence)?;
+        let (mut tx, mut job) = self.lock_fenced(id, fence).await?;
         let pending = PendingEvent {
             kind: event.kind,
             level: event.level,

@@ -122,15 +122,10 @@ impl Queue {
     /// running with a cancel requested → cancelled, by the worker holding the lease. The
     /// same worker and attempt acknowledging again gets the cancelled job back.
     pub async fn ack_cancel(&self, id: &str, fence: &Fence) -> Result<Job, QueueError> {
-        let uuid = parse_job_id(id)?;
         let now = self.now();
-        let mut tx = self.begin().await?;
-        let mut job = tx
-            .lock_job(uuid)
-            .await?
-            .ok_or_else(|| QueueError::job_not_found(id))?;
+        let (mut tx, mut job) = self.lock(id).await?;
         let acked_by = if job.status == JobState::Cancelled {
-            tx.last_event(uuid, events::JOB_CANCELLED)
+            tx.last_event(parse_job_id(id)?, events::JOB_CANCELLED)
                 .await?
                 .and_then(|event| machine::acknowledged_by(&event.payload))
         } else {

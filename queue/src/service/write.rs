@@ -10,7 +10,8 @@ use uuid::Uuid;
 
 use super::{Queue, parse_job_id};
 use crate::error::QueueError;
-use crate::machine::{Outcome, PendingEvent, Retry};
+use crate::lease::Fence;
+use crate::machine::{self, Outcome, PendingEvent, Retry};
 use crate::notify::{Notification, NotificationKind};
 use crate::store::Tx;
 
@@ -38,6 +39,29 @@ pub(super) type Apply<'a> =
     Box<dyn FnOnce(&mut Job, DateTime<Utc>) -> Result<Outcome, QueueError> + Send + 'a>;
 
 impl Queue {
+    /// Begins a write and locks job `id` in it: the start of every write that must see the
+    /// row as it is (a transition under the lock, an event or artifact under a fence).
+    pub(super) async fn lock(&self, id: &str) -> Result<(Tx, Job), QueueError> {
+        let uuid = parse_job_id(id)?;
+        let mut tx = self.begin().await?;
+        let job = tx
+            .lock_job(uuid)
+            .await?
+            .ok_or_else(|| QueueError::job_not_found(id))?;
+        Ok((tx, job))
+    }
+
+    /// [`lock`](Self::lock), refusing a worker whose lease on the job is gone.
+    pub(super) async fn lock_fenced(
+        &self,
+        id: &str,
+        fence: &Fence,
+    ) -> Result<(Tx, Job), QueueError> {
+        let (tx, job) = self.lock(id).await?;
+        machine::check_fence(&job, fence)?;
+        Ok((tx, job))
+    }
+
     pub(super) async fn begin(&self) -> Result<Tx, QueueError> {
         Tx::begin(&self.inner.db).await
     }

@@ -201,20 +201,24 @@ impl Database {
         if job_ids.is_empty() {
             return Ok(Vec::new());
         }
-        let placeholders: Vec<String> = (3..job_ids.len() + 3).map(|n| format!("${n}")).collect();
-        let sql = format!(
-            "SELECT e.job_id AS job_id, COUNT(*) AS n FROM job_events e \
-             WHERE e.job_id IN ({}) AND e.kind = $1 AND e.id > COALESCE(( \
-                 SELECT MAX(s.id) FROM job_events s WHERE s.job_id = e.job_id AND s.kind = $2 \
-             ), 0) GROUP BY e.job_id",
-            placeholders.join(", ")
-        );
         on_pool!(self, p => {
-            let mut query = sqlx::query(&sql).bind(kind).bind(since_kind);
+            let mut query = sqlx::QueryBuilder::new(
+                "SELECT e.job_id AS job_id, COUNT(*) AS n FROM job_events e WHERE e.kind = ",
+            );
+            query
+                .push_bind(kind)
+                .push(
+                    " AND e.id > COALESCE((SELECT MAX(s.id) FROM job_events s \
+                     WHERE s.job_id = e.job_id AND s.kind = ",
+                )
+                .push_bind(since_kind)
+                .push("), 0) AND e.job_id IN (");
+            let mut ids = query.separated(", ");
             for id in job_ids {
-                query = query.bind(Id(*id));
+                ids.push_bind(Id(*id));
             }
-            let rows = query.fetch_all(p).await?;
+            query.push(") GROUP BY e.job_id");
+            let rows = query.build().fetch_all(p).await?;
             rows.iter()
                 .map(|row| Ok((row.try_get::<Id, _>("job_id")?.0, row.try_get::<i64, _>("n")?)))
                 .collect()

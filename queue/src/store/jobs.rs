@@ -192,47 +192,22 @@ impl Database {
     /// Newest first. The WHERE clause is built for the filters actually given, so each
     /// combination is a plain indexed range scan rather than a `$n IS NULL OR …` plan.
     pub(crate) async fn list_jobs(&self, filter: &ListSql<'_>) -> Result<Vec<Job>, sqlx::Error> {
-        let mut conditions = Vec::new();
-        let mut n = 0;
-        let mut next = || {
-            n += 1;
-            n
-        };
-        if filter.status.is_some() {
-            conditions.push(format!("status = ${}", next()));
-        }
-        if filter.job_type.is_some() {
-            conditions.push(format!("job_type = ${}", next()));
-        }
-        if filter.before.is_some() {
-            conditions.push(format!("id < ${}", next()));
-        }
-        let limit = next();
-        let where_clause = if conditions.is_empty() {
-            String::new()
-        } else {
-            format!(" WHERE {}", conditions.join(" AND "))
-        };
-        let sql = format!(
-            concat!(
-                "SELECT ",
-                job_columns!(),
-                " FROM jobs{} ORDER BY id DESC LIMIT ${}"
-            ),
-            where_clause, limit
-        );
         on_pool!(self, p => {
-            let mut query = sqlx::query(&sql);
+            let mut query = sqlx::QueryBuilder::new(concat!("SELECT ", job_columns!(), " FROM jobs"));
+            let mut and = " WHERE ";
             if let Some(status) = filter.status {
-                query = query.bind(status.as_str());
+                query.push(and).push("status = ").push_bind(status.as_str());
+                and = " AND ";
             }
             if let Some(job_type) = filter.job_type {
-                query = query.bind(job_type);
+                query.push(and).push("job_type = ").push_bind(job_type);
+                and = " AND ";
             }
             if let Some(before) = filter.before {
-                query = query.bind(Id(before));
+                query.push(and).push("id < ").push_bind(Id(before));
             }
-            let rows = query.bind(filter.limit).fetch_all(p).await?;
+            query.push(" ORDER BY id DESC LIMIT ").push_bind(filter.limit);
+            let rows = query.build().fetch_all(p).await?;
             rows.iter().map(|row| job_from_row!(row)).collect()
         })
     }

@@ -3,8 +3,10 @@
 
 use chrono::{DateTime, Utc};
 use contract::{Job, JobEvent};
+use sqlx::postgres::PgArguments;
+use sqlx::query::Query;
 use sqlx::types::Json;
-use sqlx::{PgConnection, PgPool, Row};
+use sqlx::{PgConnection, PgPool, Postgres, Row};
 use uuid::Uuid;
 
 use crate::QueueError;
@@ -84,18 +86,12 @@ pub(crate) async fn create_job(
     args.extend(state_args(job));
     args.extend(created_args(job, repository)?);
     let mut conn = pool.acquire().await?;
-    let rows = bind_pg(sqlx::query(INSERT_JOB_WITH_EVENTS_POSTGRES), &args)
-        .bind(events.iter().map(|e| e.kind.as_str()).collect::<Vec<_>>())
-        .bind(events.iter().map(|e| e.level.as_str()).collect::<Vec<_>>())
-        .bind(
-            events
-                .iter()
-                .map(|e| e.message.as_str())
-                .collect::<Vec<_>>(),
-        )
-        .bind(events.iter().map(|e| Json(&e.payload)).collect::<Vec<_>>())
-        .fetch_all(&mut *conn)
-        .await?;
+    let rows = bind_events(
+        bind_pg(sqlx::query(INSERT_JOB_WITH_EVENTS_POSTGRES), &args),
+        events,
+    )
+    .fetch_all(&mut *conn)
+    .await?;
     let mut ids = rows
         .iter()
         .map(|r| r.try_get::<i64, _>("id"))
@@ -128,16 +124,7 @@ pub(crate) async fn write_job_if_unchanged(
     args.extend(state_args(new));
     args.extend(state_args(old));
     let mut conn = pool.acquire().await?;
-    let row = bind_pg(sqlx::query(SWAP_JOB_POSTGRES), &args)
-        .bind(events.iter().map(|e| e.kind.as_str()).collect::<Vec<_>>())
-        .bind(events.iter().map(|e| e.level.as_str()).collect::<Vec<_>>())
-        .bind(
-            events
-                .iter()
-                .map(|e| e.message.as_str())
-                .collect::<Vec<_>>(),
-        )
-        .bind(events.iter().map(|e| Json(&e.payload)).collect::<Vec<_>>())
+    let row = bind_events(bind_pg(sqlx::query(SWAP_JOB_POSTGRES), &args), events)
         .bind(Ts(now))
         .fetch_one(&mut *conn)
         .await?;
@@ -190,4 +177,18 @@ pub(crate) async fn save_jobs(t: &mut PgConnection, jobs: &[&Job]) -> Result<(),
         .execute(t)
         .await?;
     Ok(())
+}
+
+/// Binds `events` as the four arrays (kinds, levels, messages, payloads) that a statement
+/// unnests in order, after the arguments already bound.
+fn bind_events<'q>(
+    query: Query<'q, Postgres, PgArguments>,
+    events: &'q [PendingEvent],
+) -> Query<'q, Postgres, PgArguments> {
+    let text = |f: fn(&PendingEvent) -> &str| events.iter().map(f).collect::<Vec<_>>();
+    query
+        .bind(text(|e| &e.kind))
+        .bind(text(|e| e.level.as_str()))
+        .bind(text(|e| &e.message))
+        .bind(events.iter().map(|e| Json(&e.payload)).collect::<Vec<_>>())
 }
