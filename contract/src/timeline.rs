@@ -8,15 +8,19 @@
 //! without one is a success (how workers before the outcome reported it), and an outcome
 //! outside [`StageState`] leaves the stage as it was.
 
+use std::str::FromStr;
+
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::job::{JobEvent, task};
+use crate::modes::ParseModeError;
 use crate::usage::StepUsage;
 
-/// Where a step of a task is, as its latest event says.
+/// Where a step of a task is, as its latest event says. Read back from its name through
+/// [`FromStr`], which keeps the browser bundle smaller than a derived enum visitor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "lowercase", try_from = "String")]
 pub enum StepState {
     /// No event named it yet.
     #[default]
@@ -35,6 +39,7 @@ impl StepState {
         StepState::Failed,
         StepState::Cancelled,
     ];
+    const NAMES: [&'static str; 5] = ["pending", "running", "succeeded", "failed", "cancelled"];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -59,9 +64,10 @@ impl StepState {
     }
 }
 
-/// Where one of the three stages (prepare, execute, publish) is.
+/// Where one of the three stages (prepare, execute, publish) is; read back as
+/// [`StepState`] is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "lowercase", try_from = "String")]
 pub enum StageState {
     #[default]
     Pending,
@@ -81,6 +87,14 @@ impl StageState {
         StageState::Failed,
         StageState::Skipped,
         StageState::Cancelled,
+    ];
+    const NAMES: [&'static str; 6] = [
+        "pending",
+        "running",
+        "succeeded",
+        "failed",
+        "skipped",
+        "cancelled",
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -102,6 +116,37 @@ impl StageState {
             .find(|s| s.as_str() == outcome)
     }
 }
+
+/// Parses the wire names of [`StepState`] and [`StageState`].
+macro_rules! from_name {
+    ($state:ident, $kind:literal) => {
+        impl FromStr for $state {
+            type Err = ParseModeError;
+
+            fn from_str(s: &str) -> Result<Self, Self::Err> {
+                $state::ALL
+                    .into_iter()
+                    .find(|state| state.as_str() == s)
+                    .ok_or_else(|| ParseModeError {
+                        kind: $kind,
+                        value: s.to_string(),
+                        accepted: &$state::NAMES,
+                    })
+            }
+        }
+
+        impl TryFrom<String> for $state {
+            type Error = ParseModeError;
+
+            fn try_from(name: String) -> Result<Self, Self::Error> {
+                name.parse()
+            }
+        }
+    };
+}
+
+from_name!(StepState, "step state");
+from_name!(StageState, "stage state");
 
 /// One step as its events tell it.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
@@ -459,12 +504,23 @@ mod tests {
 
     #[test]
     fn states_travel_as_their_names() {
-        for state in StepState::ALL {
+        for (i, state) in StepState::ALL.into_iter().enumerate() {
+            assert_eq!(state.as_str(), StepState::NAMES[i]);
             assert_eq!(serde_json::to_value(state).unwrap(), json!(state.as_str()));
+            assert_eq!(
+                serde_json::from_value::<StepState>(json!(state.as_str())).unwrap(),
+                state
+            );
         }
-        for state in StageState::ALL {
+        for (i, state) in StageState::ALL.into_iter().enumerate() {
+            assert_eq!(state.as_str(), StageState::NAMES[i]);
             assert_eq!(serde_json::to_value(state).unwrap(), json!(state.as_str()));
+            assert_eq!(
+                serde_json::from_value::<StageState>(json!(state.as_str())).unwrap(),
+                state
+            );
         }
+        assert!(serde_json::from_value::<StepState>(json!("Running")).is_err());
         let timeline = Timeline::from_events(1, &[step(1, task::STEP_STARTED, 0, 1)]);
         let back: Timeline =
             serde_json::from_value(serde_json::to_value(&timeline).unwrap()).unwrap();

@@ -68,15 +68,20 @@ fn set_fields_only<T: Serialize, S: Serializer>(
     value: &T,
     serializer: S,
 ) -> Result<S::Ok, S::Error> {
-    let mut value = serde_json::to_value(value).map_err(serde::ser::Error::custom)?;
-    if let Value::Object(fields) = &mut value {
-        fields.retain(|_, field| match field {
-            Value::Null => false,
-            Value::Array(items) => !items.is_empty(),
-            Value::Object(inner) => !inner.is_empty(),
-            _ => true,
-        });
-    }
+    let value = match serde_json::to_value(value).map_err(serde::ser::Error::custom)? {
+        Value::Object(fields) => Value::Object(
+            fields
+                .into_iter()
+                .filter(|(_, field)| match field {
+                    Value::Null => false,
+                    Value::Array(items) => !items.is_empty(),
+                    Value::Object(inner) => !inner.is_empty(),
+                    _ => true,
+                })
+                .collect(),
+        ),
+        other => other,
+    };
     value.serialize(serializer)
 }
 

@@ -1,12 +1,13 @@
 use leptos::prelude::*;
 
 /// A table that scrolls sideways on a narrow screen rather than squeezing its columns;
-/// `headers` name the columns, the children are its rows.
+/// `headers` name the columns, the children are its rows. The children keep their type
+/// (no `AnyView`): erasing it would carry hydration code for every table into the bundle.
 #[component]
-pub fn Table(
+pub fn Table<T: IntoView + 'static>(
     class: &'static str,
     headers: &'static [&'static str],
-    children: Children,
+    children: TypedChildren<T>,
 ) -> impl IntoView {
     let headers = headers
         .iter()
@@ -16,7 +17,7 @@ pub fn Table(
         <div class="table-wrap">
             <table class=class>
                 <thead><tr>{headers}</tr></thead>
-                <tbody>{children()}</tbody>
+                <tbody>{children.into_inner()()}</tbody>
             </table>
         </div>
     }

@@ -5,6 +5,7 @@
 use std::str::FromStr;
 
 use contract::{GitSettings, JobRequest, PublishInput, RuntimeInput, SkillSelection, StepInput};
+use serde_json::Value;
 
 use crate::settings::SkillInfo;
 
@@ -149,6 +150,12 @@ pub fn draft_request(task: &TaskDraft, steps: &[StepDraft], skills: &[SkillInfo]
     request
 }
 
+/// The draft's request as JSON. A request is plain data, so it always serializes; the
+/// form reads it through JSON alone, which keeps one serializer in the bundle.
+pub fn draft_json(task: &TaskDraft, steps: &[StepDraft], skills: &[SkillInfo]) -> Value {
+    serde_json::to_value(draft_request(task, steps, skills)).unwrap_or_default()
+}
+
 /// The `(value, label)` choices of a skill: `first`, then every skill the server knows.
 pub fn skill_choices(first: &[(&str, &str)], skills: &[SkillInfo]) -> Vec<(String, String)> {
     let first = first.iter().map(|(v, l)| (v.to_string(), l.to_string()));
@@ -192,14 +199,9 @@ pub fn add_checklist(
 #[cfg(test)]
 mod tests {
     use contract::Defaults;
-    use serde_json::{Value, json};
+    use serde_json::json;
 
     use super::*;
-
-    /// The request as the server receives it.
-    fn draft_json(task: &TaskDraft, steps: &[StepDraft], skills: &[SkillInfo]) -> Value {
-        serde_json::to_value(draft_request(task, steps, skills)).unwrap()
-    }
 
     fn step(key: u32, instructions: &str) -> StepDraft {
         StepDraft {

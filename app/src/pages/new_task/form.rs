@@ -6,7 +6,7 @@ use contract::{Defaults, PublishMode, RuntimeMode};
 use leptos::either::{Either, EitherOf3};
 use leptos::prelude::*;
 
-use super::draft::{StepDraft, TaskDraft, TaskField, draft_request, skill_choices};
+use super::draft::{StepDraft, TaskDraft, TaskField, draft_json, skill_choices};
 use super::field_errors::{FieldErrors, Unplaced};
 use super::steps::StepsEditor;
 use super::{CheckOutcome, SubmitOutcome, check_task, submit_task};
@@ -27,13 +27,11 @@ pub fn DraftForm(settings: ServerSettings) -> impl IntoView {
     let skills = StoredValue::new(settings.skills.clone());
     let task = RwSignal::new(TaskDraft::default());
     let steps = RwSignal::new(vec![StepDraft::default()]);
-    let request =
-        move || steps.with(|s| task.with(|t| skills.with_value(|k| draft_request(t, s, k))));
-    // What the server is sent: a request always serializes (it is plain data).
-    let request_text = move || serde_json::to_string(&request()).unwrap_or_default();
+    // The browser checks exactly the JSON the server is sent.
+    let draft = move || steps.with(|s| task.with(|t| skills.with_value(|k| draft_json(t, s, k))));
     let draft_errors = Memo::new({
         let defaults = defaults.clone();
-        move |_| match contract::normalize_request(&request(), &defaults) {
+        move |_| match contract::normalize(&draft(), &defaults) {
             Ok(_) => Vec::new(),
             Err(errors) => errors,
         }
@@ -49,11 +47,11 @@ pub fn DraftForm(settings: ServerSettings) -> impl IntoView {
     let on_submit = move |ev: leptos::ev::SubmitEvent| {
         ev.prevent_default();
         errors.touch_all();
-        submit.dispatch(request_text());
+        submit.dispatch(draft().to_string());
     };
     let on_check = move |_| {
         errors.touch_all();
-        check.dispatch(request_text());
+        check.dispatch(draft().to_string());
     };
     // Each answer replaces the errors shown; a later edit clears them.
     Effect::new(move |_| {
