@@ -1,8 +1,10 @@
 //! How jobs read on a page: shaped on the server, so SSR and hydration show the same text.
 
+use contract::job::task;
+use contract::timeline::{self, StepState, Timeline};
 use contract::{Job, NormalizedTask};
 
-use crate::pages::queue::JobRow;
+use crate::views::{ArtifactView, CancelView, EventView, JobRow, JobView, LogTail, StepView};
 
 /// `2026-11-22 11:40 UTC`.
 pub fn when(at: &impl std::fmt::Display) -> String {
@@ -112,17 +114,10 @@ pub struct JobData<'a> {
 /// Lines of a step's output the page shows at most.
 pub const TAIL_LINES: usize = 200;
 
-/// The job page's data: header facts, the step timeline from the step events, the newest
-/// output of the latest step, artifacts with their links, and the newest events.
-pub fn job_view(
-    data: JobData<'_>,
-    now_ms: i64,
-    waiting: Option<String>,
-) -> crate::pages::job::JobView {
-    use contract::job::task;
-
-    use crate::pages::job::{ArtifactView, CancelView, EventView, JobView, LogTail, StepView};
-
+/// The job page's data: header facts, the step timeline (the contract's fold of the step
+/// and stage events), the newest output of the latest step, artifacts with their links,
+/// and the newest events.
+pub fn job_view(data: JobData<'_>, now_ms: i64, waiting: Option<String>) -> JobView {
     let JobData {
         job,
         milestones: events,
@@ -139,12 +134,15 @@ pub fn job_view(
             .find(|a| a.name == name && (a.size > 0 || !name.ends_with(".patch")))
             .map(|a| view_href(&a.id))
     };
-    let mut steps: Vec<StepView> = task
+    let resolved = task
         .as_ref()
         .map(|t| t.resolved_steps())
-        .unwrap_or_default()
+        .unwrap_or_default();
+    let timeline = Timeline::from_events(resolved.len(), events);
+    let steps: Vec<StepView> = resolved
         .into_iter()
-        .map(|s| StepView {
+        .zip(&timeline.steps)
+        .map(|(s, progress)| StepView {
             index: s.index,
             number: s.index + 1,
             title: s
@@ -153,103 +151,41 @@ pub fn job_view(
                 .or_else(|| s.instructions.as_deref().map(title))
                 .unwrap_or_else(|| format!("Step {}", s.index + 1)),
             skill: s.effective_skill.clone(),
-            state: "pending".into(),
-            duration: String::new(),
-            usage: String::new(),
+            state: progress.state,
+            duration: progress
+                .duration_ms(now_ms)
+                .map(duration)
+                .unwrap_or_default(),
+            usage: progress.usage.map(|u| u.summary()).unwrap_or_default(),
             log: artifact(&task::step_log(s.index)),
             patch: artifact(&task::step_patch(s.index)),
         })
         .collect();
-    let mut started = vec![None; steps.len()];
-    for event in events {
-        let Some(index) = event.payload.get("stepIndex").and_then(|i| i.as_u64()) else {
-            continue;
-        };
-        let index = index as usize;
-        let Some(step) = steps.get_mut(index) else {
-            continue;
-        };
-        let at = event.created_at.timestamp_millis();
-        let state = match event.kind.as_str() {
-            task::STEP_STARTED => {
-                started[index] = Some(at);
-                "running"
-            }
-            task::STEP_FINISHED => "succeeded",
-            task::STEP_FAILED => "failed",
-            task::STEP_CANCELLED => "cancelled",
-            _ => continue,
-        };
-        step.state = state.into();
-        // What the step's latest run used: a retried step starts over, and an end without
-        // usage (or with one the queue refused) shows none.
-        step.usage = contract::StepUsage::of_step_event(&event.kind, &event.payload)
-            .ok()
-            .flatten()
-            .map(|u| u.summary())
-            .unwrap_or_default();
-        if let (Some(start), true) = (started[index], state != "running") {
-            step.duration = duration(at - start);
-        }
-    }
-    for (step, start) in steps.iter_mut().zip(&started) {
-        if let (Some(start), "running") = (start, step.state.as_str()) {
-            step.duration = duration(now_ms - start);
-        }
-    }
 
     // The output of the step that runs, else of the last one that ran.
-    let tail = started
-        .iter()
-        .enumerate()
-        .filter_map(|(i, at)| at.map(|at| (i, at)))
-        .max_by_key(|(_, at)| *at)
-        .map(|(i, _)| {
-            let mut lines: Vec<String> = latest
-                .iter()
-                .filter(|e| {
-                    e.kind == task::STEP_LOG
-                        && e.payload.get("stepIndex").and_then(|v| v.as_u64()) == Some(i as u64)
-                })
-                .flat_map(|e| e.message.lines().map(str::to_string).collect::<Vec<_>>())
-                .collect();
-            let cut = lines.len().saturating_sub(TAIL_LINES);
-            lines.drain(..cut);
-            LogTail {
-                step_index: i,
-                title: format!("{}. {}", steps[i].number, steps[i].title),
-                running: steps[i].state == "running",
-                lines,
-            }
-        });
+    let tail = timeline.latest_started().map(|i| {
+        let mut lines: Vec<String> = latest
+            .iter()
+            .filter(|e| e.kind == task::STEP_LOG && timeline::step_index(e) == Some(i))
+            .flat_map(|e| e.message.lines().map(str::to_string).collect::<Vec<_>>())
+            .collect();
+        let cut = lines.len().saturating_sub(TAIL_LINES);
+        lines.drain(..cut);
+        LogTail {
+            step_index: i,
+            title: format!("{}. {}", steps[i].number, steps[i].title),
+            running: steps[i].state == StepState::Running,
+            lines,
+        }
+    });
 
-    let mut stages: Vec<(String, String)> = task::STAGES
-        .iter()
-        .map(|s| {
-            (
-                s.rsplit('.').next().unwrap_or(s).to_string(),
-                "pending".to_string(),
-            )
+    let stages = timeline
+        .stages()
+        .map(|(stage, state)| {
+            let short = stage.rsplit('.').next().unwrap_or(stage);
+            (short.to_string(), state)
         })
         .collect();
-    for event in events {
-        let Some(stage) = event.payload.get("stage").and_then(|s| s.as_str()) else {
-            continue;
-        };
-        let Some(i) = task::STAGES.iter().position(|s| *s == stage) else {
-            continue;
-        };
-        let state = match event.kind.as_str() {
-            task::STAGE_STARTED => "running",
-            task::STAGE_FINISHED => event
-                .payload
-                .get("outcome")
-                .and_then(|o| o.as_str())
-                .unwrap_or("succeeded"),
-            _ => continue,
-        };
-        stages[i].1 = state.to_string();
-    }
 
     let mut facts = Vec::new();
     let mut fact = |name: &str, value: String| {

@@ -1,10 +1,15 @@
-//! The stepwise pages: one file per page, each with the server functions it calls.
+//! The dashboard room: the pages an operator reads and submits tasks with, and the server
+//! functions behind them, which call the queue service and nothing else.
+//!
 //! Compiled twice: with `ssr` into the server (rendering, server functions) and with
 //! `hydrate` into the browser bundle. Pages are islands: the server renders them whole,
 //! and only the `#[island]` parts run in the browser (the task form, which validates with
 //! the same contract crate the server uses; the live jobs table; the live job), so the
-//! bundle carries those and nothing else.
+//! bundle carries those and nothing else. A page is `pages/<page>.rs` (or a folder when it
+//! outgrows a file), shared pieces are in `components/`, the data the job pages are drawn
+//! from is in `views.rs`, and `format.rs` shapes it on the server.
 
+mod components;
 pub mod error;
 #[cfg(feature = "ssr")]
 mod format;
@@ -14,6 +19,7 @@ mod settings;
 mod ssr;
 #[cfg(feature = "hydrate")]
 mod stream;
+mod views;
 
 use leptos::prelude::*;
 use leptos_meta::{MetaTags, Stylesheet, Title, provide_meta_context};

@@ -11,6 +11,8 @@
 //! [`derive_capabilities`] list filled in, and stable under re-normalization. The
 //! worker asks it for [`NormalizedTask::skills`] to prepare, then for each of
 //! [`NormalizedTask::resolved_steps`] runs one agent invocation with [`prompt()`].
+//! Whoever reads the job back folds its events into a [`Timeline`] (each step's and
+//! stage's state) with the same code, in the browser as on the server.
 //!
 //! # Decisions
 //!
@@ -37,6 +39,7 @@ pub mod prompt;
 mod rules;
 pub mod steps;
 pub mod text;
+pub mod timeline;
 pub mod usage;
 pub mod wire;
 
@@ -50,6 +53,7 @@ pub use modes::{ParseModeError, PublishMode, RuntimeMode};
 pub use normalize::{normalize, normalize_request};
 pub use prompt::prompt;
 pub use steps::{ResolvedStep, generated_step_id};
+pub use timeline::{StageState, StepProgress, StepState, Timeline};
 pub use wire::{
     AUTO_SKILL, AuthRefs, ContainerSpec, GitSettings, JobRequest, JobType, PayloadInput,
     PublishInput, RuntimeInput, SkillSelection, StepInput, TaskInput,

@@ -3,10 +3,13 @@
 //! Almost everything is optional here because the server fills the gaps from
 //! [`Defaults`](crate::Defaults); [`normalize`](crate::normalize()) turns a request into
 //! the fully resolved [`NormalizedTask`](crate::NormalizedTask). The leaf types at the
-//! bottom are shared by both shapes. `None` serializes as `null`, which the normalizer
-//! treats exactly like an absent field.
+//! bottom are shared by both shapes. A request serializes only what its client chose: an
+//! absent field, an empty list and a default are left out, where the canonical task
+//! writes every field (the normalizer reads a `null` exactly like an absent field, so
+//! either is accepted coming in). The task form's request is thus the task as typed,
+//! and the server's defaults visibly apply to the rest.
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Serialize, Serializer};
 use serde_json::{Map, Value};
 
 use crate::limits;
@@ -37,10 +40,49 @@ impl JobType {
 pub struct JobRequest {
     #[serde(rename = "type")]
     pub job_type: JobType,
+    #[serde(skip_serializing_if = "is_default_priority")]
     pub priority: i32,
+    #[serde(skip_serializing_if = "is_default_max_attempts")]
     pub max_attempts: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub affinity_key: Option<String>,
     pub payload: PayloadInput,
+}
+
+fn is_default_priority(priority: &i32) -> bool {
+    *priority == limits::DEFAULT_PRIORITY
+}
+
+fn is_default_max_attempts(attempts: &u32) -> bool {
+    *attempts == limits::DEFAULT_MAX_ATTEMPTS
+}
+
+fn is_default<T: Default + PartialEq>(value: &T) -> bool {
+    *value == T::default()
+}
+
+/// A leaf type the canonical task shares writes every field, `null` included (see
+/// [`NormalizedTask`](crate::NormalizedTask)); inside a request it writes only the fields
+/// that are set, as the rest of the request does.
+fn set_fields_only<T: Serialize, S: Serializer>(
+    value: &T,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    let value = match serde_json::to_value(value).map_err(serde::ser::Error::custom)? {
+        Value::Object(fields) => Value::Object(
+            fields
+                .into_iter()
+                .filter(|(_, field)| match field {
+                    Value::Null => false,
+                    Value::Array(items) => !items.is_empty(),
+                    Value::Object(inner) => !inner.is_empty(),
+                    _ => true,
+                })
+                .collect(),
+        ),
+        other => other,
+    };
+    value.serialize(serializer)
 }
 
 impl Default for JobRequest {
@@ -61,9 +103,12 @@ impl Default for JobRequest {
 pub struct PayloadInput {
     #[serde(alias = "repo")]
     pub repository: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub target_runtime: Option<RuntimeMode>,
     /// Extra capabilities the client wants; the derived ones are added by normalization.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub required_capabilities: Vec<String>,
+    #[serde(skip_serializing_if = "is_default", serialize_with = "set_fields_only")]
     pub auth: AuthRefs,
     pub task: TaskInput,
 }
@@ -74,11 +119,20 @@ pub struct PayloadInput {
 pub struct TaskInput {
     /// The task objective; every step's prompt starts with it.
     pub instructions: String,
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "set_fields_only"
+    )]
     pub skill: Option<SkillSelection>,
+    #[serde(skip_serializing_if = "is_default")]
     pub runtime: RuntimeInput,
+    #[serde(skip_serializing_if = "is_default", serialize_with = "set_fields_only")]
     pub git: GitSettings,
+    #[serde(skip_serializing_if = "is_default")]
     pub publish: PublishInput,
+    // Sent even when empty, as the task form always has: no steps is one implicit step.
     pub steps: Vec<StepInput>,
+    #[serde(skip_serializing_if = "is_default", serialize_with = "set_fields_only")]
     pub container: ContainerSpec,
 }
 
@@ -86,8 +140,11 @@ pub struct TaskInput {
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct RuntimeInput {
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub mode: Option<RuntimeMode>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub effort: Option<String>,
 }
 
@@ -95,10 +152,15 @@ pub struct RuntimeInput {
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct PublishInput {
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub mode: Option<PublishMode>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub pr_base_branch: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub commit_message: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub pr_title: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub pr_body: Option<String>,
 }
 
@@ -106,9 +168,16 @@ pub struct PublishInput {
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct StepInput {
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub title: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub instructions: Option<String>,
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "set_fields_only"
+    )]
     pub skill: Option<SkillSelection>,
 }
 
@@ -180,4 +249,68 @@ pub struct ContainerSpec {
     pub command: Option<Vec<String>>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn full_request() -> JobRequest {
+        let mut request = JobRequest {
+            priority: 7,
+            affinity_key: Some("repo-a".into()),
+            ..JobRequest::default()
+        };
+        request.payload.repository = "octo/hello".into();
+        request.payload.auth.repo_auth_ref = Some("env://GH_TOKEN".into());
+        request.payload.task.instructions = "Do it".into();
+        request.payload.task.git.new_branch = Some("feature/x".into());
+        request.payload.task.runtime.mode = Some(RuntimeMode::Claude);
+        request.payload.task.steps = vec![
+            StepInput {
+                skill: Some(SkillSelection::auto()),
+                ..StepInput::default()
+            },
+            StepInput::default(),
+        ];
+        request
+    }
+
+    #[test]
+    fn a_request_carries_only_what_its_client_set() {
+        assert_eq!(
+            serde_json::to_value(full_request()).unwrap(),
+            json!({ "type": "task", "priority": 7, "affinityKey": "repo-a", "payload": {
+                "repository": "octo/hello",
+                "auth": { "repoAuthRef": "env://GH_TOKEN" },
+                "task": {
+                    "instructions": "Do it",
+                    "runtime": { "mode": "claude" },
+                    "git": { "newBranch": "feature/x" },
+                    "steps": [{ "skill": { "id": "auto" } }, {}],
+                },
+            } })
+        );
+    }
+
+    #[test]
+    fn a_request_reads_back_as_it_was_sent() {
+        let request = full_request();
+        let json = serde_json::to_string(&request).unwrap();
+        assert_eq!(serde_json::from_str::<JobRequest>(&json).unwrap(), request);
+    }
+
+    #[test]
+    fn outside_a_request_the_shared_leaf_types_write_every_field() {
+        assert_eq!(
+            serde_json::to_value(GitSettings::default()).unwrap(),
+            json!({ "startingBranch": null, "newBranch": null })
+        );
+        assert_eq!(
+            serde_json::to_value(SkillSelection::auto()).unwrap(),
+            json!({ "id": "auto", "args": {}, "requiredCapabilities": [] })
+        );
+    }
 }

@@ -5,92 +5,16 @@
 //! event stream: log lines and warnings are added as they arrive, and any other event
 //! reloads the page's data, so the timeline advances live.
 
-use contract::JobState;
+use contract::{JobState, StepState};
 use leptos::either::EitherOf3;
 use leptos::prelude::*;
-
-use crate::error::AppError;
 use leptos_meta::Title;
 use leptos_router::hooks::use_params_map;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct JobView {
-    pub id: String,
-    pub status: JobState,
-    pub title: String,
-    pub objective: String,
-    pub facts: Vec<(String, String)>,
-    pub steps: Vec<StepView>,
-    /// What every step used in all, over every attempt (empty when no step reported).
-    pub usage: String,
-    /// prepare, execute and publish, each with its state (pending, running, succeeded,
-    /// failed, skipped or cancelled).
-    pub stages: Vec<(String, String)>,
-    /// Why a queued job waits with no worker able to run it.
-    pub waiting: Option<String>,
-    pub cancel: Option<CancelView>,
-    pub artifacts: Vec<ArtifactView>,
-    /// The output of the running step, else of the last step that ran.
-    pub tail: Option<LogTail>,
-    /// The newest events (at most 200), oldest first; the API has them all.
-    pub events: Vec<EventView>,
-    /// How many events the job has in all.
-    pub events_total: u64,
-    /// The newest event's id: the live stream resumes after it.
-    pub last_event_id: i64,
-    /// Whether the logged-in user may cancel (a viewer may not: no form is offered).
-    pub may_cancel: bool,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct LogTail {
-    pub step_index: usize,
-    pub title: String,
-    pub running: bool,
-    /// The newest lines, oldest first.
-    pub lines: Vec<String>,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct StepView {
-    pub index: usize,
-    pub number: usize,
-    pub title: String,
-    pub skill: String,
-    /// pending, running, succeeded, failed or cancelled.
-    pub state: String,
-    pub duration: String,
-    /// What the step's latest run used, as its CLI reported it; empty when it did not.
-    pub usage: String,
-    pub log: Option<String>,
-    pub patch: Option<String>,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct CancelView {
-    pub requested: String,
-    pub by: String,
-    pub reason: String,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ArtifactView {
-    pub name: String,
-    pub size: u64,
-    /// Its page, which shows a patch as a diff.
-    pub href: String,
-    pub download: String,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct EventView {
-    pub id: i64,
-    pub when: String,
-    pub level: String,
-    pub kind: String,
-    pub message: String,
-}
+use crate::components::table::Table;
+use crate::error::AppError;
+use crate::views::{JobView, LogTail};
 
 #[server]
 pub async fn load_job(id: String) -> Result<JobView, AppError> {
@@ -237,7 +161,11 @@ mod live;
 /// The job's head, facts, notices and step timeline with the output tail.
 #[component]
 fn JobTop(view: JobView, live: RwSignal<Vec<LiveEvent>>) -> impl IntoView {
-    let done = view.steps.iter().filter(|s| s.state == "succeeded").count();
+    let done = view
+        .steps
+        .iter()
+        .filter(|s| s.state == StepState::Succeeded)
+        .count();
     let total = view.steps.len();
     let last_event_id = view.last_event_id;
     let facts = view
@@ -263,10 +191,11 @@ fn JobTop(view: JobView, live: RwSignal<Vec<LiveEvent>>) -> impl IntoView {
         .steps
         .into_iter()
         .map(|step| {
-            let current = step.state == "running";
+            let current = step.state == StepState::Running;
+            let state = step.state.as_str();
             view! {
-                <li class=format!("step-row {}", step.state) aria-current=current.then_some("step")>
-                    <span class=format!("status {}", step.state)>{step.state.clone()}</span>
+                <li class=format!("step-row {state}") aria-current=current.then_some("step")>
+                    <span class=format!("status {state}")>{state}</span>
                     <span class="step-title">{format!("{}. {}", step.number, step.title)}</span>
                     <span class="muted">{step.skill}</span>
                     <span class="muted">{step.duration}</span>
@@ -313,7 +242,7 @@ fn JobTop(view: JobView, live: RwSignal<Vec<LiveEvent>>) -> impl IntoView {
             })}
             <ol class="stages" aria-label="Stages">
                 {view.stages.into_iter().map(|(name, state)| view! {
-                    <li class=format!("status {state}")>{format!("{name}: {state}")}</li>
+                    <li class=format!("status {}", state.as_str())>{format!("{name}: {}", state.as_str())}</li>
                 }).collect_view()}
             </ol>
             <ol class="timeline">{steps}</ol>
@@ -428,12 +357,7 @@ fn JobBottom(view: JobView, live: RwSignal<Vec<LiveEvent>>) -> impl IntoView {
         <section class="card" aria-labelledby="events-title">
             <h2 id="events-title">"Events"</h2>
             {events_note}
-            <div class="table-wrap">
-                <table class="events">
-                    <thead><tr><th scope="col">"When"</th><th scope="col">"Event"</th><th scope="col">"Message"</th></tr></thead>
-                    <tbody>{events}{live_rows}</tbody>
-                </table>
-            </div>
+            <Table class="events" headers=&["When", "Event", "Message"]>{events}{live_rows}</Table>
         </section>
     }
 }

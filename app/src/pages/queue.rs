@@ -7,38 +7,12 @@ use contract::JobState;
 use leptos::either::Either;
 use leptos::prelude::*;
 
-use crate::error::AppError;
 use leptos_meta::Title;
 use leptos_router::hooks::use_query_map;
-use serde::{Deserialize, Serialize};
 
-/// One line of the table, shaped on the server.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct JobRow {
-    pub id: String,
-    pub status: JobState,
-    /// The objective's first line.
-    pub title: String,
-    pub repository: String,
-    pub runtime: String,
-    pub steps: usize,
-    /// Steps finished in the current attempt.
-    pub steps_done: u32,
-    pub created: String,
-    /// From start to finish (or to now, while running); empty before it starts.
-    pub duration: String,
-    /// Tokens and cost its steps reported, in brief (`1.2k in · 51 out · $0.75`); empty
-    /// when none did.
-    pub usage: String,
-    /// Why a queued job waits with no worker able to run it.
-    pub waiting: Option<String>,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct JobList {
-    pub jobs: Vec<JobRow>,
-    pub next_cursor: Option<String>,
-}
+use crate::components::table::Table;
+use crate::error::AppError;
+use crate::views::JobList;
 
 #[server]
 pub async fn list_jobs(status: Option<String>, after: Option<String>) -> Result<JobList, AppError> {
@@ -198,23 +172,9 @@ fn JobTable(list: JobList, status: String) -> impl IntoView {
         })
         .collect_view();
     Either::Right(view! {
-        <div class="table-wrap">
-            <table class="jobs">
-                <thead>
-                    <tr>
-                        <th scope="col">"Status"</th>
-                        <th scope="col">"Task"</th>
-                        <th scope="col">"Repository"</th>
-                        <th scope="col">"Runtime"</th>
-                        <th scope="col">"Steps"</th>
-                        <th scope="col">"Created"</th>
-                        <th scope="col">"Duration"</th>
-                        <th scope="col">"Usage"</th>
-                    </tr>
-                </thead>
-                <tbody>{rows}</tbody>
-            </table>
-        </div>
+        <Table class="jobs" headers=&["Status", "Task", "Repository", "Runtime", "Steps", "Created", "Duration", "Usage"]>
+            {rows}
+        </Table>
         {next}
     })
 }

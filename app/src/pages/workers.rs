@@ -3,9 +3,11 @@
 
 use leptos::prelude::*;
 
-use crate::error::AppError;
 use leptos_meta::Title;
 use serde::{Deserialize, Serialize};
+
+use crate::components::table::Table;
+use crate::error::AppError;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct WorkerView {
@@ -94,20 +96,8 @@ fn WorkerTable(list: Vec<WorkerView>) -> impl IntoView {
         })
         .collect_view();
     view! {
-        <div class="table-wrap">
-            <table class="workers">
-                <thead>
-                    <tr>
-                        <th scope="col">"Worker"</th>
-                        <th scope="col">"State"</th>
-                        <th scope="col">"Capabilities"</th>
-                        <th scope="col">"Version"</th>
-                        <th scope="col">"Last seen"</th>
-                        <th scope="col">"Running"</th>
-                    </tr>
-                </thead>
-                <tbody>{rows}</tbody>
-            </table>
-        </div>
+        <Table class="workers" headers=&["Worker", "State", "Capabilities", "Version", "Last seen", "Running"]>
+            {rows}
+        </Table>
     }
 }

@@ -1,0 +1,110 @@
+//! What the job pages are rendered from: shaped on the server (`format.rs`), handed to the
+//! islands as their props, so the server's render and the browser's hydration read the
+//! same text. A leaf: it imports no page, so the pages and `format.rs` may both use it.
+
+use contract::{JobState, StageState, StepState};
+use serde::{Deserialize, Serialize};
+
+/// One line of the jobs table.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct JobRow {
+    pub id: String,
+    pub status: JobState,
+    /// The objective's first line.
+    pub title: String,
+    pub repository: String,
+    pub runtime: String,
+    pub steps: usize,
+    /// Steps finished in the current attempt.
+    pub steps_done: u32,
+    pub created: String,
+    /// From start to finish (or to now, while running); empty before it starts.
+    pub duration: String,
+    /// Tokens and cost its steps reported, in brief (`1.2k in · 51 out · $0.75`); empty
+    /// when none did.
+    pub usage: String,
+    /// Why a queued job waits with no worker able to run it.
+    pub waiting: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct JobList {
+    pub jobs: Vec<JobRow>,
+    pub next_cursor: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct JobView {
+    pub id: String,
+    pub status: JobState,
+    pub title: String,
+    pub objective: String,
+    pub facts: Vec<(String, String)>,
+    pub steps: Vec<StepView>,
+    /// What every step used in all, over every attempt (empty when no step reported).
+    pub usage: String,
+    /// prepare, execute and publish, each with its state.
+    pub stages: Vec<(String, StageState)>,
+    /// Why a queued job waits with no worker able to run it.
+    pub waiting: Option<String>,
+    pub cancel: Option<CancelView>,
+    pub artifacts: Vec<ArtifactView>,
+    /// The output of the running step, else of the last step that ran.
+    pub tail: Option<LogTail>,
+    /// The newest events (at most 200), oldest first; the API has them all.
+    pub events: Vec<EventView>,
+    /// How many events the job has in all.
+    pub events_total: u64,
+    /// The newest event's id: the live stream resumes after it.
+    pub last_event_id: i64,
+    /// Whether the logged-in user may cancel (a viewer may not: no form is offered).
+    pub may_cancel: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LogTail {
+    pub step_index: usize,
+    pub title: String,
+    pub running: bool,
+    /// The newest lines, oldest first.
+    pub lines: Vec<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StepView {
+    pub index: usize,
+    pub number: usize,
+    pub title: String,
+    pub skill: String,
+    pub state: StepState,
+    pub duration: String,
+    /// What the step's latest run used, as its CLI reported it; empty when it did not.
+    pub usage: String,
+    pub log: Option<String>,
+    pub patch: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CancelView {
+    pub requested: String,
+    pub by: String,
+    pub reason: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ArtifactView {
+    pub name: String,
+    pub size: u64,
+    /// Its page, which shows a patch as a diff.
+    pub href: String,
+    pub download: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EventView {
+    pub id: i64,
+    pub when: String,
+    pub level: String,
+    pub kind: String,
+    pub message: String,
+}
