@@ -115,7 +115,7 @@ fn skill(id: &str, skills: &[SkillInfo]) -> SkillSelection {
 }
 
 /// The draft as the request a client would submit.
-pub fn draft_request(task: &TaskDraft, steps: &[StepDraft], skills: &[SkillInfo]) -> JobRequest {
+fn draft_request(task: &TaskDraft, steps: &[StepDraft], skills: &[SkillInfo]) -> JobRequest {
     let mut request = JobRequest::default();
     request.payload.repository = task.repository.clone();
     let spec = &mut request.payload.task;
