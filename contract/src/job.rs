@@ -6,14 +6,11 @@
 //! Ids of jobs and artifacts are UUIDv7 strings (time-ordered); event ids are integers that
 //! only grow, so a client can resume an event stream after the last id it saw.
 
-use std::fmt;
-use std::str::FromStr;
-
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::modes::ParseModeError;
+use crate::names::wire_names;
 pub use crate::usage::StepUsage;
 
 /// Where a job is in its life. Closed: a new state is a breaking change for every client.
@@ -60,60 +57,19 @@ pub enum JobState {
     DeadLetter,
 }
 
+wire_names!(JobState, "job state", exact {
+    Queued = "queued",
+    Running = "running",
+    Succeeded = "succeeded",
+    Failed = "failed",
+    Cancelled = "cancelled",
+    DeadLetter = "dead_letter",
+});
+
 impl JobState {
-    pub const ALL: [JobState; 6] = [
-        JobState::Queued,
-        JobState::Running,
-        JobState::Succeeded,
-        JobState::Failed,
-        JobState::Cancelled,
-        JobState::DeadLetter,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            JobState::Queued => "queued",
-            JobState::Running => "running",
-            JobState::Succeeded => "succeeded",
-            JobState::Failed => "failed",
-            JobState::Cancelled => "cancelled",
-            JobState::DeadLetter => "dead_letter",
-        }
-    }
-
     /// No operation moves a job out of a terminal state.
     pub fn is_terminal(self) -> bool {
         !matches!(self, JobState::Queued | JobState::Running)
-    }
-}
-
-impl fmt::Display for JobState {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-const JOB_STATE_NAMES: &[&str] = &[
-    "queued",
-    "running",
-    "succeeded",
-    "failed",
-    "cancelled",
-    "dead_letter",
-];
-
-impl FromStr for JobState {
-    type Err = ParseModeError;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        JobState::ALL
-            .into_iter()
-            .find(|state| state.as_str() == s)
-            .ok_or_else(|| ParseModeError {
-                kind: "job state",
-                value: s.to_string(),
-                accepted: JOB_STATE_NAMES,
-            })
     }
 }
 
@@ -179,38 +135,11 @@ pub enum EventLevel {
     Error,
 }
 
-impl EventLevel {
-    pub const ALL: [EventLevel; 3] = [EventLevel::Info, EventLevel::Warn, EventLevel::Error];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EventLevel::Info => "info",
-            EventLevel::Warn => "warn",
-            EventLevel::Error => "error",
-        }
-    }
-}
-
-impl fmt::Display for EventLevel {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for EventLevel {
-    type Err = ParseModeError;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        EventLevel::ALL
-            .into_iter()
-            .find(|level| level.as_str() == s)
-            .ok_or_else(|| ParseModeError {
-                kind: "event level",
-                value: s.to_string(),
-                accepted: &["info", "warn", "error"],
-            })
-    }
-}
+wire_names!(EventLevel, "event level", exact {
+    Info = "info",
+    Warn = "warn",
+    Error = "error",
+});
 
 /// One line of a job's timeline: the queue's own transitions (`job.*`, see [`events`])
 /// and whatever the worker reports (`task.step.started`, ...).

@@ -34,6 +34,7 @@ pub mod job;
 pub mod limits;
 pub mod model;
 pub mod modes;
+mod names;
 pub mod normalize;
 pub mod prompt;
 mod rules;

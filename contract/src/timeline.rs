@@ -8,13 +8,12 @@
 //! without one is a success (how workers before the outcome reported it), and an outcome
 //! outside [`StageState`] leaves the stage as it was.
 
-use std::str::FromStr;
-
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::job::{JobEvent, task};
 use crate::modes::ParseModeError;
+use crate::names::wire_names;
 use crate::usage::StepUsage;
 
 /// Where a step of a task is, as its latest event says. Read back from its name through
@@ -31,26 +30,15 @@ pub enum StepState {
     Cancelled,
 }
 
+wire_names!(StepState, "step state", exact {
+    Pending = "pending",
+    Running = "running",
+    Succeeded = "succeeded",
+    Failed = "failed",
+    Cancelled = "cancelled",
+});
+
 impl StepState {
-    pub const ALL: [StepState; 5] = [
-        StepState::Pending,
-        StepState::Running,
-        StepState::Succeeded,
-        StepState::Failed,
-        StepState::Cancelled,
-    ];
-    const NAMES: [&'static str; 5] = ["pending", "running", "succeeded", "failed", "cancelled"];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            StepState::Pending => "pending",
-            StepState::Running => "running",
-            StepState::Succeeded => "succeeded",
-            StepState::Failed => "failed",
-            StepState::Cancelled => "cancelled",
-        }
-    }
-
     /// The state an event of `kind` moves its step into; `None` for a kind that does not
     /// (a log line, the plan).
     fn after(kind: &str) -> Option<StepState> {
@@ -79,35 +67,16 @@ pub enum StageState {
     Cancelled,
 }
 
+wire_names!(StageState, "stage state", exact {
+    Pending = "pending",
+    Running = "running",
+    Succeeded = "succeeded",
+    Failed = "failed",
+    Skipped = "skipped",
+    Cancelled = "cancelled",
+});
+
 impl StageState {
-    pub const ALL: [StageState; 6] = [
-        StageState::Pending,
-        StageState::Running,
-        StageState::Succeeded,
-        StageState::Failed,
-        StageState::Skipped,
-        StageState::Cancelled,
-    ];
-    const NAMES: [&'static str; 6] = [
-        "pending",
-        "running",
-        "succeeded",
-        "failed",
-        "skipped",
-        "cancelled",
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            StageState::Pending => "pending",
-            StageState::Running => "running",
-            StageState::Succeeded => "succeeded",
-            StageState::Failed => "failed",
-            StageState::Skipped => "skipped",
-            StageState::Cancelled => "cancelled",
-        }
-    }
-
     /// A finished stage's `outcome`; the running and pending states are no outcome.
     fn of_outcome(outcome: &str) -> Option<StageState> {
         Self::ALL
@@ -117,24 +86,10 @@ impl StageState {
     }
 }
 
-/// Parses the wire names of [`StepState`] and [`StageState`].
+/// Serde reads a state through its name (`try_from = "String"`), which keeps the browser
+/// bundle smaller than a derived visitor.
 macro_rules! from_name {
-    ($state:ident, $kind:literal) => {
-        impl FromStr for $state {
-            type Err = ParseModeError;
-
-            fn from_str(s: &str) -> Result<Self, Self::Err> {
-                $state::ALL
-                    .into_iter()
-                    .find(|state| state.as_str() == s)
-                    .ok_or_else(|| ParseModeError {
-                        kind: $kind,
-                        value: s.to_string(),
-                        accepted: &$state::NAMES,
-                    })
-            }
-        }
-
+    ($state:ident) => {
         impl TryFrom<String> for $state {
             type Error = ParseModeError;
 
@@ -145,8 +100,8 @@ macro_rules! from_name {
     };
 }
 
-from_name!(StepState, "step state");
-from_name!(StageState, "stage state");
+from_name!(StepState);
+from_name!(StageState);
 
 /// One step as its events tell it.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]

@@ -14,6 +14,7 @@ use serde_json::{Map, Value};
 
 use crate::limits;
 use crate::modes::{PublishMode, RuntimeMode};
+use crate::names::wire_names;
 
 /// The kind of queue job. Only tasks exist today; the field is kept so the envelope can
 /// grow other job kinds without a breaking change.
@@ -25,13 +26,7 @@ pub enum JobType {
     Task,
 }
 
-impl JobType {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            JobType::Task => "task",
-        }
-    }
-}
+wire_names!(JobType, "job type", exact { Task = "task" });
 
 /// The job-create request envelope.
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
