@@ -10,8 +10,8 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::names::wire_names;
 pub use crate::usage::StepUsage;
+use crate::wire_names;
 
 /// Where a job is in its life. Closed: a new state is a breaking change for every client.
 ///

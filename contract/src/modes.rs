@@ -4,7 +4,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::names::wire_names;
+use crate::wire_names;
 
 /// The agent CLI that executes every step of a task.
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]

@@ -1,4 +1,4 @@
-//! The one way a closed enum of the contract gets its wire names: [`wire_names!`] writes
+//! The one way a closed enum gets its wire names (the contract's, and the queue's own): [`wire_names!`] writes
 //! `ALL` and `NAMES` (in declaration order), `as_str`, `Display` and `FromStr` from one list
 //! of `Variant = "name"`, instead of a match, an array and a parser kept equal by hand.
 //! Serde keeps its own derive (utoipa reads its attributes); `tests` checks that both
@@ -8,6 +8,7 @@
 ///
 /// `exact` parses only the name itself. `lenient` also takes other cases and surrounding
 /// spaces, for values people type (forms, env files); the output is always the name.
+#[macro_export]
 macro_rules! wire_names {
     ($ty:ident, $what:literal, $parse:ident { $($variant:ident = $name:literal),+ $(,)? }) => {
         impl $ty {
@@ -33,7 +34,7 @@ macro_rules! wire_names {
             fn from_str(s: &str) -> Result<Self, Self::Err> {
                 $ty::ALL
                     .into_iter()
-                    .find(|v| wire_names!(@matches $parse, v.as_str(), s))
+                    .find(|v| $crate::wire_names!(@matches $parse, v.as_str(), s))
                     .ok_or_else(|| $crate::modes::ParseModeError {
                         kind: $what,
                         value: s.to_string(),
@@ -49,8 +50,6 @@ macro_rules! wire_names {
         $name.eq_ignore_ascii_case($s.trim())
     };
 }
-
-pub(crate) use wire_names;
 
 #[cfg(test)]
 mod tests {

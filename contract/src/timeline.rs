@@ -13,8 +13,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::job::{JobEvent, task};
 use crate::modes::ParseModeError;
-use crate::names::wire_names;
 use crate::usage::StepUsage;
+use crate::wire_names;
 
 /// Where a step of a task is, as its latest event says. Read back from its name through
 /// [`FromStr`], which keeps the browser bundle smaller than a derived enum visitor.

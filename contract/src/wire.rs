@@ -14,7 +14,7 @@ use serde_json::{Map, Value};
 
 use crate::limits;
 use crate::modes::{PublishMode, RuntimeMode};
-use crate::names::wire_names;
+use crate::wire_names;
 
 /// The kind of queue job. Only tasks exist today; the field is kept so the envelope can
 /// grow other job kinds without a breaking change.

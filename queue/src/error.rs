@@ -11,15 +11,11 @@ pub enum Entity {
     Token,
 }
 
-impl Entity {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Entity::Job => "job",
-            Entity::Artifact => "artifact",
-            Entity::Token => "token",
-        }
-    }
-}
+contract::wire_names!(Entity, "entity", exact {
+    Job = "job",
+    Artifact = "artifact",
+    Token = "token",
+});
 
 #[derive(Debug, thiserror::Error)]
 pub enum QueueError {

@@ -72,5 +72,5 @@ pub use notify::{Notification, NotificationKind};
 pub use rescuer::{RescueReport, Rescuer, RescuerConfig};
 pub use scratch::ScratchPostgres;
 pub use service::{JobFilter, JobPage, Queue};
-pub use tokens::{NewToken, Role, SessionPurpose, TokenKind, TokenRecord, UnknownName};
+pub use tokens::{NewToken, Role, SessionPurpose, TokenKind, TokenRecord};
 pub use workers::{LIVE_FOR, WorkerRecord, missing_capabilities};

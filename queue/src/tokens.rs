@@ -3,9 +3,6 @@
 //! computes from the presented bearer token and looks up with
 //! [`Queue::find_token_by_hash`](crate::Queue::find_token_by_hash).
 
-use std::fmt;
-use std::str::FromStr;
-
 use crate::error::QueueError;
 use chrono::{DateTime, Utc};
 use contract::FieldError;
@@ -29,70 +26,16 @@ pub enum Role {
     Viewer,
 }
 
-/// A value that is none of the names of a closed vocabulary.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct UnknownName {
-    pub kind: &'static str,
-    pub value: String,
-}
+contract::wire_names!(TokenKind, "token kind", exact {
+    User = "user",
+    Worker = "worker",
+});
 
-impl fmt::Display for UnknownName {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "unknown {} `{}`", self.kind, self.value)
-    }
-}
-
-impl std::error::Error for UnknownName {}
-
-impl TokenKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TokenKind::User => "user",
-            TokenKind::Worker => "worker",
-        }
-    }
-}
-
-impl FromStr for TokenKind {
-    type Err = UnknownName;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "user" => Ok(TokenKind::User),
-            "worker" => Ok(TokenKind::Worker),
-            _ => Err(UnknownName {
-                kind: "token kind",
-                value: s.to_string(),
-            }),
-        }
-    }
-}
-
-impl Role {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Role::Admin => "admin",
-            Role::Operator => "operator",
-            Role::Viewer => "viewer",
-        }
-    }
-}
-
-impl FromStr for Role {
-    type Err = UnknownName;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "admin" => Ok(Role::Admin),
-            "operator" => Ok(Role::Operator),
-            "viewer" => Ok(Role::Viewer),
-            _ => Err(UnknownName {
-                kind: "role",
-                value: s.to_string(),
-            }),
-        }
-    }
-}
+contract::wire_names!(Role, "role", exact {
+    Admin = "admin",
+    Operator = "operator",
+    Viewer = "viewer",
+});
 
 /// A token to store. `None` lists mean unrestricted.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -227,11 +170,7 @@ pub enum SessionPurpose {
     Login,
 }
 
-impl SessionPurpose {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            SessionPurpose::Session => "session",
-            SessionPurpose::Login => "login",
-        }
-    }
-}
+contract::wire_names!(SessionPurpose, "session purpose", exact {
+    Session = "session",
+    Login = "login",
+});
