@@ -343,8 +343,8 @@ async fn claim_latency(queue: &Queue, samples: usize) -> Result<Vec<f64>, CliErr
     // The worker reports the instant each claim answer arrived; the producer waits for it.
     let (claimed_tx, mut claimed_rx) = tokio::sync::mpsc::channel::<Instant>(1);
     let worker = tokio::spawn(async move {
-        let params = worker::client::ClaimParams {
-            capabilities: CAPABILITIES.iter().map(|c| c.to_string()).collect(),
+        let params = contract::api::ClaimBody {
+            capabilities: Some(CAPABILITIES.iter().map(|c| c.to_string()).collect()),
             wait_seconds: Some(30.0),
             ..Default::default()
         };

@@ -1,14 +1,17 @@
 //! What workers do with jobs they hold: claim, heartbeat, report events, finish, and
 //! acknowledge a cancel. Every write carries the fence (the worker + the attempt it claimed).
+//! The bodies are the contract's (`contract::api`), which the worker's client sends.
 
 use std::time::Duration;
 
 use axum::extract::State;
 use axum::routing::post;
 use axum::{Json, Router};
-use contract::{EventLevel, FieldError, Job, JobEvent, NewEvent};
+use contract::api::{
+    ClaimBody, Claimed, CompleteBody, EventBody, FailBody, FenceBody, HeartbeatBody,
+};
+use contract::{FieldError, Job, JobEvent};
 use queue::ClaimRequest;
-use serde::{Deserialize, Serialize};
 
 use super::error::ErrorBody;
 use super::extract::ApiPath;
@@ -23,25 +26,6 @@ pub fn router() -> Router<AppState> {
         .route("/jobs/{id}/fail", post(fail))
         .route("/jobs/{id}/events", post(append_event))
         .route("/jobs/{id}/cancel/ack", post(ack_cancel))
-}
-
-#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct ClaimBody {
-    worker_id: Option<String>,
-    #[serde(alias = "workerCapabilities")]
-    capabilities: Option<Vec<String>>,
-    allowed_types: Option<Vec<String>>,
-    lease_seconds: Option<u64>,
-    /// Long-poll: wait up to this long for a job before answering `{"job": null}`.
-    wait_seconds: Option<f64>,
-    /// What the worker runs, e.g. `stepwise-worker 0.1.0`; shown on the workers page.
-    worker_version: Option<String>,
-}
-
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-struct Claimed {
-    job: Option<Job>,
 }
 
 fn lease(limits: &Limits, seconds: Option<u64>) -> Result<Duration, ApiError> {
@@ -111,22 +95,6 @@ async fn claim(
     Ok(Json(Claimed { job }))
 }
 
-/// The part of every worker write that proves the lease.
-#[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase")]
-struct FenceBody {
-    worker_id: Option<String>,
-    attempt: Option<u32>,
-}
-
-#[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct HeartbeatBody {
-    worker_id: Option<String>,
-    attempt: Option<u32>,
-    lease_seconds: Option<u64>,
-}
-
 #[utoipa::path(post, path = "/api/queue/jobs/{id}/heartbeat", tag = "workers", params(("id" = String, Path, description = "the job id")), request_body = HeartbeatBody,
     responses((status = 200, body = Job), (status = 409, description = "the lease is not this worker's and attempt's, or the job's state forbids it", body = ErrorBody), (status = 404, body = ErrorBody), (status = 422, body = ErrorBody), (status = 401, description = "no valid worker token", body = ErrorBody), (status = 403, description = "not this worker's token", body = ErrorBody)))]
 async fn heartbeat(
@@ -159,14 +127,6 @@ async fn seen(
     }
 }
 
-#[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct CompleteBody {
-    worker_id: Option<String>,
-    attempt: Option<u32>,
-    result_summary: Option<String>,
-}
-
 #[utoipa::path(post, path = "/api/queue/jobs/{id}/complete", tag = "workers", params(("id" = String, Path, description = "the job id")), request_body = CompleteBody,
     responses((status = 200, body = Job), (status = 409, description = "the lease is not this worker's and attempt's, or the job's state forbids it", body = ErrorBody), (status = 404, body = ErrorBody), (status = 422, body = ErrorBody), (status = 401, description = "no valid worker token", body = ErrorBody), (status = 403, description = "not this worker's token", body = ErrorBody)))]
 async fn complete(
@@ -182,17 +142,6 @@ async fn complete(
             .complete(&id, &fence, body.result_summary)
             .await?,
     ))
-}
-
-#[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct FailBody {
-    worker_id: Option<String>,
-    attempt: Option<u32>,
-    error_message: String,
-    /// Retry later (a passing problem) or fail for good; default: for good.
-    #[serde(default)]
-    retryable: bool,
 }
 
 #[utoipa::path(post, path = "/api/queue/jobs/{id}/fail", tag = "workers", params(("id" = String, Path, description = "the job id")), request_body = FailBody,
@@ -212,21 +161,6 @@ async fn fail(
     ))
 }
 
-#[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct EventBody {
-    worker_id: Option<String>,
-    attempt: Option<u32>,
-    kind: String,
-    #[serde(default)]
-    level: EventLevel,
-    #[serde(default)]
-    message: String,
-    #[serde(default)]
-    #[schema(value_type = Object)]
-    payload: serde_json::Map<String, serde_json::Value>,
-}
-
 #[utoipa::path(post, path = "/api/queue/jobs/{id}/events", tag = "workers", params(("id" = String, Path, description = "the job id")), request_body = EventBody,
     responses((status = 200, body = JobEvent), (status = 409, description = "the lease is not this worker's and attempt's, or the job's state forbids it", body = ErrorBody), (status = 404, body = ErrorBody), (status = 422, body = ErrorBody), (status = 401, description = "no valid worker token", body = ErrorBody), (status = 403, description = "not this worker's token", body = ErrorBody)))]
 async fn append_event(
@@ -236,13 +170,12 @@ async fn append_event(
     ApiJson(body): ApiJson<EventBody>,
 ) -> Result<Json<JobEvent>, ApiError> {
     let fence = worker.fence(body.worker_id.as_deref(), body.attempt)?;
-    let event = NewEvent {
-        kind: body.kind,
-        level: body.level,
-        message: body.message,
-        payload: body.payload,
-    };
-    Ok(Json(state.queue.append_event(&id, &fence, event).await?))
+    Ok(Json(
+        state
+            .queue
+            .append_event(&id, &fence, body.into_event())
+            .await?,
+    ))
 }
 
 #[utoipa::path(post, path = "/api/queue/jobs/{id}/cancel/ack", tag = "workers", params(("id" = String, Path, description = "the job id")), request_body = FenceBody,

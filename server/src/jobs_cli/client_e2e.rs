@@ -4,6 +4,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use contract::api::ClaimBody;
 use contract::{EventLevel, JobEvent, JobState, NewEvent};
 use futures_util::{Stream, StreamExt};
 use queue::Role;
@@ -11,7 +12,7 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
-use worker::client::{ClaimParams, ClientError, QueueClient, StatusCode};
+use worker::client::{ClientError, QueueClient, StatusCode};
 
 use super::test_server::{ARTIFACT_LIMIT, start};
 
@@ -30,11 +31,11 @@ fn task(publish: &str, steps: &[&str]) -> Value {
     })
 }
 
-fn claim_all() -> ClaimParams {
-    ClaimParams {
-        capabilities: vec!["codex".into(), "git".into(), "gh".into()],
+fn claim_all() -> ClaimBody {
+    ClaimBody {
+        capabilities: Some(vec!["codex".into(), "git".into(), "gh".into()]),
         lease_seconds: Some(30),
-        ..ClaimParams::default()
+        ..ClaimBody::default()
     }
 }
 
@@ -309,7 +310,7 @@ async fn a_long_poll_claim_wakes_when_a_job_is_created() {
     let server = start().await;
     let operator = server.user(Role::Operator).await;
     let worker = server.worker("w1").await;
-    let params = ClaimParams {
+    let params = ClaimBody {
         wait_seconds: Some(10.0),
         ..claim_all()
     };

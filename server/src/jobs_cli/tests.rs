@@ -505,8 +505,8 @@ async fn jobs_events_follow_prints_live_events_and_stops_when_the_job_finishes()
         .await
         .unwrap()
         .id;
-    let claim = worker::client::ClaimParams {
-        capabilities: vec!["codex".into(), "git".into()],
+    let claim = contract::api::ClaimBody {
+        capabilities: Some(vec!["codex".into(), "git".into()]),
         ..Default::default()
     };
     worker.claim(&claim).await.unwrap().expect("a job");
