@@ -12,12 +12,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use contract::api::{
-    ClaimBody, Claimed, CompleteBody, EventBody, FailBody, FenceBody, HeartbeatBody,
+    ArtifactList, CancelBody, ClaimBody, Claimed, CompleteBody, EventBody, EventList, FailBody,
+    FenceBody, HeartbeatBody, JobList,
 };
 use contract::{Artifact, Job, JobEvent, JobState, NewEvent};
 use reqwest::header::{self, HeaderValue};
 use reqwest::{Method, RequestBuilder, Response, Url};
-use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
 pub use error::ClientError;
@@ -109,18 +109,6 @@ pub(crate) fn redact(text: &str, secret: &str) -> String {
     } else {
         text.replace(secret, "[redacted]")
     }
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct JobList {
-    items: Vec<Job>,
-    next_cursor: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct Items<T> {
-    items: Vec<T>,
 }
 
 impl QueueClient {
@@ -226,7 +214,9 @@ impl QueueClient {
     /// marked (`cancelRequestedAt`) until its worker acknowledges.
     pub async fn cancel_job(&self, id: &str, reason: Option<&str>) -> Result<Job> {
         let url = self.url(&["jobs", id, "cancel"]);
-        let body = serde_json::json!({ "reason": reason });
+        let body = CancelBody {
+            reason: reason.map(str::to_string),
+        };
         self.fetch(self.request(Method::POST, &url).json(&body), &url)
             .await
     }
@@ -248,7 +238,7 @@ impl QueueClient {
             query.push(("limit", limit.to_string()));
         }
         let builder = self.request(Method::GET, &url).query(&query);
-        let list: Items<JobEvent> = self.fetch(builder, &url).await?;
+        let list: EventList = self.fetch(builder, &url).await?;
         Ok(list.items)
     }
 
@@ -368,7 +358,7 @@ impl QueueClient {
     /// `GET /jobs/{id}/artifacts`.
     pub async fn list_artifacts(&self, id: &str) -> Result<Vec<Artifact>> {
         let url = self.url(&["jobs", id, "artifacts"]);
-        let list: Items<Artifact> = self.fetch(self.request(Method::GET, &url), &url).await?;
+        let list: ArtifactList = self.fetch(self.request(Method::GET, &url), &url).await?;
         Ok(list.items)
     }
 

@@ -6,8 +6,8 @@ use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use contract::api::ArtifactList;
 use contract::{Artifact, FieldError};
-use serde::Serialize;
 
 use super::extract::ApiPath;
 use crate::http::auth::{User, Worker};
@@ -34,11 +34,6 @@ fn upload_limit(max_artifact_bytes: u64) -> DefaultBodyLimit {
             .unwrap_or(usize::MAX)
             .saturating_add(MULTIPART_OVERHEAD),
     )
-}
-
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-struct ArtifactList {
-    items: Vec<Artifact>,
 }
 
 #[utoipa::path(get, path = "/api/queue/jobs/{id}/artifacts", tag = "artifacts", params(("id" = String, Path, description = "the job id")),

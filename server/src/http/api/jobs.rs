@@ -4,9 +4,10 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use contract::{FieldError, Job, JobEvent, JobState};
+use contract::api::{CancelBody, EventList, JobList};
+use contract::{FieldError, Job, JobState};
 use queue::JobFilter;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
 use super::extract::{ApiPath, ApiQuery};
 use super::json::ApiJson;
@@ -46,13 +47,6 @@ struct ListQuery {
     job_type: Option<String>,
     limit: Option<u32>,
     cursor: Option<String>,
-}
-
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase")]
-struct JobList {
-    items: Vec<Job>,
-    next_cursor: Option<String>,
 }
 
 #[utoipa::path(get, path = "/api/queue/jobs", tag = "jobs", params(ListQuery),
@@ -95,12 +89,6 @@ async fn show(
     Ok(Json(state.queue.get_job(&id).await?))
 }
 
-#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct CancelBody {
-    reason: Option<String>,
-}
-
 #[utoipa::path(post, path = "/api/queue/jobs/{id}/cancel", tag = "jobs", params(("id" = String, Path, description = "the job id")),
     request_body(content = CancelBody, description = "optional"),
     responses((status = 200, description = "cancelled if it was queued; cancel requested if running; unchanged if already cancelled", body = Job),
@@ -129,11 +117,6 @@ async fn cancel(
 struct EventsQuery {
     after: Option<i64>,
     limit: Option<u32>,
-}
-
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-struct EventList {
-    items: Vec<JobEvent>,
 }
 
 const DEFAULT_EVENTS_PAGE: u32 = 200;
