@@ -1,11 +1,19 @@
 //! The error codes of every front door (REST, the dashboard's server functions, MCP), each
-//! with the one HTTP status it answers with, so a refusal reads the same however it came.
+//! with the one HTTP status it answers with, so a refusal reads the same however it came;
+//! and the request and response bodies of the REST API (`jobs`: the routes people use;
+//! `worker`: the worker routes').
+
+pub mod jobs;
+pub mod worker;
 
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
 use crate::error::FieldError;
+
+pub use jobs::{ArtifactList, CancelBody, EventList, JobList};
+pub use worker::{ClaimBody, Claimed, CompleteBody, EventBody, FailBody, FenceBody, HeartbeatBody};
 
 /// The body of every error answer, from every front door.
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]

@@ -11,11 +11,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use contract::api::{
+    ArtifactList, CancelBody, ClaimBody, Claimed, CompleteBody, EventBody, EventList, FailBody,
+    FenceBody, HeartbeatBody, JobList,
+};
 use contract::{Artifact, Job, JobEvent, JobState, NewEvent};
 use reqwest::header::{self, HeaderValue};
 use reqwest::{Method, RequestBuilder, Response, Url};
 use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
 
 pub use error::ClientError;
 pub use reqwest::StatusCode;
@@ -106,45 +109,6 @@ pub(crate) fn redact(text: &str, secret: &str) -> String {
     } else {
         text.replace(secret, "[redacted]")
     }
-}
-
-/// What a worker offers when it asks for a job (`POST /jobs/claim`).
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ClaimParams {
-    /// The tools this machine has (`codex`, `git`, `gh`, …); the worker token's own list
-    /// narrows it further. Only jobs whose required capabilities are all here are offered.
-    pub capabilities: Vec<String>,
-    /// Job types to take; `None` takes any the token allows.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub allowed_types: Option<Vec<String>>,
-    /// How long the lease lasts before a heartbeat must renew it; `None` is the server's default.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub lease_seconds: Option<u64>,
-    /// Long-poll: how long the server may hold the request open waiting for a job
-    /// (it caps this, 30 s by default); `None` answers at once.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub wait_seconds: Option<f64>,
-    /// What this worker runs, for the server's workers page.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub worker_version: Option<String>,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct JobList {
-    items: Vec<Job>,
-    next_cursor: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct Items<T> {
-    items: Vec<T>,
-}
-
-#[derive(Deserialize)]
-struct Claimed {
-    job: Option<Job>,
 }
 
 impl QueueClient {
@@ -250,7 +214,9 @@ impl QueueClient {
     /// marked (`cancelRequestedAt`) until its worker acknowledges.
     pub async fn cancel_job(&self, id: &str, reason: Option<&str>) -> Result<Job> {
         let url = self.url(&["jobs", id, "cancel"]);
-        let body = serde_json::json!({ "reason": reason });
+        let body = CancelBody {
+            reason: reason.map(str::to_string),
+        };
         self.fetch(self.request(Method::POST, &url).json(&body), &url)
             .await
     }
@@ -272,7 +238,7 @@ impl QueueClient {
             query.push(("limit", limit.to_string()));
         }
         let builder = self.request(Method::GET, &url).query(&query);
-        let list: Items<JobEvent> = self.fetch(builder, &url).await?;
+        let list: EventList = self.fetch(builder, &url).await?;
         Ok(list.items)
     }
 
@@ -285,10 +251,12 @@ impl QueueClient {
     }
 
     /// `POST /jobs/claim` (worker token): the next job this worker may run, leased to it,
-    /// or `None` when there is none (after waiting up to `wait_seconds`).
-    pub async fn claim(&self, params: &ClaimParams) -> Result<Option<Job>> {
+    /// or `None` when there is none (after waiting up to `waitSeconds`). `capabilities`
+    /// are the tools this machine has, which the worker token's own list narrows further;
+    /// `waitSeconds` long-polls (the server caps it, 30 s by default).
+    pub async fn claim(&self, body: &ClaimBody) -> Result<Option<Job>> {
         let url = self.url(&["jobs", "claim"]);
-        let builder = self.request(Method::POST, &url).json(params);
+        let builder = self.request(Method::POST, &url).json(body);
         let claimed: Claimed = self.fetch(builder, &url).await?;
         Ok(claimed.job)
     }
@@ -302,7 +270,11 @@ impl QueueClient {
         lease_seconds: Option<u64>,
     ) -> Result<Job> {
         let url = self.url(&["jobs", id, "heartbeat"]);
-        let body = serde_json::json!({ "attempt": attempt, "leaseSeconds": lease_seconds });
+        let body = HeartbeatBody {
+            worker_id: None,
+            attempt: Some(attempt),
+            lease_seconds,
+        };
         self.fetch(self.request(Method::POST, &url).json(&body), &url)
             .await
     }
@@ -310,7 +282,11 @@ impl QueueClient {
     /// `POST /jobs/{id}/complete` (worker token).
     pub async fn complete(&self, id: &str, attempt: u32, summary: Option<&str>) -> Result<Job> {
         let url = self.url(&["jobs", id, "complete"]);
-        let body = serde_json::json!({ "attempt": attempt, "resultSummary": summary });
+        let body = CompleteBody {
+            worker_id: None,
+            attempt: Some(attempt),
+            result_summary: summary.map(str::to_string),
+        };
         self.fetch(self.request(Method::POST, &url).json(&body), &url)
             .await
     }
@@ -325,11 +301,12 @@ impl QueueClient {
         retryable: bool,
     ) -> Result<Job> {
         let url = self.url(&["jobs", id, "fail"]);
-        let body = serde_json::json!({
-            "attempt": attempt,
-            "errorMessage": message,
-            "retryable": retryable,
-        });
+        let body = FailBody {
+            worker_id: None,
+            attempt: Some(attempt),
+            error_message: message.to_string(),
+            retryable,
+        };
         self.fetch(self.request(Method::POST, &url).json(&body), &url)
             .await
     }
@@ -337,23 +314,19 @@ impl QueueClient {
     /// `POST /jobs/{id}/events` (worker token): appends to the job's timeline. Kinds
     /// starting with `job.` are the queue's own and are refused.
     pub async fn append_event(&self, id: &str, attempt: u32, event: &NewEvent) -> Result<JobEvent> {
-        #[derive(Serialize)]
-        struct Body<'a> {
-            attempt: u32,
-            #[serde(flatten)]
-            event: &'a NewEvent,
-        }
         let url = self.url(&["jobs", id, "events"]);
-        let builder = self
-            .request(Method::POST, &url)
-            .json(&Body { attempt, event });
+        let body = EventBody::new(attempt, event.clone());
+        let builder = self.request(Method::POST, &url).json(&body);
         self.fetch(builder, &url).await
     }
 
     /// `POST /jobs/{id}/cancel/ack` (worker token): the worker stopped; the job is cancelled.
     pub async fn ack_cancel(&self, id: &str, attempt: u32) -> Result<Job> {
         let url = self.url(&["jobs", id, "cancel", "ack"]);
-        let body = serde_json::json!({ "attempt": attempt });
+        let body = FenceBody {
+            worker_id: None,
+            attempt: Some(attempt),
+        };
         self.fetch(self.request(Method::POST, &url).json(&body), &url)
             .await
     }
@@ -385,7 +358,7 @@ impl QueueClient {
     /// `GET /jobs/{id}/artifacts`.
     pub async fn list_artifacts(&self, id: &str) -> Result<Vec<Artifact>> {
         let url = self.url(&["jobs", id, "artifacts"]);
-        let list: Items<Artifact> = self.fetch(self.request(Method::GET, &url), &url).await?;
+        let list: ArtifactList = self.fetch(self.request(Method::GET, &url), &url).await?;
         Ok(list.items)
     }
 
@@ -604,11 +577,11 @@ mod tests {
 
     #[test]
     fn claim_params_send_only_what_was_set_in_camel_case() {
-        let params = ClaimParams {
-            capabilities: vec!["codex".into(), "git".into()],
+        let params = ClaimBody {
+            capabilities: Some(vec!["codex".into(), "git".into()]),
             lease_seconds: Some(60),
             wait_seconds: Some(2.5),
-            ..ClaimParams::default()
+            ..ClaimBody::default()
         };
         assert_eq!(
             serde_json::to_value(&params).unwrap(),

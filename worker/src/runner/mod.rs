@@ -11,11 +11,12 @@ mod upload;
 
 use std::time::Duration;
 
+use contract::api::ClaimBody;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::client::{ClaimParams, QueueClient};
+use crate::client::QueueClient;
 use crate::stages::StageConfig;
 
 pub use job::{HANDED_BACK, Settled, run_job};
@@ -92,8 +93,9 @@ pub async fn run(client: QueueClient, config: WorkerConfig, shutdown: Shutdown) 
                 _ = running.join_next() => {}
             }
         }
-        let params = ClaimParams {
-            capabilities: config.stages.capabilities.clone(),
+        let params = ClaimBody {
+            worker_id: None,
+            capabilities: Some(config.stages.capabilities.clone()),
             allowed_types: None,
             lease_seconds: Some(config.lease.as_secs().max(1)),
             wait_seconds: Some(config.claim_wait.as_secs_f64()),

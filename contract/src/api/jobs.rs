@@ -1,0 +1,61 @@
+//! The bodies of the routes people use (`/api/queue/jobs…`): the pages of jobs, events and
+//! artifacts the server answers and the worker's client reads, and the cancel request.
+//! As in `worker`, doc comments here are the OpenAPI document's descriptions.
+
+use serde::{Deserialize, Serialize};
+
+use crate::job::{Artifact, Job, JobEvent};
+
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct JobList {
+    pub items: Vec<Job>,
+    pub next_cursor: Option<String>,
+}
+
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CancelBody {
+    pub reason: Option<String>,
+}
+
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EventList {
+    pub items: Vec<JobEvent>,
+}
+
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ArtifactList {
+    pub items: Vec<Artifact>,
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn a_cancel_without_a_reason_sends_null_as_the_client_did_by_hand() {
+        let body = CancelBody { reason: None };
+        assert_eq!(
+            serde_json::to_string(&body).unwrap(),
+            json!({ "reason": null }).to_string()
+        );
+        assert!(serde_json::from_value::<CancelBody>(json!({ "why": "x" })).is_err());
+    }
+
+    #[test]
+    fn a_job_page_reads_without_a_next_cursor() {
+        let page: JobList = serde_json::from_value(json!({ "items": [] })).unwrap();
+        assert_eq!(page.next_cursor, None);
+        assert_eq!(
+            serde_json::to_value(&page).unwrap(),
+            json!({ "items": [], "nextCursor": null })
+        );
+    }
+}

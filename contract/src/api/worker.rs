@@ -1,0 +1,208 @@
+//! The bodies of the worker routes (`/api/queue/jobs/claim`, `…/{id}/heartbeat`,
+//! `complete`, `fail`, `events`, `cancel/ack`), read by the server and sent by the
+//! worker's client. Field order is the order on the wire; a field left out by a worker
+//! (`workerId`) is not sent at all, while an empty optional one is sent as `null`.
+//!
+//! Doc comments on these types become the OpenAPI document's descriptions, so they say
+//! what the server tells clients; notes for this crate's readers are plain comments.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::job::{EventLevel, Job, NewEvent};
+
+// The worker's client sends `capabilities` always (its tools, after the token narrows
+// them); `None` asks for whatever the token allows.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ClaimBody {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub worker_id: Option<String>,
+    #[serde(alias = "workerCapabilities", skip_serializing_if = "Option::is_none")]
+    pub capabilities: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub allowed_types: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lease_seconds: Option<u64>,
+    /// Long-poll: wait up to this long for a job before answering `{"job": null}`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wait_seconds: Option<f64>,
+    /// What the worker runs, e.g. `stepwise-worker 0.1.0`; shown on the workers page.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub worker_version: Option<String>,
+}
+
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Claimed {
+    pub job: Option<Job>,
+}
+
+/// The part of every worker write that proves the lease.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FenceBody {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub worker_id: Option<String>,
+    pub attempt: Option<u32>,
+}
+
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HeartbeatBody {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub worker_id: Option<String>,
+    pub attempt: Option<u32>,
+    pub lease_seconds: Option<u64>,
+}
+
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CompleteBody {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub worker_id: Option<String>,
+    pub attempt: Option<u32>,
+    pub result_summary: Option<String>,
+}
+
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct FailBody {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub worker_id: Option<String>,
+    pub attempt: Option<u32>,
+    pub error_message: String,
+    /// Retry later (a passing problem) or fail for good; default: for good.
+    #[serde(default)]
+    pub retryable: bool,
+}
+
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct EventBody {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub worker_id: Option<String>,
+    pub attempt: Option<u32>,
+    pub kind: String,
+    #[serde(default)]
+    pub level: EventLevel,
+    #[serde(default)]
+    pub message: String,
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
+    pub payload: Map<String, Value>,
+}
+
+impl EventBody {
+    /// `event`, appended by the worker holding the job at `attempt`.
+    pub fn new(attempt: u32, event: NewEvent) -> EventBody {
+        EventBody {
+            worker_id: None,
+            attempt: Some(attempt),
+            kind: event.kind,
+            level: event.level,
+            message: event.message,
+            payload: event.payload,
+        }
+    }
+
+    /// The event itself, without the fence.
+    pub fn into_event(self) -> NewEvent {
+        NewEvent {
+            kind: self.kind,
+            level: self.level,
+            message: self.message,
+            payload: self.payload,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    // The worker's client built these bodies with `json!` before they lived here; the
+    // bytes on the wire are the same (serde_json sorts `json!` keys, which is also the
+    // field order above).
+    #[test]
+    fn worker_bodies_serialize_as_the_client_sent_them_by_hand() {
+        fn text(body: &impl Serialize) -> String {
+            serde_json::to_string(body).unwrap()
+        }
+        let heartbeat = HeartbeatBody {
+            worker_id: None,
+            attempt: Some(3),
+            lease_seconds: None,
+        };
+        assert_eq!(
+            text(&heartbeat),
+            json!({ "attempt": 3, "leaseSeconds": null }).to_string()
+        );
+        let complete = CompleteBody {
+            worker_id: None,
+            attempt: Some(1),
+            result_summary: Some("done".into()),
+        };
+        assert_eq!(
+            text(&complete),
+            json!({ "attempt": 1, "resultSummary": "done" }).to_string()
+        );
+        let fail = FailBody {
+            worker_id: None,
+            attempt: Some(2),
+            error_message: "boom".into(),
+            retryable: true,
+        };
+        assert_eq!(
+            text(&fail),
+            json!({ "attempt": 2, "errorMessage": "boom", "retryable": true }).to_string()
+        );
+        let ack = FenceBody {
+            worker_id: None,
+            attempt: Some(4),
+        };
+        assert_eq!(text(&ack), json!({ "attempt": 4 }).to_string());
+        let event = EventBody::new(
+            5,
+            NewEvent {
+                kind: "task.step.started".into(),
+                level: EventLevel::Warn,
+                message: "m".into(),
+                payload: json!({ "stepIndex": 0 }).as_object().cloned().unwrap(),
+            },
+        );
+        assert_eq!(
+            text(&event),
+            r#"{"attempt":5,"kind":"task.step.started","level":"warn","message":"m","payload":{"stepIndex":0}}"#
+        );
+        let claim = ClaimBody {
+            capabilities: Some(vec!["codex".into()]),
+            wait_seconds: Some(2.5),
+            ..ClaimBody::default()
+        };
+        assert_eq!(
+            text(&claim),
+            r#"{"capabilities":["codex"],"waitSeconds":2.5}"#
+        );
+    }
+
+    #[test]
+    fn a_claim_reads_the_capabilities_alias_and_refuses_unknown_fields() {
+        let body: ClaimBody =
+            serde_json::from_value(json!({ "workerCapabilities": ["git"] })).unwrap();
+        assert_eq!(body.capabilities, Some(vec!["git".to_string()]));
+        assert!(serde_json::from_value::<ClaimBody>(json!({ "nope": 1 })).is_err());
+        // A fence alone takes whatever else a write carries.
+        let fence: FenceBody =
+            serde_json::from_value(json!({ "attempt": 1, "extra": true })).unwrap();
+        assert_eq!(fence.attempt, Some(1));
+    }
+}

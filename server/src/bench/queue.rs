@@ -1,0 +1,439 @@
+//! `stepwise bench queue`: figures for the queue on either backend, printed, never asserted
+//! (on a shared 2-core machine a timed assert is a coin toss).
+//!
+//! 1. enqueue: N no-op tasks through `create_job` (normalization included), sequentially;
+//! 2. claim + complete: W workers drain them through the service;
+//! 3. batched: P producers enqueue N more, then W workers claim and complete them B at a
+//!    time ([`Queue::claim_many`], [`Queue::complete_many`]);
+//! 4. end to end: P producers enqueue N more between them while W workers claim and
+//!    complete them one at a time;
+//! 5. the same with the workers claiming and completing B at a time (producers still
+//!    submit one task per call, as clients do);
+//! 6. enqueue → claim latency: one idle worker long-polls over real HTTP; each job is
+//!    created in-process and timed until the worker's claim answer arrives.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use clap::{Args, ValueEnum};
+use queue::{
+    ClaimRequest, Completion, Database, Fence, Queue, QueueConfig, ScratchPostgres, TokenKind,
+};
+use serde_json::json;
+
+use crate::cli::error::CliError;
+use crate::http::auth::{Scope, mint};
+use crate::http::{AppState, Limits, api};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    #[arg(long, value_enum, default_value = "sqlite")]
+    backend: Backend,
+    /// Jobs per throughput phase.
+    #[arg(long, default_value_t = 5000)]
+    jobs: usize,
+    /// Concurrent workers in the throughput phases.
+    #[arg(long, default_value_t = 4)]
+    workers: usize,
+    /// Concurrent producers in the end-to-end phase (clients submitting tasks).
+    #[arg(long, default_value_t = 2)]
+    producers: usize,
+    /// Jobs per claim and per completion in the batched phase.
+    #[arg(long, default_value_t = 32)]
+    batch: u32,
+    /// Jobs timed in the latency phase.
+    #[arg(long, default_value_t = 500)]
+    samples: usize,
+    /// For `--backend postgres`: a server where this user may create (and drop) a scratch
+    /// database. The default skips TLS, as graphile-worker's client does by default: on
+    /// loopback, encryption only adds CPU to what is compared.
+    #[arg(
+        long,
+        env = "STEPWISE_BENCH_PG_URL",
+        default_value = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable",
+        hide_env_values = true
+    )]
+    pg_url: String,
+}
+
+const CAPABILITIES: [&str; 3] = ["codex", "git", "gh"];
+
+fn noop_task(i: usize) -> serde_json::Value {
+    json!({ "payload": { "repository": "bench/noop", "task": { "instructions": format!("no-op {i}"), "publish": { "mode": "none" } } } })
+}
+
+fn claim_request(worker: usize) -> ClaimRequest {
+    ClaimRequest {
+        worker_id: format!("bench-{worker}"),
+        capabilities: CAPABILITIES.iter().map(|c| c.to_string()).collect(),
+        allowed_types: None,
+        allowed_repositories: None,
+        lease: Duration::from_secs(300),
+    }
+}
+
+pub async fn run(args: BenchArgs) -> Result<(), CliError> {
+    if args.jobs == 0 || args.workers == 0 || args.producers == 0 || args.samples == 0 {
+        return Err(CliError::Usage(
+            "--jobs, --workers, --producers and --samples must be at least 1".into(),
+        ));
+    }
+    if !(1..=queue::MAX_CLAIM_BATCH).contains(&args.batch) {
+        return Err(CliError::Usage(format!(
+            "--batch must be between 1 and {}",
+            queue::MAX_CLAIM_BATCH
+        )));
+    }
+    let (db, scratch, dir) = match args.backend {
+        Backend::Sqlite => {
+            let dir = std::env::temp_dir().join(format!("stepwise-bench-{}", std::process::id()));
+            (Database::open_data_dir(&dir).await?, None, Some(dir))
+        }
+        Backend::Postgres => {
+            let scratch = ScratchPostgres::create(&args.pg_url, "stepwise_bench").await?;
+            (
+                Database::open_url(scratch.url()).await?,
+                Some(scratch),
+                None,
+            )
+        }
+    };
+    let artifacts = dir
+        .clone()
+        .unwrap_or_else(std::env::temp_dir)
+        .join("bench-artifacts");
+    let queue = Queue::open(db, QueueConfig::new(artifacts)).await?;
+    queue.migrate().await?;
+    let outcome = measure(&queue, &args).await;
+    if let Some(dir) = &dir {
+        // The log is bounded by the checkpointer, not by the database's size: worth seeing.
+        let mib = |name: &str| {
+            std::fs::metadata(dir.join(name)).map_or(0.0, |m| m.len() as f64 / 1048576.0)
+        };
+        println!(
+            "sqlite files at the end: database {:.1} MiB, write-ahead log {:.1} MiB",
+            mib(queue::SQLITE_FILE),
+            mib(&format!("{}-wal", queue::SQLITE_FILE))
+        );
+    }
+    drop(queue);
+    if let Some(scratch) = scratch {
+        scratch.drop_database().await?;
+    }
+    if let Some(dir) = dir {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+    outcome
+}
+
+async fn measure(queue: &Queue, args: &BenchArgs) -> Result<(), CliError> {
+    let durability = match args.backend {
+        Backend::Sqlite => "sqlite (WAL, synchronous=NORMAL)",
+        Backend::Postgres => "postgres (server defaults)",
+    };
+    println!(
+        "backend: {durability}   jobs: {}   workers: {}   latency samples: {}",
+        args.jobs, args.workers, args.samples
+    );
+
+    let started = Instant::now();
+    for i in 0..args.jobs {
+        queue.create_job(&noop_task(i), Some("bench")).await?;
+    }
+    report("enqueue (sequential)", args.jobs, started.elapsed());
+
+    let started = Instant::now();
+    let done = drain(queue, args.workers, None, 1).await?;
+    report(
+        &format!("claim + complete ({} workers)", args.workers),
+        done,
+        started.elapsed(),
+    );
+
+    let started = Instant::now();
+    for producer in produce(queue, args.producers, args.jobs) {
+        producer
+            .await
+            .map_err(|e| CliError::Bench(format!("a producer task failed: {e}")))??;
+    }
+    report(
+        &format!("enqueue ({} producers)", args.producers),
+        args.jobs,
+        started.elapsed(),
+    );
+
+    let started = Instant::now();
+    let done = drain(queue, args.workers, None, args.batch).await?;
+    report(
+        &format!(
+            "claim + complete, batched ({} workers, {} per batch)",
+            args.workers, args.batch
+        ),
+        done,
+        started.elapsed(),
+    );
+
+    end_to_end(
+        queue,
+        args,
+        1,
+        &format!(
+            "end to end: enqueue → claim → complete ({}p, {}w)",
+            args.producers, args.workers
+        ),
+    )
+    .await?;
+    end_to_end(
+        queue,
+        args,
+        args.batch,
+        &format!(
+            "end to end, workers batched ({}p, {}w, {} per batch)",
+            args.producers, args.workers, args.batch
+        ),
+    )
+    .await?;
+
+    let latencies = claim_latency(queue, args.samples).await?;
+    println!(
+        "enqueue → claim over HTTP long-poll ({} samples): p50 {:.2} ms   p99 {:.2} ms   max {:.2} ms",
+        latencies.len(),
+        percentile(&latencies, 50.0),
+        percentile(&latencies, 99.0),
+        latencies.last().copied().unwrap_or_default(),
+    );
+    Ok(())
+}
+
+/// P producers enqueue N jobs while W workers claim and complete them, `batch` at a time.
+async fn end_to_end(
+    queue: &Queue,
+    args: &BenchArgs,
+    batch: u32,
+    what: &str,
+) -> Result<(), CliError> {
+    let started = Instant::now();
+    let producers = produce(queue, args.producers, args.jobs);
+    let done = drain(queue, args.workers, Some(args.jobs), batch).await?;
+    for producer in producers {
+        producer
+            .await
+            .map_err(|e| CliError::Bench(format!("a producer task failed: {e}")))??;
+    }
+    report(what, done, started.elapsed());
+    Ok(())
+}
+
+fn report(what: &str, jobs: usize, took: Duration) {
+    println!(
+        "{what:<58} {jobs:>7} jobs in {:>7.2} s = {:>8.0} jobs/s",
+        took.as_secs_f64(),
+        jobs as f64 / took.as_secs_f64()
+    );
+}
+
+/// Starts `producers` tasks enqueueing `jobs` no-op tasks between them.
+fn produce(
+    queue: &Queue,
+    producers: usize,
+    jobs: usize,
+) -> Vec<tokio::task::JoinHandle<Result<(), queue::QueueError>>> {
+    (0..producers)
+        .map(|p| {
+            let queue = queue.clone();
+            // Producer p enqueues jobs p, p + P, p + 2P, ...: N in all between them.
+            let mine: Vec<usize> = (p..jobs).step_by(producers).collect();
+            tokio::spawn(async move {
+                for i in mine {
+                    queue.create_job(&noop_task(i), Some("bench")).await?;
+                }
+                Ok(())
+            })
+        })
+        .collect()
+}
+
+/// Runs `workers` claim-and-complete loops until `target` jobs are done (or, without a
+/// target, until the queue is empty); returns how many were completed. With `batch` above
+/// 1, each loop claims and completes up to that many jobs per call.
+async fn drain(
+    queue: &Queue,
+    workers: usize,
+    target: Option<usize>,
+    batch: u32,
+) -> Result<usize, CliError> {
+    let completed = Arc::new(AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for w in 0..workers {
+        let queue = queue.clone();
+        let completed = completed.clone();
+        tasks.push(tokio::spawn(async move {
+            let request = claim_request(w);
+            loop {
+                if target.is_some_and(|t| completed.load(Ordering::Relaxed) >= t) {
+                    return Ok::<_, CliError>(());
+                }
+                if batch > 1 {
+                    let jobs = queue.claim_many(&request, batch).await?;
+                    if jobs.is_empty() && target.is_none() {
+                        return Ok(());
+                    }
+                    if jobs.is_empty() {
+                        // Producers are behind: a batch claim has no long-poll, so look again soon.
+                        tokio::time::sleep(Duration::from_millis(1)).await;
+                        continue;
+                    }
+                    let completions = jobs
+                        .iter()
+                        .map(|job| Completion {
+                            id: job.id.clone(),
+                            fence: Fence::new(request.worker_id.clone(), job.attempt),
+                            summary: None,
+                        })
+                        .collect();
+                    for answer in queue.complete_many(completions).await? {
+                        answer?;
+                        completed.fetch_add(1, Ordering::Relaxed);
+                    }
+                    continue;
+                }
+                let job = match target {
+                    None => queue.claim(&request).await?,
+                    Some(_) => {
+                        queue
+                            .claim_wait(&request, Duration::from_millis(200))
+                            .await?
+                    }
+                };
+                match job {
+                    Some(job) => {
+                        let fence = Fence::new(request.worker_id.clone(), job.attempt);
+                        queue.complete(&job.id, &fence, None).await?;
+                        completed.fetch_add(1, Ordering::Relaxed);
+                    }
+                    None if target.is_none() => return Ok(()),
+                    None => {}
+                }
+            }
+        }));
+    }
+    for task in tasks {
+        task.await
+            .map_err(|e| CliError::Bench(format!("a worker task failed: {e}")))??;
+    }
+    Ok(completed.load(Ordering::Relaxed))
+}
+
+/// Milliseconds from `create_job` being called to the idle worker's HTTP claim answer, sorted.
+async fn claim_latency(queue: &Queue, samples: usize) -> Result<Vec<f64>, CliError> {
+    let minted = mint("bench-worker", TokenKind::Worker, Scope::any_worker())
+        .map_err(CliError::Bootstrap)?;
+    queue.create_token(minted.record).await?;
+    let (url, server) = serve_api(queue).await?;
+    let client = worker::client::QueueClient::new(&url, &minted.secret)
+        .map_err(|e| CliError::Bench(e.to_string()))?;
+
+    // The worker reports the instant each claim answer arrived; the producer waits for it.
+    let (claimed_tx, mut claimed_rx) = tokio::sync::mpsc::channel::<Instant>(1);
+    let worker = tokio::spawn(async move {
+        let params = contract::api::ClaimBody {
+            capabilities: Some(CAPABILITIES.iter().map(|c| c.to_string()).collect()),
+            wait_seconds: Some(30.0),
+            ..Default::default()
+        };
+        loop {
+            let Some(job) = client.claim(&params).await? else {
+                continue;
+            };
+            let at = Instant::now();
+            client.complete(&job.id, job.attempt, None).await?;
+            if claimed_tx.send(at).await.is_err() {
+                return Ok::<_, worker::client::ClientError>(());
+            }
+        }
+    });
+
+    let mut latencies = Vec::with_capacity(samples);
+    for i in 0..samples {
+        // Let the worker's next long-poll reach the server and park before the job exists.
+        tokio::time::sleep(Duration::from_millis(3)).await;
+        let created = Instant::now();
+        queue.create_job(&noop_task(i), Some("bench")).await?;
+        let claimed = tokio::time::timeout(Duration::from_secs(10), claimed_rx.recv())
+            .await
+            .ok()
+            .flatten()
+            .ok_or_else(|| CliError::Bench("the long-polling worker stopped answering".into()))?;
+        latencies.push(claimed.saturating_duration_since(created).as_secs_f64() * 1000.0);
+    }
+    drop(claimed_rx);
+    worker.abort();
+    server.abort();
+    latencies.sort_by(f64::total_cmp);
+    Ok(latencies)
+}
+
+/// The REST API over `queue` on a free loopback port: its base URL and the serving task.
+pub(crate) async fn serve_api(
+    queue: &Queue,
+) -> Result<(String, tokio::task::JoinHandle<std::io::Result<()>>), CliError> {
+    let router = api::router(queue.config().max_artifact_bytes).with_state(AppState {
+        queue: queue.clone(),
+        limits: Limits::default(),
+        closing: Default::default(),
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .map_err(|source| CliError::Bind {
+            addr: "127.0.0.1:0".into(),
+            source,
+        })?;
+    let addr = listener.local_addr().map_err(CliError::Serve)?;
+    let server = tokio::spawn(axum::serve(listener, router).into_future());
+    Ok((format!("http://{addr}"), server))
+}
+
+/// The nearest-rank percentile of sorted values.
+pub(crate) fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_are_nearest_rank() {
+        let values: Vec<f64> = (1..=100).map(f64::from).collect();
+        assert_eq!(percentile(&values, 50.0), 50.0);
+        assert_eq!(percentile(&values, 99.0), 99.0);
+        assert_eq!(percentile(&values, 100.0), 100.0);
+        assert_eq!(percentile(&[7.0], 99.0), 7.0);
+        assert_eq!(percentile(&[], 50.0), 0.0);
+    }
+
+    #[tokio::test]
+    async fn a_small_sqlite_run_completes_every_job() {
+        let args = BenchArgs {
+            backend: Backend::Sqlite,
+            jobs: 20,
+            workers: 2,
+            producers: 3,
+            batch: 4,
+            samples: 3,
+            pg_url: String::new(),
+        };
+        run(args).await.unwrap();
+    }
+}

@@ -1,0 +1,185 @@
+//! `stepwise serve`'s flags, and the configuration they become, checked before anything
+//! starts.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use app::{RuntimeStatus, ServerSettings};
+use clap::Args;
+use contract::{Defaults, RuntimeMode};
+
+use super::db::DbArgs;
+use super::error::ConfigError;
+use super::worker::AgentArgs;
+use crate::http::site::SiteConfig;
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// The address to listen on.
+    #[arg(long, env = "STEPWISE_HOST", default_value = "127.0.0.1")]
+    pub host: String,
+    /// The port to listen on.
+    #[arg(long, short, env = "STEPWISE_PORT", default_value_t = 3000)]
+    pub port: u16,
+    #[command(flatten)]
+    pub db: DbArgs,
+    /// The built site (wasm, JS, CSS); by default the one cargo-leptos built beside the binary.
+    #[arg(long, env = "LEPTOS_SITE_ROOT")]
+    pub site_root: Option<PathBuf>,
+    /// Run no worker inside the server: jobs then wait for `stepwise worker` processes.
+    #[arg(long, env = "STEPWISE_NO_WORKER")]
+    pub no_worker: bool,
+    /// The embedded worker, configured like `stepwise worker`.
+    #[command(flatten, next_help_heading = "Embedded worker")]
+    pub worker: AgentArgs,
+}
+
+/// Everything `stepwise serve` needs, checked before anything starts.
+#[derive(Debug)]
+pub struct Config {
+    pub addr: SocketAddr,
+    pub db: DbArgs,
+    pub site_root: PathBuf,
+    pub settings: ServerSettings,
+    /// The skills the task form offers: the embedded worker's (`--skills-dir`, else
+    /// `<data-dir>/skills`), also with --no-worker.
+    pub skills_dir: PathBuf,
+    /// The embedded worker's settings; `None` with --no-worker.
+    pub worker: Option<AgentArgs>,
+}
+
+impl Config {
+    pub fn load(
+        args: ServeArgs,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<Self, ConfigError> {
+        let addr_text = format!("{}:{}", args.host, args.port);
+        let addr = addr_text
+            .parse()
+            .or_else(|_| format!("[{}]:{}", args.host, args.port).parse())
+            .map_err(|e: std::net::AddrParseError| ConfigError::Addr {
+                addr: addr_text.clone(),
+                reason: e.to_string(),
+            })?;
+        let defaults = Defaults::from_env(&env)?;
+        let site_root = match args.site_root {
+            Some(root) => root,
+            None => default_site_root(),
+        };
+        if !site_root.join("pkg").is_dir() {
+            return Err(ConfigError::SiteMissing(site_root));
+        }
+        let installed =
+            worker::probe_capabilities(env("PATH").as_deref().map(std::ffi::OsStr::new));
+        let runtimes = RuntimeMode::ALL
+            .iter()
+            .map(|&mode| RuntimeStatus {
+                mode,
+                installed: installed.iter().any(|c| c == mode.as_str()),
+            })
+            .collect();
+        Ok(Config {
+            addr,
+            skills_dir: args.worker.skills_dir(&args.db.data_dir),
+            db: args.db,
+            site_root,
+            settings: ServerSettings {
+                defaults,
+                runtimes,
+                skills: Vec::new(),
+            },
+            worker: (!args.no_worker).then_some(args.worker),
+        })
+    }
+}
+
+impl Config {
+    /// What the site's router needs of this.
+    pub fn site(&self) -> SiteConfig {
+        SiteConfig {
+            addr: self.addr,
+            site_root: self.site_root.clone(),
+            settings: self.settings.clone(),
+            skills_dir: self.skills_dir.clone(),
+        }
+    }
+}
+
+/// cargo-leptos writes the site to `<workspace>/target/site` and the binary to
+/// `<target>/<profile>/stepwise`; look beside the binary first, then in the working directory.
+fn default_site_root() -> PathBuf {
+    let beside_binary = std::env::current_exe().ok().and_then(|exe| {
+        exe.parent()
+            .and_then(Path::parent)
+            .map(|target| target.join("site"))
+    });
+    match beside_binary {
+        Some(dir) if dir.join("pkg").is_dir() => dir,
+        _ => PathBuf::from("target/site"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(site_root: &Path) -> ServeArgs {
+        ServeArgs {
+            host: "127.0.0.1".into(),
+            port: 0,
+            db: DbArgs {
+                data_dir: "data".into(),
+                database_url: None,
+            },
+            site_root: Some(site_root.to_path_buf()),
+            no_worker: true,
+            worker: AgentArgs::defaults(),
+        }
+    }
+
+    fn site() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("pkg")).unwrap();
+        dir
+    }
+
+    #[test]
+    fn invalid_publish_mode_stops_the_start_naming_the_variable() {
+        let site = site();
+        let err = Config::load(args(site.path()), |k| {
+            (k == "STEPWISE_DEFAULT_PUBLISH_MODE").then(|| "sometimes".to_string())
+        })
+        .unwrap_err();
+        assert!(
+            err.to_string().contains("STEPWISE_DEFAULT_PUBLISH_MODE"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn publish_default_is_pr_and_honours_the_env() {
+        let site = site();
+        let config = Config::load(args(site.path()), |_| None).unwrap();
+        assert_eq!(config.settings.defaults.publish_mode.as_str(), "pr");
+        let config = Config::load(args(site.path()), |k| {
+            (k == "STEPWISE_DEFAULT_PUBLISH_MODE").then(|| "branch".to_string())
+        })
+        .unwrap();
+        assert_eq!(config.settings.defaults.publish_mode.as_str(), "branch");
+    }
+
+    #[test]
+    fn missing_site_says_how_to_build_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = Config::load(args(dir.path()), |_| None).unwrap_err();
+        assert!(err.to_string().contains("cargo leptos build"), "{err}");
+    }
+
+    #[test]
+    fn ipv6_hosts_are_accepted() {
+        let site = site();
+        let mut a = args(site.path());
+        a.host = "::1".into();
+        assert!(Config::load(a, |_| None).unwrap().addr.is_ipv6());
+    }
+}

@@ -1,0 +1,583 @@
+//! The commands' request building and rendering, and the commands themselves against a
+//! real server.
+
+use chrono::DateTime;
+use clap::Parser;
+use contract::{EventLevel, Job, JobEvent, JobState};
+use queue::Role;
+use serde_json::json;
+
+use super::*;
+use crate::testing::server::start;
+
+/// Parses like the `stepwise` binary would, for one command's arguments.
+#[derive(Debug, Parser)]
+struct Submit {
+    #[command(flatten)]
+    args: SubmitArgs,
+}
+
+#[derive(Debug, Parser)]
+struct Jobs {
+    #[command(subcommand)]
+    command: JobsCommand,
+}
+
+fn submit(args: &[&str]) -> Result<SubmitArgs, clap::Error> {
+    let argv = ["submit", "--token", "swu_test"].iter().chain(args);
+    Submit::try_parse_from(argv).map(|s| s.args)
+}
+
+fn job(id: &str, status: JobState, payload: serde_json::Value) -> Job {
+    let at = DateTime::from_timestamp_millis(1_771_322_400_123).unwrap();
+    Job {
+        id: id.into(),
+        job_type: "task".into(),
+        status,
+        priority: 0,
+        payload,
+        affinity_key: None,
+        required_capabilities: vec!["codex".into(), "git".into()],
+        created_by_user_id: Some("operator".into()),
+        attempt: 0,
+        max_attempts: 3,
+        next_attempt_at: at,
+        claimed_by: None,
+        lease_expires_at: None,
+        cancel_requested_at: None,
+        cancel_requested_by_user_id: None,
+        cancel_reason: None,
+        result_summary: None,
+        error_message: None,
+        started_at: None,
+        finished_at: None,
+        created_at: at,
+        updated_at: at,
+        usage: None,
+    }
+}
+
+#[test]
+fn submit_flags_build_a_request_with_only_what_was_given() {
+    let args = submit(&[
+        "--repository",
+        "octo/hello",
+        "--objective",
+        "Add a README",
+        "--step",
+        "Write the README",
+        "--step",
+        "Link it from the docs",
+        "--publish",
+        "branch",
+    ])
+    .unwrap();
+    assert_eq!(
+        args.task.request(),
+        json!({
+            "type": "task",
+            "payload": {
+                "repository": "octo/hello",
+                "task": {
+                    "instructions": "Add a README",
+                    "steps": [
+                        { "instructions": "Write the README" },
+                        { "instructions": "Link it from the docs" }
+                    ],
+                    "publish": { "mode": "branch" }
+                }
+            }
+        })
+    );
+}
+
+#[test]
+fn submit_flags_carry_runtime_model_effort_and_skill() {
+    let args = submit(&[
+        "--repository",
+        "octo/hello",
+        "--objective",
+        "x",
+        "--runtime",
+        "claude",
+        "--model",
+        "opus",
+        "--effort",
+        "high",
+        "--skill",
+        "speckit",
+    ])
+    .unwrap();
+    let request = args.task.request();
+    assert_eq!(
+        request["payload"]["task"]["runtime"],
+        json!({ "mode": "claude", "model": "opus", "effort": "high" })
+    );
+    assert_eq!(
+        request["payload"]["task"]["skill"],
+        json!({ "id": "speckit" })
+    );
+    assert!(request["payload"]["task"].get("steps").is_none());
+    assert!(request["payload"]["task"].get("publish").is_none());
+}
+
+#[test]
+fn submit_needs_a_file_or_a_repository_with_an_objective_but_not_both() {
+    assert!(submit(&[]).is_err(), "nothing to submit");
+    assert!(
+        submit(&["--repository", "octo/hello"]).is_err(),
+        "no objective"
+    );
+    assert!(submit(&["job.json", "--repository", "o/r", "--objective", "x"]).is_err());
+    assert!(submit(&["job.json", "--step", "x"]).is_err());
+    let bad_runtime = submit(&[
+        "--repository",
+        "o/r",
+        "--objective",
+        "x",
+        "--runtime",
+        "gpt",
+    ])
+    .unwrap_err()
+    .to_string();
+    assert!(bad_runtime.contains("codex"), "{bad_runtime}");
+    let from_file = submit(&["-"]).unwrap();
+    assert_eq!(from_file.file.as_deref(), Some(std::path::Path::new("-")));
+}
+
+#[test]
+fn the_token_never_shows_in_debug_output() {
+    let args = Submit::try_parse_from(["submit", "-", "--token", "swu_very-secret"])
+        .unwrap()
+        .args;
+    let shown = format!("{args:?}");
+    assert!(!shown.contains("swu_very-secret"), "{shown}");
+    assert!(shown.contains("[redacted]"), "{shown}");
+}
+
+#[test]
+fn jobs_list_takes_only_known_statuses() {
+    let parsed =
+        Jobs::try_parse_from(["jobs", "list", "--status", "dead_letter", "--token", "t"]).unwrap();
+    let JobsCommand::List(list) = parsed.command else {
+        panic!("expected list");
+    };
+    assert_eq!(list.status, Some(JobState::DeadLetter));
+    let error = Jobs::try_parse_from(["jobs", "list", "--status", "done", "--token", "t"])
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("succeeded"), "{error}");
+}
+
+#[test]
+fn the_table_aligns_columns_cuts_long_objectives_and_counts_implicit_steps() {
+    let long = "Refactor the whole queue engine so that every transition is a guarded operation\nsecond line";
+    let jobs = [
+        job(
+            "0190a000-0000-7000-8000-000000000001",
+            JobState::Queued,
+            json!({
+                "repository": "octo/hello",
+                "task": {
+                    "instructions": "Add a README\nwith details",
+                    "steps": [{ "id": "step-1" }, { "id": "step-2" }]
+                }
+            }),
+        ),
+        job(
+            "0190a000-0000-7000-8000-000000000002",
+            JobState::DeadLetter,
+            json!({
+                "repository": "MoonLadderStudios/MoonMind",
+                "task": { "instructions": long, "steps": [] }
+            }),
+        ),
+    ];
+    let mut jobs = jobs;
+    jobs[1].usage = serde_json::from_value(json!({
+        "inputTokens": 1210, "outputTokens": 51, "costUsd": 0.75,
+    }))
+    .unwrap();
+    let table = job_table(&jobs);
+    let lines: Vec<&str> = table.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            "ID                                    STATUS       CREATED (UTC)     REPOSITORY                  STEPS  USAGE                     OBJECTIVE",
+            "0190a000-0000-7000-8000-000000000001  queued       2026-02-17 10:00  octo/hello                      2                            Add a README",
+            "0190a000-0000-7000-8000-000000000002  dead_letter  2026-02-17 10:00  MoonLadderStudios/MoonMind      1  1.2k in · 51 out · $0.75  Refactor the whole queue engine so that every…",
+        ]
+    );
+}
+
+#[test]
+fn the_summary_shows_attempt_worker_cancel_and_error() {
+    let mut running = job(
+        "0190a000-0000-7000-8000-000000000003",
+        JobState::Running,
+        json!({
+            "repository": "octo/hello",
+            "task": {
+                "instructions": "Add a README",
+                "runtime": { "mode": "codex", "model": "gpt-5.5", "effort": "high" },
+                "publish": { "mode": "pr" },
+                "steps": [
+                    { "id": "step-1", "title": "Write it", "instructions": "Write the README" },
+                    { "id": "step-2", "instructions": "Link it\nfrom the docs" }
+                ]
+            }
+        }),
+    );
+    let at = running.created_at;
+    running.attempt = 2;
+    running.claimed_by = Some("w1".into());
+    running.lease_expires_at = Some(at);
+    running.cancel_requested_at = Some(at);
+    running.cancel_requested_by_user_id = Some("alice".into());
+    running.cancel_reason = Some("wrong repo".into());
+    running.error_message = Some("network blip".into());
+    let summary = job_summary(&running);
+    for expected in [
+        "job         0190a000-0000-7000-8000-000000000003",
+        "status      running (attempt 2 of 3)",
+        "runtime     codex, model gpt-5.5, effort high",
+        "publish     pr",
+        "claimed by  w1, lease until 2026-02-17 10:00:00 UTC",
+        "cancel      requested 2026-02-17 10:00:00 UTC by alice: wrong repo",
+        "error       network blip",
+        "steps       1. step-1  Write it",
+        "            2. step-2  Link it",
+    ] {
+        assert!(
+            summary.lines().any(|l| l == expected),
+            "missing `{expected}` in\n{summary}"
+        );
+    }
+    assert!(!summary.contains("result"), "unset fields are left out");
+}
+
+#[test]
+fn an_event_line_shows_id_time_level_kind_and_message() {
+    let event = JobEvent {
+        id: 42,
+        job_id: "j".into(),
+        kind: "task.step.started".into(),
+        level: EventLevel::Warn,
+        message: "step 1\nstarted".into(),
+        payload: serde_json::Map::new(),
+        created_at: DateTime::from_timestamp_millis(1_771_322_405_000).unwrap(),
+    };
+    assert_eq!(
+        event_line(&event),
+        "42  2026-02-17 10:00:05 UTC  warn   task.step.started  step 1\n    started"
+    );
+}
+
+fn client_args(server: &str, token: &str) -> ClientArgs {
+    ClientArgs {
+        server: server.to_string(),
+        token: token.to_string(),
+    }
+}
+
+fn output(bytes: Vec<u8>) -> String {
+    String::from_utf8(bytes).unwrap()
+}
+
+#[tokio::test]
+async fn submit_from_flags_creates_the_job_and_prints_its_page() {
+    let server = start().await;
+    let token = server
+        .token("ops", queue::TokenKind::User, Some(Role::Operator))
+        .await;
+    let mut args = submit(&[
+        "--repository",
+        "octo/hello",
+        "--objective",
+        "Add a README",
+        "--step",
+        "Write it",
+        "--step",
+        "Link it",
+        "--runtime",
+        "claude",
+        "--publish",
+        "none",
+    ])
+    .unwrap();
+    args.client = client_args(&server.url(), &token);
+    let mut out = Vec::new();
+    args.run(&mut out).await.unwrap();
+    let out = output(out);
+    let (jobs, _) = server
+        .user(Role::Viewer)
+        .await
+        .list_jobs(None, None, None, None)
+        .await
+        .unwrap();
+    let job = &jobs[0];
+    assert_eq!(
+        out,
+        format!(
+            "submitted {id} (queued)\n{url}/tasks/queue/{id}\n",
+            id = job.id,
+            url = server.url()
+        )
+    );
+    assert_eq!(job.payload["targetRuntime"], "claude");
+    assert_eq!(job.payload["task"]["publish"]["mode"], "none");
+    assert_eq!(job.payload["task"]["steps"][1]["instructions"], "Link it");
+    assert_eq!(job.required_capabilities, ["claude", "git"]);
+}
+
+#[tokio::test]
+async fn submit_of_an_invalid_file_reports_every_field_error_one_per_line() {
+    let server = start().await;
+    let token = server
+        .token("ops", queue::TokenKind::User, Some(Role::Operator))
+        .await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("job.json");
+    std::fs::write(
+        &file,
+        r#"{"type": "task", "payload": {"task": {"instructions": "", "publish": {"mode": "later"}}}}"#,
+    )
+    .unwrap();
+    let mut args = submit(&[file.to_str().unwrap()]).unwrap();
+    args.client = client_args(&server.url(), &token);
+    let error = args.run(&mut Vec::new()).await.unwrap_err();
+    let JobsCliError::Client(ClientError::Api { errors, .. }) = &error else {
+        panic!("expected the API's field errors, got {error:?}");
+    };
+    assert!(errors.len() >= 2, "{errors:?}");
+    let shown = error.to_string();
+    let lines: Vec<&str> = shown.lines().skip(1).collect();
+    let expected: Vec<String> = errors
+        .iter()
+        .map(|e| format!("{}: {}", e.path, e.message))
+        .collect();
+    assert_eq!(lines, expected);
+
+    std::fs::write(&file, "{ not json").unwrap();
+    let mut args = submit(&[file.to_str().unwrap()]).unwrap();
+    args.client = client_args(&server.url(), &token);
+    let error = args.run(&mut Vec::new()).await.unwrap_err();
+    assert!(matches!(error, JobsCliError::Json { .. }), "{error:?}");
+    assert!(error.to_string().contains("job.json"), "{error}");
+}
+
+#[tokio::test]
+async fn jobs_list_prints_a_table_and_the_next_cursor() {
+    let server = start().await;
+    let operator = server.user(Role::Operator).await;
+    let token = server
+        .token("reader", queue::TokenKind::User, Some(Role::Viewer))
+        .await;
+    for objective in ["first", "second", "third"] {
+        let request = json!({"type": "task", "payload": {"repository": "octo/hello", "task": {"instructions": objective}}});
+        operator.create_job(&request).await.unwrap();
+    }
+    let parsed = Jobs::try_parse_from([
+        "jobs",
+        "list",
+        "--limit",
+        "2",
+        "--token",
+        &token,
+        "--server",
+        &server.url(),
+    ])
+    .unwrap();
+    let mut out = Vec::new();
+    parsed.command.run(&mut out).await.unwrap();
+    let out = output(out);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 4, "{out}");
+    assert!(lines[0].starts_with("ID "), "{out}");
+    // No step reported usage yet: the column is blank.
+    assert!(lines[1].ends_with("  1         third"), "{out}");
+    assert!(lines[2].ends_with("  1         second"), "{out}");
+    let cursor = lines[3]
+        .strip_prefix("next page: --cursor ")
+        .unwrap_or_else(|| panic!("no cursor line in {out}"));
+
+    let parsed = Jobs::try_parse_from([
+        "jobs",
+        "list",
+        "--limit",
+        "2",
+        "--cursor",
+        cursor,
+        "--json",
+        "--token",
+        &token,
+        "--server",
+        &server.url(),
+    ])
+    .unwrap();
+    let mut out = Vec::new();
+    parsed.command.run(&mut out).await.unwrap();
+    let page: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(page["items"].as_array().unwrap().len(), 1);
+    assert_eq!(page["items"][0]["payload"]["task"]["instructions"], "first");
+    assert_eq!(page["nextCursor"], serde_json::Value::Null);
+}
+
+#[tokio::test]
+async fn jobs_show_and_cancel_speak_about_the_job_and_a_bad_token_names_the_flag() {
+    let server = start().await;
+    let operator = server.user(Role::Operator).await;
+    let token = server
+        .token("ops", queue::TokenKind::User, Some(Role::Operator))
+        .await;
+    let id = operator
+        .create_job(&json!({"type": "task", "payload": {"repository": "octo/hello", "task": {"instructions": "x"}}}))
+        .await
+        .unwrap()
+        .id;
+    let url = server.url();
+    let run = |argv: Vec<&str>| {
+        let parsed = Jobs::try_parse_from(argv);
+        async move {
+            let mut out = Vec::new();
+            parsed
+                .unwrap()
+                .command
+                .run(&mut out)
+                .await
+                .map(|()| output(out))
+        }
+    };
+    let cancelled = run(vec![
+        "jobs", "cancel", &id, "--reason", "typo", "--token", &token, "--server", &url,
+    ])
+    .await
+    .unwrap();
+    assert_eq!(cancelled, format!("cancelled {id}\n"));
+    let shown = run(vec![
+        "jobs", "show", &id, "--token", &token, "--server", &url,
+    ])
+    .await
+    .unwrap();
+    assert!(
+        shown.contains("status      cancelled (attempt 0 of 3)"),
+        "{shown}"
+    );
+    assert!(shown.contains("by ops: typo"), "{shown}");
+    let missing = run(vec![
+        "jobs",
+        "show",
+        "0190a000-0000-7000-8000-000000000000",
+        "--token",
+        &token,
+        "--server",
+        &url,
+    ])
+    .await
+    .unwrap_err();
+    assert!(missing.to_string().contains("job_not_found"), "{missing}");
+    let refused = run(vec![
+        "jobs",
+        "list",
+        "--token",
+        "swu_wrong",
+        "--server",
+        &url,
+    ])
+    .await
+    .unwrap_err()
+    .to_string();
+    assert!(refused.contains("auth_failed"), "{refused}");
+    assert!(refused.contains("--token or STEPWISE_TOKEN"), "{refused}");
+    assert!(!refused.contains("swu_wrong"), "{refused}");
+}
+
+#[tokio::test]
+async fn jobs_events_follow_prints_live_events_and_stops_when_the_job_finishes() {
+    let server = start().await;
+    let operator = server.user(Role::Operator).await;
+    let worker = server.worker("w1").await;
+    let token = server
+        .token("reader", queue::TokenKind::User, Some(Role::Viewer))
+        .await;
+    let id = operator
+        .create_job(&json!({"type": "task", "payload": {"repository": "octo/hello", "task": {"instructions": "x", "publish": {"mode": "none"}}}}))
+        .await
+        .unwrap()
+        .id;
+    let claim = contract::api::ClaimBody {
+        capabilities: Some(vec!["codex".into(), "git".into()]),
+        ..Default::default()
+    };
+    worker.claim(&claim).await.unwrap().expect("a job");
+
+    let parsed = Jobs::try_parse_from([
+        "jobs",
+        "events",
+        &id,
+        "--follow",
+        "--token",
+        &token,
+        "--server",
+        &server.url(),
+    ])
+    .unwrap();
+    let following = tokio::spawn(async move {
+        let mut out = Vec::new();
+        parsed.command.run(&mut out).await.map(|()| output(out))
+    });
+    let started = contract::NewEvent {
+        kind: "task.step.started".into(),
+        message: "step 1".into(),
+        ..Default::default()
+    };
+    worker.append_event(&id, 1, &started).await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert!(
+        !following.is_finished(),
+        "the job still runs: it keeps following"
+    );
+    worker.complete(&id, 1, Some("done")).await.unwrap();
+    let out = tokio::time::timeout(std::time::Duration::from_secs(10), following)
+        .await
+        .expect("it stops once the job succeeded")
+        .unwrap()
+        .unwrap();
+    let kinds: Vec<&str> = out
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(5))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "job.created",
+            "job.claimed",
+            "task.step.started",
+            "job.completed"
+        ],
+        "{out}"
+    );
+    assert!(out.ends_with(&format!("job {id} is succeeded\n")), "{out}");
+
+    let parsed = Jobs::try_parse_from([
+        "jobs",
+        "events",
+        &id,
+        "--after",
+        "1",
+        "--json",
+        "--token",
+        &token,
+        "--server",
+        &server.url(),
+    ])
+    .unwrap();
+    let mut out = Vec::new();
+    parsed.command.run(&mut out).await.unwrap();
+    let events: Vec<JobEvent> = output(out)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(events.iter().all(|e| e.id > 1));
+    assert_eq!(events.last().unwrap().kind, "job.completed");
+}

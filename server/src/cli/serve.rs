@@ -1,0 +1,130 @@
+//! `stepwise serve`: opens the database, serves the whole site (`http::site`) with the
+//! embedded worker beside it, and stops gracefully on a signal.
+
+use tokio_util::sync::CancellationToken;
+use worker::runner::Shutdown;
+
+use super::config::Config;
+use super::db::open_queue;
+use super::error::CliError;
+use super::signal::shutdown_signal;
+use crate::http::auth::bootstrap_admin;
+use crate::http::site::router;
+use crate::http::{Limits, session};
+
+/// A line for the person who started the server. A closed stdout (a supervisor that drops
+/// it, a reader that stopped reading) must not bring the server down, as `println!` would.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+
+/// Opens the database, builds the router and serves until Ctrl-C or SIGTERM.
+pub async fn run(config: Config) -> Result<(), CliError> {
+    let queue = open_queue(&config.db, config.settings.defaults.clone()).await?;
+    let admin = bootstrap_admin(&queue).await.map_err(CliError::Bootstrap)?;
+    let stop = tokio_util::sync::CancellationToken::new();
+    let rescuer =
+        queue::Rescuer::new(queue.clone(), queue::RescuerConfig::default()).start(stop.clone());
+
+    // Stops the HTTP server; its streams end at once (the rest drains gracefully).
+    let http_stop = CancellationToken::new();
+    let app = router(
+        &config.site(),
+        queue.clone(),
+        Limits::default(),
+        http_stop.clone(),
+    );
+    let listener = tokio::net::TcpListener::bind(config.addr)
+        .await
+        .map_err(|source| CliError::Bind {
+            addr: config.addr.to_string(),
+            source,
+        })?;
+    let local = listener.local_addr().map_err(CliError::Serve)?;
+    // Printed, not logged: these are the lines a person looks for, and a log must never
+    // hold a secret. The admin token is shown this once.
+    if let Some(secret) = admin {
+        say!("created the first admin token (shown only now; keep it): {secret}");
+        say!("use it as `Authorization: Bearer <token>`; make more with `stepwise token create`");
+    }
+    let base = base_url(local);
+    let login = session::login_url(&queue, &base)
+        .await
+        .map_err(CliError::Bootstrap)?;
+    let minutes = session::LOGIN_CODE_TTL.as_secs() / 60;
+    say!("stepwise is running on {base}");
+    if login.contains("?code=") {
+        say!("log in to the dashboard (this link works once, for {minutes} minutes): {login}");
+    } else {
+        say!("log in to the dashboard with a user token: {login}");
+    }
+    let worker = Shutdown::default();
+    let embedded = match config.worker.clone() {
+        Some(agent) => Some(
+            super::worker::start_embedded(
+                &queue,
+                &base,
+                local.port(),
+                &config.db.data_dir,
+                agent,
+                worker.clone(),
+            )
+            .await?,
+        ),
+        None => None,
+    };
+    // The embedded worker talks to this server over HTTP, so the server stays up until the
+    // worker has drained (or handed back) its jobs; a second signal hands them back at once.
+    tokio::spawn({
+        let http_stop = http_stop.clone();
+        async move {
+            shutdown_signal().await;
+            worker.stop.cancel();
+            if let Some(embedded) = embedded {
+                tokio::select! {
+                    _ = embedded => {}
+                    _ = async {
+                        shutdown_signal().await;
+                        worker.hand_back.cancel();
+                        std::future::pending::<()>().await
+                    } => {}
+                }
+            }
+            http_stop.cancel();
+        }
+    });
+    let served = axum::serve(listener, app)
+        .with_graceful_shutdown(http_stop.cancelled_owned())
+        .await;
+    stop.cancel();
+    let _ = rescuer.await;
+    served.map_err(CliError::Serve)
+}
+
+/// Where a person on this machine reaches a listener: a wildcard bind is reached on loopback.
+fn base_url(local: std::net::SocketAddr) -> String {
+    let ip = match local.ip() {
+        ip if ip.is_unspecified() && ip.is_ipv4() => std::net::Ipv4Addr::LOCALHOST.into(),
+        ip if ip.is_unspecified() => std::net::Ipv6Addr::LOCALHOST.into(),
+        ip => ip,
+    };
+    format!("http://{}", std::net::SocketAddr::new(ip, local.port()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_wildcard_bind_is_reached_on_loopback() {
+        assert_eq!(
+            base_url("0.0.0.0:3000".parse().unwrap()),
+            "http://127.0.0.1:3000"
+        );
+        assert_eq!(base_url("[::]:80".parse().unwrap()), "http://[::1]:80");
+        assert_eq!(base_url("10.1.2.3:8".parse().unwrap()), "http://10.1.2.3:8");
+    }
+}

@@ -1,0 +1,50 @@
+//! `GET /api/openapi.json`: the API described from the handlers and types themselves, so
+//! the document cannot drift from the code.
+
+use axum::extract::State;
+use axum::routing::get;
+use axum::{Json, Router};
+use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
+use utoipa::{Modify, OpenApi};
+
+use super::{artifacts, jobs, stream, worker};
+use crate::http::auth::User;
+use crate::http::state::AppState;
+
+#[derive(OpenApi)]
+#[openapi(
+    info(title = "stepwise queue API", description = "A queue for coding-agent tasks. Every route needs `Authorization: Bearer <token>`."),
+    paths(
+        jobs::create, jobs::list, jobs::show, jobs::cancel, jobs::events, stream::stream_events, stream::stream_jobs,
+        artifacts::list, artifacts::download, artifacts::upload,
+        worker::claim, worker::heartbeat, worker::complete, worker::fail, worker::append_event, worker::ack_cancel,
+    ),
+    modifiers(&BearerAuth),
+    security(("bearer" = [])),
+    tags(
+        (name = "jobs", description = "Submit, read and cancel jobs (user tokens)"),
+        (name = "workers", description = "Claim and run jobs (worker tokens)"),
+        (name = "artifacts", description = "Logs, patches and results of a job"),
+    )
+)]
+pub struct ApiDoc;
+
+struct BearerAuth;
+
+impl Modify for BearerAuth {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer)),
+        );
+    }
+}
+
+pub fn router() -> Router<AppState> {
+    Router::new().route("/api/openapi.json", get(document))
+}
+
+async fn document(State(_): State<AppState>, _user: User) -> Json<utoipa::openapi::OpenApi> {
+    Json(ApiDoc::openapi())
+}

@@ -1,0 +1,198 @@
+//! Server-Sent Events, fed by the queue's notifications:
+//! - `GET /jobs/{id}/events/stream`: one job's timeline, replayed from `Last-Event-ID` (or
+//!   `?after=`) and then pushed live;
+//! - `GET /jobs/stream`: which jobs changed, for a live jobs list.
+
+use std::convert::Infallible;
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::routing::get;
+use contract::JobEvent;
+use futures_util::StreamExt;
+use futures_util::stream::{self, Stream};
+use queue::{NotificationKind, Queue};
+use serde::Deserialize;
+use tokio::sync::broadcast::error::RecvError;
+
+use super::extract::{ApiPath, ApiQuery};
+use crate::http::auth::{Reader, User};
+use crate::http::error::ApiError;
+use crate::http::state::AppState;
+use contract::api::ErrorBody;
+
+/// Events are read from the store in pages of this size while catching up.
+const PAGE: u32 = 500;
+
+/// A caught-up stream re-reads the store at least this often, notification or not.
+const RECHECK: std::time::Duration = std::time::Duration::from_secs(5);
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/jobs/{id}/events/stream", get(stream_events))
+        .route("/jobs/stream", get(stream_jobs))
+}
+
+/// One message of `GET /jobs/stream`.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct JobChange {
+    job_id: String,
+    /// `changed` (its row: state, lease, cancel request) or `progress` (its steps).
+    what: &'static str,
+}
+
+/// Named SSE events of `GET /jobs/stream`: a job changed, or the stream missed some
+/// changes and the client should read the list again.
+const JOB_EVENT: &str = "job";
+const RESYNC_EVENT: &str = "resync";
+
+#[utoipa::path(get, path = "/api/queue/jobs/stream", tag = "jobs",
+    responses((status = 200, description = "Server-Sent Events, one per change from now on: `job` with a JobChange (`what`: `changed` for its state, lease or cancel request; `progress` for its steps), or `resync` when some were missed and the list should be read again. Nothing is replayed: read the list first, then follow.", content_type = "text/event-stream", body = JobChange),
+        (status = 401, description = "no valid token", body = ErrorBody), (status = 403, description = "a worker token", body = ErrorBody)))]
+pub(crate) async fn stream_jobs(
+    State(state): State<AppState>,
+    _user: User,
+) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+    let notes = state.queue.subscribe();
+    let changes = stream::unfold(notes, |mut notes| async move {
+        loop {
+            let what = match notes.recv().await {
+                Ok(note) => match note.kind {
+                    NotificationKind::JobChanged => (note.job_id, "changed"),
+                    NotificationKind::StepProgress => (note.job_id, "progress"),
+                    _ => continue,
+                },
+                Err(RecvError::Lagged(_)) => {
+                    let event = Event::default().event(RESYNC_EVENT).data("{}");
+                    return Some((Ok(event), notes));
+                }
+                Err(RecvError::Closed) => return None,
+            };
+            let change = JobChange {
+                job_id: what.0,
+                what: what.1,
+            };
+            let data = serde_json::to_string(&change).unwrap_or_else(|_| "{}".into());
+            return Some((Ok(Event::default().event(JOB_EVENT).data(data)), notes));
+        }
+    });
+    let changes = changes.take_until(state.closing.clone().cancelled_owned());
+    Sse::new(changes).keep_alive(KeepAlive::new().interval(state.limits.keep_alive))
+}
+
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+struct StreamQuery {
+    after: Option<i64>,
+}
+
+#[utoipa::path(get, path = "/api/queue/jobs/{id}/events/stream", tag = "jobs",
+    params(("id" = String, Path), ("Last-Event-ID" = Option<i64>, Header, description = "resume after this event id"), StreamQuery),
+    responses((status = 200, description = "Server-Sent Events: `id` is the event id, `event` its kind, `data` the JobEvent JSON", content_type = "text/event-stream", body = String),
+        (status = 404, body = ErrorBody), (status = 401, description = "no valid token", body = ErrorBody), (status = 403, description = "the token may not do this", body = ErrorBody)))]
+async fn stream_events(
+    State(state): State<AppState>,
+    reader: Reader,
+    ApiPath(id): ApiPath<String>,
+    headers: HeaderMap,
+    ApiQuery(query): ApiQuery<StreamQuery>,
+) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
+    // Subscribe before the first read, so nothing appended in between is missed.
+    let notes = state.queue.subscribe();
+    reader.check_holds(&state.queue.get_job(&id).await?)?;
+    let after = headers
+        .get("last-event-id")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<i64>().ok())
+        .or(query.after)
+        .unwrap_or(0);
+    let tail = Tail {
+        queue: state.queue.clone(),
+        job_id: id,
+        after,
+        notes,
+        pending: Vec::new(),
+        done: false,
+    };
+    let events =
+        stream::unfold(tail, Tail::next).take_until(state.closing.clone().cancelled_owned());
+    Ok(Sse::new(events).keep_alive(KeepAlive::new().interval(state.limits.keep_alive)))
+}
+
+/// The state of one stream: where it is in the timeline and what it still has to send.
+struct Tail {
+    queue: Queue,
+    job_id: String,
+    after: i64,
+    notes: tokio::sync::broadcast::Receiver<queue::Notification>,
+    /// Read from the store, not yet sent; oldest last (popped from the end).
+    pending: Vec<JobEvent>,
+    done: bool,
+}
+
+impl Tail {
+    async fn next(mut self) -> Option<(Result<Event, Infallible>, Tail)> {
+        loop {
+            if let Some(event) = self.pending.pop() {
+                self.after = event.id;
+                return Some((Ok(to_sse(&event)), self));
+            }
+            if self.done {
+                return None;
+            }
+            match self.queue.list_events(&self.job_id, self.after, PAGE).await {
+                Ok(events) if !events.is_empty() => {
+                    self.pending = events.into_iter().rev().collect();
+                    continue;
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!(job_id = %self.job_id, error = %e, "event stream read failed");
+                    self.done = true;
+                    let event = Event::default()
+                        .event("error")
+                        .data("the event stream failed; reconnect to resume");
+                    return Some((Ok(event), self));
+                }
+            }
+            // Caught up: sleep until something about this job happens, or at most RECHECK:
+            // notifications are hints that can be lost (another replica's, relayed after
+            // its commit), and the store is the truth.
+            let woken = async {
+                loop {
+                    match self.notes.recv().await {
+                        Ok(note) if note.job_id == self.job_id => {
+                            if matches!(
+                                note.kind,
+                                NotificationKind::EventAppended { .. }
+                                    | NotificationKind::JobChanged
+                            ) {
+                                return true;
+                            }
+                        }
+                        Ok(_) => {}
+                        // Missed some: re-read from the store.
+                        Err(RecvError::Lagged(_)) => return true,
+                        Err(RecvError::Closed) => return false,
+                    }
+                }
+            };
+            if let Ok(false) = tokio::time::timeout(RECHECK, woken).await {
+                return None;
+            }
+        }
+    }
+}
+
+/// One SSE message: `id` is the event id (the resume cursor), `event` its kind.
+fn to_sse(event: &JobEvent) -> Event {
+    let data = serde_json::to_string(event).unwrap_or_else(|_| "{}".to_string());
+    Event::default()
+        .id(event.id.to_string())
+        .event(&event.kind)
+        .data(data)
+}

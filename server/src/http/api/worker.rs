@@ -1,0 +1,193 @@
+//! What workers do with jobs they hold: claim, heartbeat, report events, finish, and
+//! acknowledge a cancel. Every write carries the fence (the worker + the attempt it claimed).
+//! The bodies are the contract's (`contract::api`), which the worker's client sends.
+
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::routing::post;
+use axum::{Json, Router};
+use contract::api::{
+    ClaimBody, Claimed, CompleteBody, EventBody, FailBody, FenceBody, HeartbeatBody,
+};
+use contract::{FieldError, Job, JobEvent};
+use queue::ClaimRequest;
+
+use super::extract::ApiPath;
+use super::json::ApiJson;
+use crate::http::auth::Worker;
+use crate::http::error::ApiError;
+use crate::http::state::{AppState, Limits};
+use contract::api::ErrorBody;
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/jobs/claim", post(claim))
+        .route("/jobs/{id}/heartbeat", post(heartbeat))
+        .route("/jobs/{id}/complete", post(complete))
+        .route("/jobs/{id}/fail", post(fail))
+        .route("/jobs/{id}/events", post(append_event))
+        .route("/jobs/{id}/cancel/ack", post(ack_cancel))
+}
+
+fn lease(limits: &Limits, seconds: Option<u64>) -> Result<Duration, ApiError> {
+    match seconds {
+        None => Ok(limits.default_lease),
+        Some(0) => Err(field("leaseSeconds", "must be at least 1")),
+        Some(s) if Duration::from_secs(s) > limits.max_lease => Err(field(
+            "leaseSeconds",
+            format!("at most {} seconds", limits.max_lease.as_secs()),
+        )),
+        Some(s) => Ok(Duration::from_secs(s)),
+    }
+}
+
+fn field(path: &str, message: impl Into<String>) -> ApiError {
+    ApiError::invalid(vec![FieldError::new(path, message)])
+}
+
+#[utoipa::path(post, path = "/api/queue/jobs/claim", tag = "workers", request_body = ClaimBody,
+    responses((status = 200, description = "the claimed job, or null when none came within waitSeconds", body = Claimed), (status = 422, body = ErrorBody), (status = 401, description = "no valid worker token", body = ErrorBody), (status = 403, description = "not this worker's token", body = ErrorBody)))]
+async fn claim(
+    State(state): State<AppState>,
+    worker: Worker,
+    ApiJson(body): ApiJson<ClaimBody>,
+) -> Result<Json<Claimed>, ApiError> {
+    worker.check_worker_id(body.worker_id.as_deref())?;
+    let capabilities =
+        Worker::narrow(body.capabilities, &worker.token.capabilities).unwrap_or_default();
+    let request = ClaimRequest {
+        worker_id: worker.worker_id().to_string(),
+        capabilities: capabilities
+            .into_iter()
+            .map(|c| c.trim().to_lowercase())
+            .collect(),
+        allowed_types: Worker::narrow(body.allowed_types, &worker.token.allowed_job_types),
+        allowed_repositories: worker.token.allowed_repositories.clone(),
+        lease: lease(&state.limits, body.lease_seconds)?,
+    };
+    let wait = match body.wait_seconds {
+        None => Duration::ZERO,
+        // Clamped before it becomes a Duration: a huge number (1e20) is a long wait,
+        // not a reason to panic.
+        Some(s) if s.is_finite() && s >= 0.0 => {
+            let max = state.limits.max_claim_wait;
+            Duration::try_from_secs_f64(s).map_or(max, |wait| wait.min(max))
+        }
+        Some(_) => {
+            return Err(field(
+                "waitSeconds",
+                "must be a number of seconds, 0 or more",
+            ));
+        }
+    };
+    request.validate()?;
+    seen(
+        &state,
+        &request.worker_id,
+        Some(&request.capabilities),
+        body.worker_version.as_deref(),
+    )
+    .await?;
+    let job = if wait.is_zero() {
+        state.queue.claim(&request).await?
+    } else {
+        state.queue.claim_wait(&request, wait).await?
+    };
+    Ok(Json(Claimed { job }))
+}
+
+#[utoipa::path(post, path = "/api/queue/jobs/{id}/heartbeat", tag = "workers", params(("id" = String, Path, description = "the job id")), request_body = HeartbeatBody,
+    responses((status = 200, body = Job), (status = 409, description = "the lease is not this worker's and attempt's, or the job's state forbids it", body = ErrorBody), (status = 404, body = ErrorBody), (status = 422, body = ErrorBody), (status = 401, description = "no valid worker token", body = ErrorBody), (status = 403, description = "not this worker's token", body = ErrorBody)))]
+async fn heartbeat(
+    State(state): State<AppState>,
+    worker: Worker,
+    ApiPath(id): ApiPath<String>,
+    ApiJson(body): ApiJson<HeartbeatBody>,
+) -> Result<Json<Job>, ApiError> {
+    let fence = worker.fence(body.worker_id.as_deref(), body.attempt)?;
+    let lease = lease(&state.limits, body.lease_seconds)?;
+    seen(&state, worker.worker_id(), None, None).await?;
+    Ok(Json(state.queue.heartbeat(&id, &fence, lease).await?))
+}
+
+/// Notes that the worker is alive. Bookkeeping: a failure to write it is logged, never
+/// the worker's problem; only what the worker sent wrong (a NUL in its version) is.
+async fn seen(
+    state: &AppState,
+    id: &str,
+    capabilities: Option<&[String]>,
+    version: Option<&str>,
+) -> Result<(), ApiError> {
+    match state.queue.worker_seen(id, capabilities, version).await {
+        Ok(()) => Ok(()),
+        Err(error @ queue::QueueError::Invalid(_)) => Err(error.into()),
+        Err(error) => {
+            tracing::warn!(worker = %id, %error, "could not record the worker as seen");
+            Ok(())
+        }
+    }
+}
+
+#[utoipa::path(post, path = "/api/queue/jobs/{id}/complete", tag = "workers", params(("id" = String, Path, description = "the job id")), request_body = CompleteBody,
+    responses((status = 200, body = Job), (status = 409, description = "the lease is not this worker's and attempt's, or the job's state forbids it", body = ErrorBody), (status = 404, body = ErrorBody), (status = 422, body = ErrorBody), (status = 401, description = "no valid worker token", body = ErrorBody), (status = 403, description = "not this worker's token", body = ErrorBody)))]
+async fn complete(
+    State(state): State<AppState>,
+    worker: Worker,
+    ApiPath(id): ApiPath<String>,
+    ApiJson(body): ApiJson<CompleteBody>,
+) -> Result<Json<Job>, ApiError> {
+    let fence = worker.fence(body.worker_id.as_deref(), body.attempt)?;
+    Ok(Json(
+        state
+            .queue
+            .complete(&id, &fence, body.result_summary)
+            .await?,
+    ))
+}
+
+#[utoipa::path(post, path = "/api/queue/jobs/{id}/fail", tag = "workers", params(("id" = String, Path, description = "the job id")), request_body = FailBody,
+    responses((status = 200, body = Job), (status = 409, description = "the lease is not this worker's and attempt's, or the job's state forbids it", body = ErrorBody), (status = 404, body = ErrorBody), (status = 422, body = ErrorBody), (status = 401, description = "no valid worker token", body = ErrorBody), (status = 403, description = "not this worker's token", body = ErrorBody)))]
+async fn fail(
+    State(state): State<AppState>,
+    worker: Worker,
+    ApiPath(id): ApiPath<String>,
+    ApiJson(body): ApiJson<FailBody>,
+) -> Result<Json<Job>, ApiError> {
+    let fence = worker.fence(body.worker_id.as_deref(), body.attempt)?;
+    Ok(Json(
+        state
+            .queue
+            .fail(&id, &fence, body.error_message, body.retryable)
+            .await?,
+    ))
+}
+
+#[utoipa::path(post, path = "/api/queue/jobs/{id}/events", tag = "workers", params(("id" = String, Path, description = "the job id")), request_body = EventBody,
+    responses((status = 200, body = JobEvent), (status = 409, description = "the lease is not this worker's and attempt's, or the job's state forbids it", body = ErrorBody), (status = 404, body = ErrorBody), (status = 422, body = ErrorBody), (status = 401, description = "no valid worker token", body = ErrorBody), (status = 403, description = "not this worker's token", body = ErrorBody)))]
+async fn append_event(
+    State(state): State<AppState>,
+    worker: Worker,
+    ApiPath(id): ApiPath<String>,
+    ApiJson(body): ApiJson<EventBody>,
+) -> Result<Json<JobEvent>, ApiError> {
+    let fence = worker.fence(body.worker_id.as_deref(), body.attempt)?;
+    Ok(Json(
+        state
+            .queue
+            .append_event(&id, &fence, body.into_event())
+            .await?,
+    ))
+}
+
+#[utoipa::path(post, path = "/api/queue/jobs/{id}/cancel/ack", tag = "workers", params(("id" = String, Path, description = "the job id")), request_body = FenceBody,
+    responses((status = 200, body = Job), (status = 409, description = "the lease is not this worker's and attempt's, or the job's state forbids it", body = ErrorBody), (status = 404, body = ErrorBody), (status = 422, body = ErrorBody), (status = 401, description = "no valid worker token", body = ErrorBody), (status = 403, description = "not this worker's token", body = ErrorBody)))]
+async fn ack_cancel(
+    State(state): State<AppState>,
+    worker: Worker,
+    ApiPath(id): ApiPath<String>,
+    ApiJson(body): ApiJson<FenceBody>,
+) -> Result<Json<Job>, ApiError> {
+    let fence = worker.fence(body.worker_id.as_deref(), body.attempt)?;
+    Ok(Json(state.queue.ack_cancel(&id, &fence).await?))
+}

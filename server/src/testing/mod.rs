@@ -1,0 +1,77 @@
+//! Test fixtures shared by the API, CLI, site and hostile tests: a real queue on a
+//! temporary SQLite file, the API router over it, and tokens minted straight into it
+//! (here); the same on a real socket (`server`); the whole site (`site`); and pages read
+//! as a browser reads them (`html`).
+
+pub mod html;
+pub mod server;
+pub mod site;
+
+use std::time::Duration;
+
+use axum::Router;
+use queue::{Queue, Role, TokenKind};
+
+use crate::http::api::router;
+use crate::http::auth::{Scope, mint};
+use crate::http::{AppState, Limits};
+
+pub struct Fixture {
+    pub queue: Queue,
+    pub router: Router,
+    /// The router's `closing`: cancel it to end its streams, as a shutdown does.
+    pub closing: tokio_util::sync::CancellationToken,
+    _dir: tempfile::TempDir,
+}
+
+pub async fn fixture(artifact_limit: u64) -> Fixture {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let db = queue::Database::open_data_dir(&dir.path().join("data"))
+        .await
+        .expect("the SQLite database opens");
+    let mut config = queue::QueueConfig::new(dir.path().join("artifacts"));
+    config.max_artifact_bytes = artifact_limit;
+    let queue = Queue::open(db, config).await.expect("the queue opens");
+    queue.migrate().await.expect("migrations run");
+    // Short keep-alives, so stream tests see traffic without waiting.
+    let limits = Limits {
+        keep_alive: Duration::from_secs(1),
+        ..Limits::default()
+    };
+    let closing = tokio_util::sync::CancellationToken::new();
+    let router = router(artifact_limit).with_state(AppState {
+        queue: queue.clone(),
+        limits,
+        closing: closing.clone(),
+    });
+    Fixture {
+        queue,
+        router,
+        closing,
+        _dir: dir,
+    }
+}
+
+impl Fixture {
+    /// A stored token's secret; `capabilities` scopes a worker token.
+    pub async fn token(
+        &self,
+        name: &str,
+        kind: TokenKind,
+        role: Option<Role>,
+        capabilities: Option<Vec<&str>>,
+    ) -> String {
+        let scope = Scope {
+            role,
+            capabilities: capabilities.map(|c| c.into_iter().map(String::from).collect()),
+            allowed_repositories: None,
+            allowed_job_types: None,
+        };
+        let minted = mint(name, kind, scope).expect("a token");
+        self.queue
+            .create_token(minted.record)
+            .await
+            .expect("the token is stored");
+        minted.secret
+    }
+}
