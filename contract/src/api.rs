@@ -93,45 +93,25 @@ pub enum ErrorCode {
     InternalError,
 }
 
+crate::wire_names!(ErrorCode, "error code", exact {
+    AuthFailed = "auth_failed",
+    NotAuthorized = "not_authorized",
+    WorkerAuthFailed = "worker_auth_failed",
+    WorkerNotAuthorized = "worker_not_authorized",
+    InvalidRequest = "invalid_request",
+    InvalidQueuePayload = "invalid_queue_payload",
+    PayloadTooLarge = "payload_too_large",
+    JobNotFound = "job_not_found",
+    ArtifactNotFound = "artifact_not_found",
+    TokenNotFound = "token_not_found",
+    JobOwnershipMismatch = "job_ownership_mismatch",
+    JobStateConflict = "job_state_conflict",
+    RouteNotFound = "route_not_found",
+    MethodNotAllowed = "method_not_allowed",
+    InternalError = "internal_error",
+});
+
 impl ErrorCode {
-    pub const ALL: [ErrorCode; 15] = [
-        ErrorCode::AuthFailed,
-        ErrorCode::NotAuthorized,
-        ErrorCode::WorkerAuthFailed,
-        ErrorCode::WorkerNotAuthorized,
-        ErrorCode::InvalidRequest,
-        ErrorCode::InvalidQueuePayload,
-        ErrorCode::PayloadTooLarge,
-        ErrorCode::JobNotFound,
-        ErrorCode::ArtifactNotFound,
-        ErrorCode::TokenNotFound,
-        ErrorCode::JobOwnershipMismatch,
-        ErrorCode::JobStateConflict,
-        ErrorCode::RouteNotFound,
-        ErrorCode::MethodNotAllowed,
-        ErrorCode::InternalError,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ErrorCode::AuthFailed => "auth_failed",
-            ErrorCode::NotAuthorized => "not_authorized",
-            ErrorCode::WorkerAuthFailed => "worker_auth_failed",
-            ErrorCode::WorkerNotAuthorized => "worker_not_authorized",
-            ErrorCode::InvalidRequest => "invalid_request",
-            ErrorCode::InvalidQueuePayload => "invalid_queue_payload",
-            ErrorCode::PayloadTooLarge => "payload_too_large",
-            ErrorCode::JobNotFound => "job_not_found",
-            ErrorCode::ArtifactNotFound => "artifact_not_found",
-            ErrorCode::TokenNotFound => "token_not_found",
-            ErrorCode::JobOwnershipMismatch => "job_ownership_mismatch",
-            ErrorCode::JobStateConflict => "job_state_conflict",
-            ErrorCode::RouteNotFound => "route_not_found",
-            ErrorCode::MethodNotAllowed => "method_not_allowed",
-            ErrorCode::InternalError => "internal_error",
-        }
-    }
-
     /// The HTTP status of an answer with this code.
     pub fn status(self) -> u16 {
         match self {
@@ -154,13 +134,7 @@ impl ErrorCode {
     }
 
     pub fn parse(code: &str) -> Option<ErrorCode> {
-        ErrorCode::ALL.into_iter().find(|c| c.as_str() == code)
-    }
-}
-
-impl fmt::Display for ErrorCode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+        code.parse().ok()
     }
 }
 
