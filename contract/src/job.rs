@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 pub use crate::usage::StepUsage;
+use crate::wire::JobType;
 use crate::wire_names;
 
 /// Where a job is in its life. Closed: a new state is a breaking change for every client.
@@ -118,6 +119,37 @@ pub struct Job {
 }
 
 impl Job {
+    /// A task just queued: no attempt yet, no lease, nothing reported, created `now`, with
+    /// the contract's default priority and attempts. Set what a caller knows with struct
+    /// update syntax (`Job { priority, ..Job::queued(id, payload, now) }`).
+    pub fn queued(id: String, payload: Value, now: DateTime<Utc>) -> Job {
+        Job {
+            id,
+            job_type: JobType::Task.as_str().to_string(),
+            status: JobState::Queued,
+            priority: crate::limits::DEFAULT_PRIORITY,
+            payload,
+            affinity_key: None,
+            required_capabilities: Vec::new(),
+            created_by_user_id: None,
+            attempt: 0,
+            max_attempts: crate::limits::DEFAULT_MAX_ATTEMPTS,
+            next_attempt_at: now,
+            claimed_by: None,
+            lease_expires_at: None,
+            cancel_requested_at: None,
+            cancel_requested_by_user_id: None,
+            cancel_reason: None,
+            result_summary: None,
+            error_message: None,
+            started_at: None,
+            finished_at: None,
+            created_at: now,
+            updated_at: now,
+            usage: None,
+        }
+    }
+
     /// A running job whose cancel was requested: the worker should stop and acknowledge.
     pub fn cancel_requested(&self) -> bool {
         self.cancel_requested_at.is_some()

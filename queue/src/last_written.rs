@@ -61,29 +61,8 @@ mod tests {
     fn test_job(id: &str) -> Job {
         let at = DateTime::from_timestamp(1_800_000_000, 0).unwrap_or_default();
         Job {
-            id: id.into(),
-            job_type: "task".into(),
-            status: JobState::Queued,
-            priority: 0,
-            payload: serde_json::json!({}),
-            affinity_key: None,
-            required_capabilities: vec![],
-            created_by_user_id: None,
-            attempt: 0,
             max_attempts: 3,
-            next_attempt_at: at,
-            claimed_by: None,
-            lease_expires_at: None,
-            cancel_requested_at: None,
-            cancel_requested_by_user_id: None,
-            cancel_reason: None,
-            result_summary: None,
-            error_message: None,
-            started_at: None,
-            finished_at: None,
-            created_at: at,
-            updated_at: at,
-            usage: None,
+            ..Job::queued(id.into(), serde_json::json!({}), at)
         }
     }
 

@@ -463,29 +463,13 @@ mod tests {
 
     fn running(attempt: u32, max: u32) -> Job {
         Job {
-            id: "j".into(),
-            job_type: "task".into(),
             status: JobState::Running,
-            priority: 0,
-            payload: json!({}),
-            affinity_key: None,
-            required_capabilities: vec![],
-            created_by_user_id: None,
             attempt,
             max_attempts: max,
-            next_attempt_at: at(0),
             claimed_by: Some("w".into()),
             lease_expires_at: Some(at(10)),
-            cancel_requested_at: None,
-            cancel_requested_by_user_id: None,
-            cancel_reason: None,
-            result_summary: None,
-            error_message: None,
             started_at: Some(at(0)),
-            finished_at: None,
-            created_at: at(0),
-            updated_at: at(0),
-            usage: None,
+            ..Job::queued("j".into(), json!({}), at(0))
         }
     }
 

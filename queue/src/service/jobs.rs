@@ -45,29 +45,13 @@ impl Queue {
             .map_err(|e| QueueError::invalid("payload", e.to_string()))?;
         let now = self.now();
         let job = Job {
-            id: Uuid::now_v7().to_string(),
             job_type: task.job_type.as_str().to_string(),
-            status: JobState::Queued,
             priority: task.priority,
-            payload,
             affinity_key: task.affinity_key,
             required_capabilities: task.payload.required_capabilities.clone(),
             created_by_user_id: created_by.map(str::to_string),
-            attempt: 0,
             max_attempts: task.max_attempts,
-            next_attempt_at: now,
-            claimed_by: None,
-            lease_expires_at: None,
-            cancel_requested_at: None,
-            cancel_requested_by_user_id: None,
-            cancel_reason: None,
-            result_summary: None,
-            error_message: None,
-            started_at: None,
-            finished_at: None,
-            created_at: now,
-            updated_at: now,
-            usage: None,
+            ..Job::queued(Uuid::now_v7().to_string(), payload, now)
         };
         let repository = &task.payload.repository;
         if let Some(claimer) = self

@@ -31,29 +31,11 @@ fn submit(args: &[&str]) -> Result<SubmitArgs, clap::Error> {
 fn job(id: &str, status: JobState, payload: serde_json::Value) -> Job {
     let at = DateTime::from_timestamp_millis(1_771_322_400_123).unwrap();
     Job {
-        id: id.into(),
-        job_type: "task".into(),
         status,
-        priority: 0,
-        payload,
-        affinity_key: None,
         required_capabilities: vec!["codex".into(), "git".into()],
         created_by_user_id: Some("operator".into()),
-        attempt: 0,
         max_attempts: 3,
-        next_attempt_at: at,
-        claimed_by: None,
-        lease_expires_at: None,
-        cancel_requested_at: None,
-        cancel_requested_by_user_id: None,
-        cancel_reason: None,
-        result_summary: None,
-        error_message: None,
-        started_at: None,
-        finished_at: None,
-        created_at: at,
-        updated_at: at,
-        usage: None,
+        ..Job::queued(id.into(), payload, at)
     }
 }
 
