@@ -110,7 +110,7 @@ async fn stream_events(
         .and_then(|v| v.trim().parse::<i64>().ok())
         .or(query.after)
         .unwrap_or(0);
-    let tail = Tail {
+    let tail = EventFeed {
         queue: state.queue.clone(),
         job_id: id,
         after,
@@ -119,12 +119,12 @@ async fn stream_events(
         done: false,
     };
     let events =
-        stream::unfold(tail, Tail::next).take_until(state.closing.clone().cancelled_owned());
+        stream::unfold(tail, EventFeed::next).take_until(state.closing.clone().cancelled_owned());
     Ok(Sse::new(events).keep_alive(KeepAlive::new().interval(state.limits.keep_alive)))
 }
 
 /// The state of one stream: where it is in the timeline and what it still has to send.
-struct Tail {
+struct EventFeed {
     queue: Queue,
     job_id: String,
     after: i64,
@@ -134,8 +134,8 @@ struct Tail {
     done: bool,
 }
 
-impl Tail {
-    async fn next(mut self) -> Option<(Result<Event, Infallible>, Tail)> {
+impl EventFeed {
+    async fn next(mut self) -> Option<(Result<Event, Infallible>, EventFeed)> {
         loop {
             if let Some(event) = self.pending.pop() {
                 self.after = event.id;
