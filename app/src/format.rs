@@ -1,7 +1,8 @@
 //! How jobs read on a page: shaped on the server, so SSR and hydration show the same text.
 
+use contract::events::StepIndex;
 use contract::job::task;
-use contract::timeline::{self, StepState, Timeline};
+use contract::timeline::{StepState, Timeline};
 use contract::{Job, NormalizedTask};
 
 use crate::views::{ArtifactView, CancelView, EventView, JobRow, JobView, LogTail, StepView};
@@ -166,7 +167,7 @@ pub fn job_view(data: JobData<'_>, now_ms: i64, waiting: Option<String>) -> JobV
     let tail = timeline.latest_started().map(|i| {
         let mut lines: Vec<String> = latest
             .iter()
-            .filter(|e| e.kind == task::STEP_LOG && timeline::step_index(e) == Some(i))
+            .filter(|e| e.kind == task::STEP_LOG && StepIndex::of(e) == Some(i))
             .flat_map(|e| e.message.lines().map(str::to_string).collect::<Vec<_>>())
             .collect();
         let cut = lines.len().saturating_sub(TAIL_LINES);

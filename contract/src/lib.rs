@@ -11,8 +11,9 @@
 //! [`derive_capabilities`] list filled in, and stable under re-normalization. The
 //! worker asks it for [`NormalizedTask::skills`] to prepare, then for each of
 //! [`NormalizedTask::resolved_steps`] runs one agent invocation with [`prompt()`].
-//! Whoever reads the job back folds its events into a [`Timeline`] (each step's and
-//! stage's state) with the same code, in the browser as on the server.
+//! It reports each step through the typed payloads of [`events`]; whoever reads the job
+//! back folds those events into a [`Timeline`] (each step's and stage's state) with the
+//! same code, in the browser as on the server.
 //!
 //! # Decisions
 //!
@@ -30,6 +31,7 @@ pub mod capabilities;
 pub mod checklist;
 pub mod defaults;
 pub mod error;
+pub mod events;
 pub mod job;
 pub mod limits;
 pub mod model;

@@ -1,21 +1,16 @@
 //! Step resolution: the concrete list of agent invocations a task makes.
 
-use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::model::TaskSpec;
 use crate::wire::SkillSelection;
 
-/// One step as the worker runs it. Serializes with the step-event field names
-/// (`stepIndex`, `stepId`, `effectiveSkill`, `hasStepInstructions`) so it can be put
-/// into `task.step.*` events directly.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+/// One step as the worker runs it. Its events name it by a
+/// [`StepRef`](crate::events::StepRef) made from it.
+#[derive(Debug, Clone, PartialEq)]
 pub struct ResolvedStep {
     /// 0-based position in the task.
-    #[serde(rename = "stepIndex")]
     pub index: usize,
-    #[serde(rename = "stepId")]
     pub id: String,
     pub title: Option<String>,
     pub instructions: Option<String>,

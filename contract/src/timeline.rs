@@ -11,6 +11,7 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use crate::events::{StageFinished, StageStarted, StepIndex, TaskEvent};
 use crate::job::{JobEvent, task};
 use crate::modes::ParseModeError;
 use crate::usage::StepUsage;
@@ -77,12 +78,10 @@ wire_names!(StageState, "stage state", exact {
 });
 
 impl StageState {
-    /// A finished stage's `outcome`; the running and pending states are no outcome.
-    fn of_outcome(outcome: &str) -> Option<StageState> {
-        Self::ALL
-            .into_iter()
-            .filter(|s| !matches!(s, StageState::Pending | StageState::Running))
-            .find(|s| s.as_str() == outcome)
+    /// Whether a finished stage can end in this state: the running and pending states are
+    /// no outcome.
+    pub fn is_outcome(self) -> bool {
+        !matches!(self, StageState::Pending | StageState::Running)
     }
 }
 
@@ -166,7 +165,7 @@ impl Timeline {
     }
 
     fn apply_step(&mut self, event: &JobEvent, state: StepState) {
-        let Some(step) = step_index(event).and_then(|i| self.steps.get_mut(i)) else {
+        let Some(step) = StepIndex::of(event).and_then(|i| self.steps.get_mut(i)) else {
             return;
         };
         step.state = state;
@@ -182,24 +181,20 @@ impl Timeline {
     }
 
     fn apply_stage(&mut self, event: &JobEvent) {
-        let Some(name) = event.payload.get("stage").and_then(|s| s.as_str()) else {
+        let (name, state) = if let Some(started) = StageStarted::read(event) {
+            (started.stage, StageState::Running)
+        } else if let Some(finished) = StageFinished::read(event) {
+            match finished.outcome {
+                None => (finished.stage, StageState::Succeeded),
+                Some(outcome) if outcome.is_outcome() => (finished.stage, outcome),
+                Some(_) => return,
+            }
+        } else {
             return;
         };
-        let Some(i) = task::STAGES.iter().position(|s| *s == name) else {
-            return;
-        };
-        let state = match event.kind.as_str() {
-            task::STAGE_STARTED => StageState::Running,
-            task::STAGE_FINISHED => match event.payload.get("outcome").and_then(|o| o.as_str()) {
-                None => StageState::Succeeded,
-                Some(outcome) => match StageState::of_outcome(outcome) {
-                    Some(state) => state,
-                    None => return,
-                },
-            },
-            _ => return,
-        };
-        self.stages[i] = state;
+        if let Some(i) = task::STAGES.iter().position(|s| *s == name) {
+            self.stages[i] = state;
+        }
     }
 
     /// Each stage's full name with its state, in the order the stages run.
@@ -220,12 +215,6 @@ impl Timeline {
             .max_by_key(|(_, at)| *at)
             .map(|(i, _)| i)
     }
-}
-
-/// The step a step event (a log line too) is about: its payload's `stepIndex`.
-pub fn step_index(event: &JobEvent) -> Option<usize> {
-    let index = event.payload.get("stepIndex")?.as_u64()?;
-    usize::try_from(index).ok()
 }
 
 #[cfg(test)]

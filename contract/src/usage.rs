@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::error::FieldError;
+use crate::events::ReportedUsage;
 use crate::job::task;
 
 /// What one step's agent invocation used, as its CLI reported it: the `usage` of
@@ -51,10 +52,13 @@ impl StepUsage {
         if kind != task::STEP_FINISHED && kind != task::STEP_FAILED {
             return Ok(None);
         }
-        let Some(raw) = payload.get("usage").filter(|v| !v.is_null()) else {
+        let reported = ReportedUsage::deserialize(payload)
+            .ok()
+            .and_then(|r| r.usage);
+        let Some(raw) = reported.filter(|v| !v.is_null()) else {
             return Ok(None);
         };
-        let usage = StepUsage::deserialize(raw).map_err(|e| {
+        let usage = StepUsage::deserialize(&raw).map_err(|e| {
             FieldError::new(
                 "payload.usage",
                 format!("must be {{inputTokens, cachedInputTokens, outputTokens, reasoningTokens: non-negative integers, costUsd: a non-negative number}}: {e}"),

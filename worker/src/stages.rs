@@ -6,29 +6,31 @@
 //! artifact files, already redacted. Whoever holds the other end sends them to the server
 //! (the claim loop) or keeps them (tests); the stages never talk HTTP themselves.
 //!
-//! Past 500 lines because prepare and publish still live here beside the runner; the step
-//! itself already has its own file (`stages/step.rs`), and those two are next.
+//! Each stage has its own file: `stages/prepare.rs`, `stages/execute.rs` (the steps),
+//! `stages/publish.rs`. What is here is what they share: the run, its logs and reports.
 
 use std::io::Write;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use contract::job::task;
-use contract::{EventLevel, NormalizedTask, ResolvedStep, limits};
-use serde_json::{Value, json};
+use contract::events::{StageFinished, StageStarted, TaskEvent};
+use contract::{EventLevel, NormalizedTask, StageState, limits};
+use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::git::{self, MirrorCache};
+use crate::git::MirrorCache;
 use crate::logins::{self, Logins};
 use crate::process::{Budget, Limits};
-use crate::publish::{self, Identity, PublishRequest};
+use crate::publish::Identity;
 use crate::redact::Redactor;
 use crate::runtime::{Binaries, Endpoints};
 use crate::workspace::Workspace;
 
-mod step;
-use step::StepEnd;
+mod execute;
+mod prepare;
+mod publish;
+use prepare::Prepared;
 
 /// Something the run reports, in the order it happened.
 #[derive(Debug, Clone, PartialEq)]
@@ -185,28 +187,6 @@ impl Log {
     }
 }
 
-/// Why the prepare stage's work stopped short.
-enum Stop {
-    Failed(String),
-    Cancelled,
-}
-
-impl From<String> for Stop {
-    fn from(message: String) -> Stop {
-        Stop::Failed(message)
-    }
-}
-
-impl From<git::GitError> for Stop {
-    fn from(error: git::GitError) -> Stop {
-        if error.is_cancelled() {
-            Stop::Cancelled
-        } else {
-            Stop::Failed(error.to_string())
-        }
-    }
-}
-
 impl Run<'_> {
     /// The prepare stage's git: its own timeout, stopped by the job's cancel.
     fn prepare_budget(&self) -> Budget {
@@ -233,10 +213,12 @@ impl Run<'_> {
         )
     }
 
-    fn event(&self, kind: &str, level: EventLevel, message: &str, mut payload: Value) {
+    /// Reports `event` with `message`, both redacted.
+    fn event<E: TaskEvent>(&self, level: EventLevel, message: &str, event: &E) {
+        let mut payload = Value::Object(event.payload());
         self.redactor.redact_json(&mut payload);
         let _ = self.reports.send(Report::Event {
-            kind: kind.into(),
+            kind: E::KIND.into(),
             level,
             message: self
                 .redactor
@@ -271,35 +253,33 @@ impl Run<'_> {
     /// The patch from `from` (a snapshot or commit) to the working copy now, as artifact
     /// `name`. A patch is a convenience for reading; failing to make one stops nothing.
     async fn patch_artifact(&self, ws: &Workspace, name: &str, from: &str, budget: &Budget) {
-        let Ok(now) = publish::snapshot(&ws.repo, budget).await else {
+        let Ok(now) = crate::publish::snapshot(&ws.repo, budget).await else {
             return;
         };
-        if let Ok(patch) = publish::diff(&ws.repo, from, &now, budget).await {
+        if let Ok(patch) = crate::publish::diff(&ws.repo, from, &now, budget).await {
             let _ = self.write_artifact(ws, name, &patch);
         }
     }
 
     fn stage_started(&self, stage: &str) {
-        self.event(
-            task::STAGE_STARTED,
-            EventLevel::Info,
-            stage,
-            json!({ "stage": stage }),
-        );
+        let started = StageStarted {
+            stage: stage.into(),
+        };
+        self.event(EventLevel::Info, stage, &started);
     }
 
-    fn stage_finished(&self, stage: &str, outcome: &str, started: Instant) {
+    fn stage_finished(&self, stage: &str, outcome: StageState, started: Instant) {
         let level = match outcome {
-            "failed" => EventLevel::Error,
-            "cancelled" => EventLevel::Warn,
+            StageState::Failed => EventLevel::Error,
+            StageState::Cancelled => EventLevel::Warn,
             _ => EventLevel::Info,
         };
-        self.event(
-            task::STAGE_FINISHED,
-            level,
-            &format!("{stage} {outcome}"),
-            json!({ "stage": stage, "outcome": outcome, "durationMs": started.elapsed().as_millis() as u64 }),
-        );
+        let finished = StageFinished {
+            stage: stage.into(),
+            outcome: Some(outcome),
+            duration_ms: Some(started.elapsed().as_millis() as u64),
+        };
+        self.event(level, &format!("{stage} {outcome}"), &finished);
     }
 
     async fn go(&mut self, job_id: &str) -> TaskOutcome {
@@ -313,333 +293,4 @@ impl Run<'_> {
         }
         self.publish(&prepared).await
     }
-
-    async fn prepare(&mut self, job_id: &str) -> Result<Prepared, TaskOutcome> {
-        const STAGE: &str = task::STAGE_PREPARE;
-        let started = Instant::now();
-        self.stage_started(STAGE);
-        let failed = |run: &Run<'_>, message: &str| {
-            run.stage_finished(STAGE, "failed", started);
-            TaskOutcome::Failed {
-                stage: STAGE,
-                message: run.redactor.redact(message).into_owned(),
-            }
-        };
-        let ws = match Workspace::create(&self.config.workdir, job_id) {
-            Ok(ws) => ws,
-            Err(e) => return Err(failed(self, &e.to_string())),
-        };
-        let mut log = Log::open(&ws, task::stage_log(STAGE));
-        if let Some(logins) = &self.config.logins {
-            let mode = self.task.payload.task.runtime.mode;
-            match logins.install(mode, &ws.home) {
-                Ok(copies) => {
-                    let names: Vec<String> = copies
-                        .iter()
-                        .filter_map(|c| c.strip_prefix(&ws.home).ok())
-                        .map(|c| format!("~/{}", c.display()))
-                        .collect();
-                    let said = if names.is_empty() {
-                        format!("no {mode} login found in {}", logins.home.display())
-                    } else {
-                        format!("{mode} login shared: {}", names.join(", "))
-                    };
-                    log.line(self.redactor, &said);
-                    self.login_copies = copies;
-                }
-                Err(e) => log.line(self.redactor, &format!("{mode} login not shared: {e}")),
-            }
-        }
-        match self.prepare_in(&ws, &mut log, job_id).await {
-            Ok(prepared) => {
-                self.artifact(log);
-                self.stage_finished(STAGE, "succeeded", started);
-                self.ws = Some(ws);
-                Ok(prepared)
-            }
-            Err(Stop::Failed(message)) => {
-                log.line(self.redactor, &message);
-                self.artifact(log);
-                Err(failed(self, &message))
-            }
-            Err(Stop::Cancelled) => {
-                log.line(self.redactor, "stopped: the job was cancelled");
-                self.artifact(log);
-                self.stage_finished(STAGE, "cancelled", started);
-                Err(TaskOutcome::Cancelled {
-                    stage: STAGE,
-                    stop: Duration::ZERO,
-                })
-            }
-        }
-    }
-
-    /// The prepare stage's work, logged as it goes; the first failure ends it.
-    async fn prepare_in(
-        &self,
-        ws: &Workspace,
-        log: &mut Log,
-        job_id: &str,
-    ) -> Result<Prepared, Stop> {
-        let budget = self.prepare_budget();
-        let payload = &self.task.payload;
-        let url = git::clone_url(&payload.repository, &self.config.github);
-        log.line(self.redactor, &format!("repository {url}"));
-        let mirror = self
-            .config
-            .mirrors
-            .refresh(&url, self.credentials.repo.as_deref(), &budget)
-            .await?;
-        let how = if mirror.cloned { "cloned" } else { "updated" };
-        log.line(
-            self.redactor,
-            &format!("{how} mirror {}", mirror.path.display()),
-        );
-        let working = payload
-            .task
-            .git
-            .new_branch
-            .clone()
-            .unwrap_or_else(|| git::generated_branch(job_id, &payload.task.instructions));
-        let starting = payload.task.git.starting_branch.as_deref();
-        let checkout =
-            git::checkout(&mirror.path, &url, &ws.repo, starting, &working, &budget).await?;
-        log.line(
-            self.redactor,
-            &format!(
-                "on {} from {} ({}), default branch {}",
-                checkout.working_branch,
-                checkout.starting_branch,
-                checkout.base_commit,
-                checkout.default_branch
-            ),
-        );
-        let skills = ws
-            .materialize_skills(&self.config.skills_dir, &self.task.skills())
-            .map_err(|e| e.to_string())?;
-        for skill in &skills {
-            let missing: Vec<&str> = skill
-                .required_capabilities
-                .iter()
-                .filter(|c| !self.config.capabilities.contains(c))
-                .map(String::as_str)
-                .collect();
-            if !missing.is_empty() {
-                return Err(Stop::Failed(format!(
-                    "skill {:?} needs {}, which this worker does not offer",
-                    skill.id,
-                    missing.join(", ")
-                )));
-            }
-            log.line(self.redactor, &format!("skill {} ready", skill.id));
-        }
-        ws.link_skills().map_err(|e| e.to_string())?;
-        let steps = self.task.resolved_steps();
-        let mut context = json!({
-            "jobId": job_id,
-            "repository": payload.repository,
-            "cloneUrl": url,
-            "runtime": payload.task.runtime,
-            "publish": payload.task.publish,
-            "git": {
-                "defaultBranch": checkout.default_branch,
-                "startingBranch": checkout.starting_branch,
-                "workingBranch": checkout.working_branch,
-                "baseCommit": checkout.base_commit,
-            },
-            "skills": skills.iter().map(|s| s.id.clone()).collect::<Vec<_>>(),
-            "steps": steps.iter().map(|s| json!({
-                "stepIndex": s.index, "stepId": s.id, "title": s.title,
-                "effectiveSkill": s.effective_skill,
-            })).collect::<Vec<_>>(),
-            "workspace": {
-                "repo": ws.repo, "home": ws.home,
-                "skillsActive": ws.skills_active, "artifacts": ws.artifacts,
-            },
-        });
-        self.redactor.redact_json(&mut context);
-        self.write_artifact(ws, task::TASK_CONTEXT, &format!("{context:#}\n"))?;
-        Ok(Prepared { checkout })
-    }
-
-    async fn execute(&mut self, steps: &[ResolvedStep]) -> Result<(), TaskOutcome> {
-        const STAGE: &str = task::STAGE_EXECUTE;
-        let ws = self.ws.clone().expect("prepare made the workspace");
-        let started = Instant::now();
-        if self.cancel.is_cancelled() {
-            return Err(TaskOutcome::Cancelled {
-                stage: task::STAGE_PREPARE,
-                stop: Duration::ZERO,
-            });
-        }
-        self.stage_started(STAGE);
-        let mut log = Log::open(&ws, task::stage_log(STAGE));
-        self.event(
-            task::STEPS_PLAN,
-            EventLevel::Info,
-            &format!("{} step(s)", steps.len()),
-            json!({ "count": steps.len(), "stepIds": steps.iter().map(|s| s.id.clone()).collect::<Vec<_>>() }),
-        );
-        for step in steps {
-            if self.cancel.is_cancelled() {
-                self.artifact(log);
-                self.stage_finished(STAGE, "cancelled", started);
-                return Err(TaskOutcome::Cancelled {
-                    stage: STAGE,
-                    stop: Duration::ZERO,
-                });
-            }
-            match self.step(&ws, step, steps.len(), &mut log).await {
-                StepEnd::Succeeded => {}
-                StepEnd::Failed(message) => {
-                    self.artifact(log);
-                    self.stage_finished(STAGE, "failed", started);
-                    return Err(TaskOutcome::Failed {
-                        stage: STAGE,
-                        message,
-                    });
-                }
-                StepEnd::Cancelled(stop) => {
-                    self.artifact(log);
-                    self.stage_finished(STAGE, "cancelled", started);
-                    return Err(TaskOutcome::Cancelled { stage: STAGE, stop });
-                }
-            }
-        }
-        self.artifact(log);
-        self.stage_finished(STAGE, "succeeded", started);
-        Ok(())
-    }
-
-    async fn publish(&mut self, prepared: &Prepared) -> TaskOutcome {
-        const STAGE: &str = task::STAGE_PUBLISH;
-        let ws = self.ws.clone().expect("prepare made the workspace");
-        let started = Instant::now();
-        if self.cancel.is_cancelled() {
-            return TaskOutcome::Cancelled {
-                stage: STAGE,
-                stop: Duration::ZERO,
-            };
-        }
-        self.stage_started(STAGE);
-        let mut log = Log::open(&ws, task::stage_log(STAGE));
-        let checkout = &prepared.checkout;
-        let budget = self.publish_budget(true);
-        match publish::stray_commits(&ws.repo, &checkout.base_commit, &budget).await {
-            Ok(stray) if !stray.is_empty() => {
-                let message = format!("the agent committed on its own: {}", stray.join("; "));
-                log.line(self.redactor, &message);
-                self.event(
-                    task::WARNING,
-                    EventLevel::Warn,
-                    &message,
-                    json!({ "commits": stray }),
-                );
-            }
-            _ => {}
-        }
-        self.patch_artifact(&ws, task::CHANGES_PATCH, &checkout.base_commit, &budget)
-            .await;
-        let settings = &self.task.payload.task.publish;
-        let objective_line = self
-            .task
-            .payload
-            .task
-            .instructions
-            .lines()
-            .next()
-            .unwrap_or_default();
-        // What leaves for the git host is redacted like everything else the worker sends,
-        // and cut only after that.
-        let redact = |text: &str| self.redactor.redact(text).into_owned();
-        let title = match &settings.pr_title {
-            Some(title) => redact(title),
-            None => redact(objective_line).chars().take(72).collect(),
-        };
-        let message = settings
-            .commit_message
-            .as_deref()
-            .map_or_else(|| title.clone(), redact);
-        let body = redact(
-            settings
-                .pr_body
-                .as_deref()
-                .unwrap_or(&self.task.payload.task.instructions),
-        );
-        let base = settings
-            .pr_base_branch
-            .clone()
-            .unwrap_or_else(|| checkout.starting_branch.clone());
-        let request = PublishRequest {
-            mode: settings.mode,
-            working_branch: &checkout.working_branch,
-            base_branch: &base,
-            commit_message: &message,
-            pr_title: &title,
-            pr_body: &body,
-            identity: &self.config.identity,
-            gh: &self.config.gh,
-            token: self
-                .credentials
-                .publish
-                .as_deref()
-                .or(self.credentials.repo.as_deref()),
-            own_branch: self.task.payload.task.git.new_branch.is_none(),
-        };
-        if request.mode != contract::PublishMode::None
-            && let Err(why) = self.hold.confirm().await
-        {
-            let message = format!("nothing was published: {why}");
-            log.line(self.redactor, &message);
-            self.artifact(log);
-            self.stage_finished(STAGE, "failed", started);
-            return TaskOutcome::Failed {
-                stage: STAGE,
-                message,
-            };
-        }
-        let result = publish::publish(&ws.repo, &request, &budget).await;
-        match result {
-            Ok(result) => {
-                let json = serde_json::to_value(&result).unwrap_or_default();
-                log.line(self.redactor, &format!("publish {}", result.status));
-                let _ = self.write_artifact(&ws, task::PUBLISH_RESULT, &format!("{json:#}\n"));
-                self.artifact(log);
-                let outcome = if result.status == "skipped" {
-                    "skipped"
-                } else {
-                    "succeeded"
-                };
-                self.stage_finished(STAGE, outcome, started);
-                TaskOutcome::Succeeded {
-                    summary: match &result.pr_url {
-                        Some(url) => format!("pull request {url}"),
-                        None => format!("publish {}", result.status),
-                    },
-                }
-            }
-            Err(e) if e.is_cancelled() => {
-                log.line(self.redactor, &e.to_string());
-                self.artifact(log);
-                self.stage_finished(STAGE, "cancelled", started);
-                TaskOutcome::Cancelled {
-                    stage: STAGE,
-                    stop: Duration::ZERO,
-                }
-            }
-            Err(e) => {
-                log.line(self.redactor, &e.to_string());
-                self.artifact(log);
-                self.stage_finished(STAGE, "failed", started);
-                TaskOutcome::Failed {
-                    stage: STAGE,
-                    message: self.redactor.redact(&e.to_string()).into_owned(),
-                }
-            }
-        }
-    }
-}
-
-struct Prepared {
-    checkout: git::Checkout,
 }

@@ -4,6 +4,7 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
+use contract::events::{TaskEvent, Warning};
 use contract::limits;
 use tokio::sync::mpsc;
 
@@ -131,7 +132,14 @@ fn left_out(lines: usize, bytes: usize) -> Report {
              own log artifact has them all",
             HELD_LOG_BYTES >> 20
         ),
-        payload: serde_json::json!({ "leftOutLines": lines, "leftOutBytes": bytes }),
+        payload: serde_json::Value::Object(
+            Warning {
+                left_out_lines: Some(lines),
+                left_out_bytes: Some(bytes),
+                ..Warning::default()
+            }
+            .payload(),
+        ),
     }
 }
 
@@ -305,7 +313,8 @@ fn content_type(name: &str) -> &'static str {
 #[cfg(test)]
 mod tests {
     use contract::EventLevel;
-    use serde_json::json;
+    use contract::events::StepLog;
+    use serde_json::Value;
 
     use super::*;
 
@@ -314,7 +323,7 @@ mod tests {
             kind: contract::job::task::STEP_LOG.into(),
             level: EventLevel::Info,
             message: line.into(),
-            payload: json!({ "stepIndex": step }),
+            payload: Value::Object(StepLog { step_index: step }.payload()),
         }
     }
 
@@ -376,7 +385,7 @@ mod tests {
             kind: contract::job::task::STEP_FINISHED.into(),
             level: EventLevel::Info,
             message: "step 1 done".into(),
-            payload: json!({ "stepIndex": 0 }),
+            payload: Value::Object(StepLog { step_index: 0 }.payload()),
         })
         .unwrap();
         for _ in 0..3 {

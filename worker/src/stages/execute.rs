@@ -1,13 +1,19 @@
-//! The execute stage's unit: one step, as one CLI invocation, from its prompt to its
-//! `task.step.*` events, its log and its patch.
+//! `moonmind.task.execute`: every step in order, fail fast. A step is one CLI invocation,
+//! from its prompt to its `task.step.*` events, its log and its patch.
 
 use std::time::Duration;
 
-use contract::job::task;
-use contract::{EventLevel, ResolvedStep, StepUsage, limits};
-use serde_json::{Value, json};
+use std::time::Instant;
 
-use super::{Log, Report, Run};
+use contract::events::{
+    StepCancelled, StepEnd, StepFailed, StepFinished, StepLog, StepStarted, StepsPlan, TaskEvent,
+    Warning,
+};
+use contract::job::task;
+use contract::{EventLevel, ResolvedStep, StageState, StepUsage, limits};
+use serde_json::Value;
+
+use super::{Log, Report, Run, TaskOutcome};
 use crate::process::{self, Ended};
 use crate::publish;
 use crate::runtime::{self, Progress, Reader, StepRun};
@@ -16,47 +22,74 @@ use crate::workspace::Workspace;
 /// The most of an agent's final message a step's summary keeps.
 const SUMMARY_CHARS: usize = 500;
 
-pub(super) enum StepEnd {
+enum StepEnded {
     Succeeded,
     Failed(String),
     Cancelled(Duration),
 }
 
 impl Run<'_> {
-    /// A step event's payload with the usage the CLI reported, when it reported any.
-    fn with_usage(mut payload: Value, usage: &StepUsage) -> Value {
-        if !usage.is_empty() {
-            payload["usage"] = json!(usage);
+    pub(super) async fn execute(&mut self, steps: &[ResolvedStep]) -> Result<(), TaskOutcome> {
+        const STAGE: &str = task::STAGE_EXECUTE;
+        let ws = self.ws.clone().expect("prepare made the workspace");
+        let started = Instant::now();
+        if self.cancel.is_cancelled() {
+            return Err(TaskOutcome::Cancelled {
+                stage: task::STAGE_PREPARE,
+                stop: Duration::ZERO,
+            });
         }
-        payload
+        self.stage_started(STAGE);
+        let mut log = Log::open(&ws, task::stage_log(STAGE));
+        let plan = StepsPlan {
+            count: steps.len(),
+            step_ids: steps.iter().map(|s| s.id.clone()).collect(),
+        };
+        self.event(EventLevel::Info, &format!("{} step(s)", steps.len()), &plan);
+        for step in steps {
+            if self.cancel.is_cancelled() {
+                self.artifact(log);
+                self.stage_finished(STAGE, StageState::Cancelled, started);
+                return Err(TaskOutcome::Cancelled {
+                    stage: STAGE,
+                    stop: Duration::ZERO,
+                });
+            }
+            match self.step(&ws, step, steps.len(), &mut log).await {
+                StepEnded::Succeeded => {}
+                StepEnded::Failed(message) => {
+                    self.artifact(log);
+                    self.stage_finished(STAGE, StageState::Failed, started);
+                    return Err(TaskOutcome::Failed {
+                        stage: STAGE,
+                        message,
+                    });
+                }
+                StepEnded::Cancelled(stop) => {
+                    self.artifact(log);
+                    self.stage_finished(STAGE, StageState::Cancelled, started);
+                    return Err(TaskOutcome::Cancelled { stage: STAGE, stop });
+                }
+            }
+        }
+        self.artifact(log);
+        self.stage_finished(STAGE, StageState::Succeeded, started);
+        Ok(())
     }
 
-    fn step_payload(step: &ResolvedStep, summary: Option<&str>) -> Value {
-        let mut payload = json!({
-            "stepIndex": step.index,
-            "stepId": step.id,
-            "effectiveSkill": step.effective_skill,
-            "hasStepInstructions": step.has_step_instructions,
-        });
-        if let Some(summary) = summary {
-            payload["summary"] = json!(summary);
-        }
-        payload
-    }
-
-    pub(super) async fn step(
+    async fn step(
         &mut self,
         ws: &Workspace,
         step: &ResolvedStep,
         total: usize,
         stage_log: &mut Log,
-    ) -> StepEnd {
+    ) -> StepEnded {
         let label = step.title.clone().unwrap_or_else(|| step.id.clone());
+        let message = format!("step {}/{total}: {label}", step.index + 1);
         self.event(
-            task::STEP_STARTED,
             EventLevel::Info,
-            &format!("step {}/{total}: {label}", step.index + 1),
-            Self::step_payload(step, None),
+            &message,
+            &StepStarted { step: step.into() },
         );
         let mut usage = StepUsage::default();
         let failed = |run: &Run<'_>, message: String, usage: &StepUsage| {
@@ -64,23 +97,21 @@ impl Run<'_> {
             let message = run
                 .redactor
                 .redact_and_cut(&message, limits::REPORTED_TEXT_BYTES);
-            run.event(
-                task::STEP_FAILED,
-                EventLevel::Error,
-                &message,
-                Self::with_usage(Self::step_payload(step, Some(&message)), usage),
-            );
-            StepEnd::Failed(message)
+            let end = StepEnd::new(step.into(), Some(message.clone()), usage);
+            run.event(EventLevel::Error, &message, &StepFailed(end));
+            StepEnded::Failed(message)
         };
         let before = match publish::snapshot(&ws.repo, &self.publish_budget(true)).await {
             Ok(tree) => tree,
             Err(e) if e.is_cancelled() => {
-                let mut payload = Self::step_payload(step, None);
-                payload["stopMs"] = json!(0);
-                payload["killed"] = json!(false);
+                let cancelled = StepCancelled {
+                    step: step.into(),
+                    stop_ms: 0,
+                    killed: false,
+                };
                 let message = "stopped before the agent started";
-                self.event(task::STEP_CANCELLED, EventLevel::Warn, message, payload);
-                return StepEnd::Cancelled(Duration::ZERO);
+                self.event(EventLevel::Warn, message, &cancelled);
+                return StepEnded::Cancelled(Duration::ZERO);
             }
             Err(e) => return failed(self, e.to_string(), &usage),
         };
@@ -99,12 +130,11 @@ impl Run<'_> {
         let mut log = Log::open(ws, task::step_log(step.index));
         for note in &invocation.notes {
             log.line(self.redactor, note);
-            self.event(
-                task::WARNING,
-                EventLevel::Warn,
-                note,
-                Self::step_payload(step, None),
-            );
+            let warning = Warning {
+                step: Some(step.into()),
+                ..Warning::default()
+            };
+            self.event(EventLevel::Warn, note, &warning);
         }
         let mut verdict: Option<(bool, Option<String>)> = None;
         let mut last_message: Option<String> = None;
@@ -124,10 +154,10 @@ impl Run<'_> {
                 }
                 for text in shown {
                     let _ = reports.send(Report::Event {
-                        kind: task::STEP_LOG.into(),
+                        kind: StepLog::KIND.into(),
                         level: EventLevel::Info,
                         message: redactor.redact_and_cut(&text, limits::EVENT_MESSAGE_BYTES),
-                        payload: json!({ "stepIndex": index }),
+                        payload: Value::Object(StepLog { step_index: index }.payload()),
                     });
                 }
             };
@@ -164,7 +194,6 @@ impl Run<'_> {
                 killed,
             }) => {
                 self.event(
-                    task::STEP_CANCELLED,
                     EventLevel::Warn,
                     &format!(
                         "stopped in {} ms{}",
@@ -175,14 +204,13 @@ impl Run<'_> {
                             ""
                         }
                     ),
-                    {
-                        let mut p = Self::step_payload(step, None);
-                        p["stopMs"] = json!(stop.as_millis() as u64);
-                        p["killed"] = json!(killed);
-                        p
+                    &StepCancelled {
+                        step: step.into(),
+                        stop_ms: stop.as_millis() as u64,
+                        killed,
                     },
                 );
-                StepEnd::Cancelled(stop)
+                StepEnded::Cancelled(stop)
             }
             Ok(Ended::Stopped {
                 cancelled: false, ..
@@ -195,12 +223,11 @@ impl Run<'_> {
                 let ok = status.success() && verdict.as_ref().is_none_or(|(ok, _)| *ok);
                 if ok {
                     self.event(
-                        task::STEP_FINISHED,
                         EventLevel::Info,
                         &format!("step {}/{total} finished", step.index + 1),
-                        Self::with_usage(Self::step_payload(step, summary.as_deref()), &usage),
+                        &StepFinished(StepEnd::new(step.into(), summary, &usage)),
                     );
-                    StepEnd::Succeeded
+                    StepEnded::Succeeded
                 } else {
                     let why = summary.unwrap_or_else(|| format!("the agent exited with {status}"));
                     failed(self, why, &usage)

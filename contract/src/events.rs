@@ -1,0 +1,212 @@
+//! The payloads of the events a worker reports while it runs a task (seeds 000 and 001), one
+//! type per kind. The worker writes them and every reader (the timeline, the queue's usage
+//! totals, the dashboard, the CLI, MCP) reads them through these types, so a payload's keys
+//! are spelled once, here. The kinds themselves are in [`crate::job::task`].
+//!
+//! Reading is lenient, as the timeline is: [`TaskEvent::read`] ignores keys it does not know
+//! and answers `None` for another kind or a payload that is not this kind's.
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::job::{JobEvent, task};
+use crate::steps::ResolvedStep;
+use crate::timeline::StageState;
+use crate::usage::StepUsage;
+
+/// A payload that goes with one event kind.
+pub trait TaskEvent: Serialize + DeserializeOwned {
+    /// The kind of the events that carry this payload.
+    const KIND: &'static str;
+
+    /// The payload as an event carries it: a JSON object.
+    fn payload(&self) -> Map<String, Value> {
+        match serde_json::to_value(self) {
+            Ok(Value::Object(map)) => map,
+            // Every type here is a struct of plain fields, which serializes to an object.
+            _ => Map::new(),
+        }
+    }
+
+    /// This kind's payload, when `event` is of this kind and carries one.
+    fn read(event: &JobEvent) -> Option<Self> {
+        (event.kind == Self::KIND)
+            .then(|| Self::deserialize(&event.payload).ok())
+            .flatten()
+    }
+}
+
+/// A stage began; `stage` is one of [`task::STAGES`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StageStarted {
+    pub stage: String,
+}
+
+/// A stage ended. A worker that predates `outcome` sent none: the stage succeeded.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StageFinished {
+    pub stage: String,
+    /// `succeeded`, `failed`, `skipped` or `cancelled`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<StageState>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<u64>,
+}
+
+/// The steps the execute stage is about to run (seed 001: count and ids).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StepsPlan {
+    pub count: usize,
+    pub step_ids: Vec<String>,
+}
+
+/// The step a step event is about: the metadata of seed 000's StepExecutionEvent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StepRef {
+    /// 0-based position in the task.
+    pub step_index: usize,
+    pub step_id: String,
+    pub effective_skill: String,
+    pub has_step_instructions: bool,
+}
+
+impl From<&ResolvedStep> for StepRef {
+    fn from(step: &ResolvedStep) -> StepRef {
+        StepRef {
+            step_index: step.index,
+            step_id: step.id.clone(),
+            effective_skill: step.effective_skill.clone(),
+            has_step_instructions: step.has_step_instructions,
+        }
+    }
+}
+
+/// A step's agent invocation is about to start.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepStarted {
+    #[serde(flatten)]
+    pub step: StepRef,
+}
+
+/// How a step ended, for [`StepFinished`] and [`StepFailed`] alike.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StepEnd {
+    #[serde(flatten)]
+    pub step: StepRef,
+    /// A finished step's: the agent's final message; a failed one's: why it failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
+    /// What the CLI reported the step used; absent when it reported nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<StepUsage>,
+}
+
+impl StepEnd {
+    pub fn new(step: StepRef, summary: Option<String>, usage: &StepUsage) -> StepEnd {
+        StepEnd {
+            step,
+            summary,
+            usage: Some(usage.clone()).filter(|u| !u.is_empty()),
+        }
+    }
+}
+
+/// A step's agent invocation succeeded.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct StepFinished(pub StepEnd);
+
+/// A step failed: the agent failed, timed out, or could not be started.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct StepFailed(pub StepEnd);
+
+/// A running step was stopped on request.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StepCancelled {
+    #[serde(flatten)]
+    pub step: StepRef,
+    /// How long the stop took.
+    pub stop_ms: u64,
+    /// Whether SIGKILL was needed after the grace period.
+    pub killed: bool,
+}
+
+/// A line (or a batch of lines) of a running step's output, for the live tail; the text is
+/// the event's message.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StepLog {
+    pub step_index: usize,
+}
+
+/// Something the operator should know that did not stop the task. Each cause fills in what
+/// it knows: the step it happened in, the commits an agent made on its own, the output
+/// lines the worker had to leave out while the server could not be reached.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Warning {
+    #[serde(flatten)]
+    pub step: Option<StepRef>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub commits: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub left_out_lines: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub left_out_bytes: Option<usize>,
+}
+
+/// The one key every step event carries (a log line and a step's warning too), read alone
+/// by whoever only needs to know which step an event is about.
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StepIndex {
+    pub step_index: usize,
+}
+
+impl StepIndex {
+    /// The step `event` is about, whatever its kind; `None` for an event about no step.
+    pub fn of(event: &JobEvent) -> Option<usize> {
+        StepIndex::deserialize(&event.payload)
+            .ok()
+            .map(|s| s.step_index)
+    }
+}
+
+/// A step end's `usage` read alone, before it is trusted: the queue checks it (see
+/// [`StepUsage::of_step_event`]) whatever else the payload holds.
+#[derive(Debug, Deserialize)]
+pub(crate) struct ReportedUsage {
+    #[serde(default)]
+    pub usage: Option<Value>,
+}
+
+macro_rules! kind {
+    ($($ty:ident = $kind:path),+ $(,)?) => {
+        $(impl TaskEvent for $ty {
+            const KIND: &'static str = $kind;
+        })+
+    };
+}
+
+kind! {
+    StageStarted = task::STAGE_STARTED,
+    StageFinished = task::STAGE_FINISHED,
+    StepsPlan = task::STEPS_PLAN,
+    StepStarted = task::STEP_STARTED,
+    StepFinished = task::STEP_FINISHED,
+    StepFailed = task::STEP_FAILED,
+    StepCancelled = task::STEP_CANCELLED,
+    StepLog = task::STEP_LOG,
+    Warning = task::WARNING,
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,190 @@
+//! `moonmind.task.prepare`: the workspace, the checkout from the repository's mirror, the
+//! skills, and `task_context.json`.
+
+use std::time::{Duration, Instant};
+
+use contract::StageState;
+use contract::events::{StepStarted, TaskEvent};
+use contract::job::task;
+use serde_json::json;
+
+use super::{Log, Run, TaskOutcome};
+use crate::git;
+use crate::workspace::Workspace;
+
+/// Why the prepare stage's work stopped short.
+enum Stop {
+    Failed(String),
+    Cancelled,
+}
+
+impl From<String> for Stop {
+    fn from(message: String) -> Stop {
+        Stop::Failed(message)
+    }
+}
+
+impl From<git::GitError> for Stop {
+    fn from(error: git::GitError) -> Stop {
+        if error.is_cancelled() {
+            Stop::Cancelled
+        } else {
+            Stop::Failed(error.to_string())
+        }
+    }
+}
+
+pub(super) struct Prepared {
+    pub(super) checkout: git::Checkout,
+}
+
+impl Run<'_> {
+    pub(super) async fn prepare(&mut self, job_id: &str) -> Result<Prepared, TaskOutcome> {
+        const STAGE: &str = task::STAGE_PREPARE;
+        let started = Instant::now();
+        self.stage_started(STAGE);
+        let failed = |run: &Run<'_>, message: &str| {
+            run.stage_finished(STAGE, StageState::Failed, started);
+            TaskOutcome::Failed {
+                stage: STAGE,
+                message: run.redactor.redact(message).into_owned(),
+            }
+        };
+        let ws = match Workspace::create(&self.config.workdir, job_id) {
+            Ok(ws) => ws,
+            Err(e) => return Err(failed(self, &e.to_string())),
+        };
+        let mut log = Log::open(&ws, task::stage_log(STAGE));
+        if let Some(logins) = &self.config.logins {
+            let mode = self.task.payload.task.runtime.mode;
+            match logins.install(mode, &ws.home) {
+                Ok(copies) => {
+                    let names: Vec<String> = copies
+                        .iter()
+                        .filter_map(|c| c.strip_prefix(&ws.home).ok())
+                        .map(|c| format!("~/{}", c.display()))
+                        .collect();
+                    let said = if names.is_empty() {
+                        format!("no {mode} login found in {}", logins.home.display())
+                    } else {
+                        format!("{mode} login shared: {}", names.join(", "))
+                    };
+                    log.line(self.redactor, &said);
+                    self.login_copies = copies;
+                }
+                Err(e) => log.line(self.redactor, &format!("{mode} login not shared: {e}")),
+            }
+        }
+        match self.prepare_in(&ws, &mut log, job_id).await {
+            Ok(prepared) => {
+                self.artifact(log);
+                self.stage_finished(STAGE, StageState::Succeeded, started);
+                self.ws = Some(ws);
+                Ok(prepared)
+            }
+            Err(Stop::Failed(message)) => {
+                log.line(self.redactor, &message);
+                self.artifact(log);
+                Err(failed(self, &message))
+            }
+            Err(Stop::Cancelled) => {
+                log.line(self.redactor, "stopped: the job was cancelled");
+                self.artifact(log);
+                self.stage_finished(STAGE, StageState::Cancelled, started);
+                Err(TaskOutcome::Cancelled {
+                    stage: STAGE,
+                    stop: Duration::ZERO,
+                })
+            }
+        }
+    }
+
+    /// The prepare stage's work, logged as it goes; the first failure ends it.
+    async fn prepare_in(
+        &self,
+        ws: &Workspace,
+        log: &mut Log,
+        job_id: &str,
+    ) -> Result<Prepared, Stop> {
+        let budget = self.prepare_budget();
+        let payload = &self.task.payload;
+        let url = git::clone_url(&payload.repository, &self.config.github);
+        log.line(self.redactor, &format!("repository {url}"));
+        let mirror = self
+            .config
+            .mirrors
+            .refresh(&url, self.credentials.repo.as_deref(), &budget)
+            .await?;
+        let how = if mirror.cloned { "cloned" } else { "updated" };
+        log.line(
+            self.redactor,
+            &format!("{how} mirror {}", mirror.path.display()),
+        );
+        let working = payload
+            .task
+            .git
+            .new_branch
+            .clone()
+            .unwrap_or_else(|| git::generated_branch(job_id, &payload.task.instructions));
+        let starting = payload.task.git.starting_branch.as_deref();
+        let checkout =
+            git::checkout(&mirror.path, &url, &ws.repo, starting, &working, &budget).await?;
+        log.line(
+            self.redactor,
+            &format!(
+                "on {} from {} ({}), default branch {}",
+                checkout.working_branch,
+                checkout.starting_branch,
+                checkout.base_commit,
+                checkout.default_branch
+            ),
+        );
+        let skills = ws
+            .materialize_skills(&self.config.skills_dir, &self.task.skills())
+            .map_err(|e| e.to_string())?;
+        for skill in &skills {
+            let missing: Vec<&str> = skill
+                .required_capabilities
+                .iter()
+                .filter(|c| !self.config.capabilities.contains(c))
+                .map(String::as_str)
+                .collect();
+            if !missing.is_empty() {
+                return Err(Stop::Failed(format!(
+                    "skill {:?} needs {}, which this worker does not offer",
+                    skill.id,
+                    missing.join(", ")
+                )));
+            }
+            log.line(self.redactor, &format!("skill {} ready", skill.id));
+        }
+        ws.link_skills().map_err(|e| e.to_string())?;
+        let steps = self.task.resolved_steps();
+        let mut context = json!({
+            "jobId": job_id,
+            "repository": payload.repository,
+            "cloneUrl": url,
+            "runtime": payload.task.runtime,
+            "publish": payload.task.publish,
+            "git": {
+                "defaultBranch": checkout.default_branch,
+                "startingBranch": checkout.starting_branch,
+                "workingBranch": checkout.working_branch,
+                "baseCommit": checkout.base_commit,
+            },
+            "skills": skills.iter().map(|s| s.id.clone()).collect::<Vec<_>>(),
+            "steps": steps.iter().map(|s| {
+                let mut step = StepStarted { step: s.into() }.payload();
+                step.insert("title".into(), json!(s.title));
+                step
+            }).collect::<Vec<_>>(),
+            "workspace": {
+                "repo": ws.repo, "home": ws.home,
+                "skillsActive": ws.skills_active, "artifacts": ws.artifacts,
+            },
+        });
+        self.redactor.redact_json(&mut context);
+        self.write_artifact(ws, task::TASK_CONTEXT, &format!("{context:#}\n"))?;
+        Ok(Prepared { checkout })
+    }
+}
