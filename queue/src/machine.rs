@@ -5,6 +5,8 @@
 //! transitions are read together as the one documented state machine, and a hundred of
 //! its lines are its own unit tests.
 
+use std::fmt::Display;
+
 use chrono::{DateTime, Utc};
 use contract::job::events;
 use contract::{EventLevel, Job, JobEvent, JobState};
@@ -134,21 +136,56 @@ pub(crate) fn claim(
 }
 
 pub(crate) fn claimed_event(job: &Job) -> PendingEvent {
+    let worker = job.claimed_by.as_deref().unwrap_or("?");
+    let (kind, level) = CLAIMED;
     PendingEvent::new(
-        events::JOB_CLAIMED,
-        EventLevel::Info,
-        format!(
-            "claimed by {} (attempt {} of {})",
-            job.claimed_by.as_deref().unwrap_or("?"),
-            job.attempt,
-            job.max_attempts
+        kind,
+        level,
+        claimed_message(worker, job.attempt, job.max_attempts),
+        claimed_payload(
+            job.claimed_by.as_deref(),
+            json!(job.attempt),
+            job.lease_expires_at,
         ),
-        json!({
-            "workerId": job.claimed_by,
-            "attempt": job.attempt,
-            "leaseExpiresAt": job.lease_expires_at,
-        }),
     )
+}
+
+/// The kind and level of every `job.claimed` event, whichever way it is written.
+const CLAIMED: (&str, EventLevel) = (events::JOB_CLAIMED, EventLevel::Info);
+
+fn claimed_message(worker: &str, attempt: impl Display, max_attempts: impl Display) -> String {
+    format!("claimed by {worker} (attempt {attempt} of {max_attempts})")
+}
+
+fn claimed_payload(worker: Option<&str>, attempt: Value, lease: Option<DateTime<Utc>>) -> Value {
+    json!({ "workerId": worker, "attempt": attempt, "leaseExpiresAt": lease })
+}
+
+/// [`claimed_event`] for a statement that claims and records in one go (PostgreSQL's): it
+/// learns each row's attempt only as it claims, so it gets the message and the payload as
+/// `format()` templates, `%1$s` for the attempt and `%2$s` for the max attempts, made from
+/// the same parts. The statement only fills them in.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct ClaimedTemplate {
+    pub kind: &'static str,
+    pub level: EventLevel,
+    pub message: String,
+    /// JSON text once filled in.
+    pub payload: String,
+}
+
+pub(crate) fn claimed_event_template(worker: &str, lease: DateTime<Utc>) -> ClaimedTemplate {
+    // Stands for the attempt until the text is a template; a NUL is refused in worker ids,
+    // so no other value serializes to it.
+    let hole = json!("\0attempt");
+    let literal = |text: &str| text.replace('%', "%%");
+    let payload = claimed_payload(Some(worker), hole.clone(), Some(lease));
+    ClaimedTemplate {
+        kind: CLAIMED.0,
+        level: CLAIMED.1,
+        message: claimed_message(&literal(worker), "%1$s", "%2$s"),
+        payload: literal(&payload.to_string()).replace(&hole.to_string(), "%1$s"),
+    }
 }
 
 pub(crate) fn created_event(job: &Job) -> PendingEvent {

@@ -88,6 +88,27 @@ pub async fn claim_leases_the_job_and_records_the_claim(h: Harness) {
     assert_eq!(events[1].created_at, now);
 }
 
+/// PostgreSQL fills the claimed row's attempt into templates of the event; a worker id full
+/// of what templates and JSON treat specially must still come out as written.
+pub async fn a_claim_event_names_a_worker_of_any_text_verbatim(h: Harness) {
+    let worker = r#"w%s %1$s 100% "q" \ é"#;
+    let job = h.create(Spec::default()).await;
+    let claimed = h.claim_exactly(worker, &job).await;
+    let events = h.queue.list_events(&job.id, 0, 10).await.unwrap();
+    assert_eq!(
+        events[1].message,
+        format!("claimed by {worker} (attempt 1 of 3)")
+    );
+    assert_eq!(
+        serde_json::Value::Object(events[1].payload.clone()),
+        serde_json::json!({
+            "workerId": worker,
+            "attempt": 1,
+            "leaseExpiresAt": claimed.lease_expires_at,
+        })
+    );
+}
+
 pub async fn heartbeat_extends_the_lease_without_an_event(h: Harness) {
     let job = h.create(Spec::default()).await;
     let claimed = h.claim_exactly("w1", &job).await;

@@ -53,6 +53,7 @@ conformance! {
     lifecycle::seed_example_payload_is_stored_as_normalized,
     lifecycle::invalid_task_is_refused_with_field_errors,
     lifecycle::claim_leases_the_job_and_records_the_claim,
+    lifecycle::a_claim_event_names_a_worker_of_any_text_verbatim,
     lifecycle::heartbeat_extends_the_lease_without_an_event,
     lifecycle::complete_finishes_the_job,
     lifecycle::repeated_complete_by_the_same_worker_is_a_no_op,

@@ -6,7 +6,7 @@ use sqlx::{PgPool, Row};
 use crate::QueueError;
 use crate::machine;
 use crate::store::claims::{ClaimSql, claim_args, claim_order};
-use crate::store::{Arg, decode_err, pg_rows};
+use crate::store::{Arg, pg_rows};
 
 /// The subquery locks its pick `FOR UPDATE SKIP LOCKED`, so concurrent
 /// claimers each skip rows another is taking and never block on or double-claim one. The
@@ -36,18 +36,15 @@ macro_rules! claim_postgres_sql {
 
 /// The PostgreSQL claim with the claims' `job.claimed` events, in one statement outside an
 /// explicit transaction: one round trip instead of four. The event is the one
-/// `machine::claimed_event` builds, written in SQL (the conformance suite compares them on
-/// both backends); `$8` is the lease end as the JSON text Rust gives it.
+/// `machine::claimed_event` builds, given as its kind and level (`$8`, `$9`) and templates
+/// of its message and payload (`$10`, `$11`) that the statement fills in with each claimed
+/// row's attempt and max attempts.
 const CLAIM_WITH_EVENTS_POSTGRES: &str = concat!(
     "WITH claimed AS (",
     claim_postgres_sql!(),
     "), appended AS (\
        INSERT INTO job_events (job_id, kind, level, message, payload, created_at) \
-       SELECT id, 'job.claimed', 'info', \
-         format('claimed by %s (attempt %s of %s)', claimed_by, attempt, max_attempts), \
-         jsonb_build_object('workerId', claimed_by, 'attempt', attempt, \
-           'leaseExpiresAt', $8::text), \
-         $3 \
+       SELECT id, $8, $9, format($10, attempt, max_attempts), format($11, attempt)::jsonb, $3 \
        FROM claimed \
        RETURNING id, job_id) \
      SELECT claimed.*, appended.id AS event_id \
@@ -60,9 +57,12 @@ pub(crate) async fn claim(
     pool: &PgPool,
     claim: &ClaimSql<'_>,
 ) -> Result<Vec<(Job, JobEvent)>, QueueError> {
-    let lease_until = serde_json::to_value(claim.lease_until).map_err(decode_err)?;
+    let event = machine::claimed_event_template(claim.worker_id, claim.lease_until);
     let mut args = claim_args(claim)?;
-    args.push(Arg::text(lease_until.as_str().unwrap_or_default()));
+    args.push(Arg::text(event.kind));
+    args.push(Arg::text(event.level.as_str()));
+    args.push(Arg::text(&event.message));
+    args.push(Arg::text(&event.payload));
     let mut conn = pool.acquire().await?;
     let mut rows = pg_rows(&mut conn, CLAIM_WITH_EVENTS_POSTGRES, &args, |r| {
         Ok((job_from_row!(r)?, r.try_get::<i64, _>("event_id")?))
@@ -120,7 +120,10 @@ mod tests {
                 .bind(None::<Vec<String>>)
                 .bind(None::<Vec<String>>)
                 .bind(1_i64)
-                .bind("2026-01-01T00:00:00Z")
+                .bind("job.claimed")
+                .bind("info")
+                .bind("claimed")
+                .bind("{}")
                 .fetch_all(pool)
                 .await
                 .unwrap();
