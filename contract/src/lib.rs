@@ -37,7 +37,7 @@ pub mod modes;
 mod names;
 pub mod normalize;
 pub mod prompt;
-mod rules;
+pub mod rules;
 pub mod steps;
 pub mod text;
 pub mod timeline;
