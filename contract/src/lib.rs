@@ -5,9 +5,8 @@
 //! # Flow
 //!
 //! A client builds a [`JobRequest`] (or raw JSON) and the server calls [`normalize()`]
-//! with [`Defaults`] read once at startup by [`Defaults::from_env`] (the variables are
-//! listed in [`ENV_VARS`] and documented in [`defaults`]). The result, a
-//! [`NormalizedTask`], is what the queue stores: fully resolved, with its
+//! with the [`Defaults`] it read once at startup from its flags and their variables.
+//! The result, a [`NormalizedTask`], is what the queue stores: fully resolved, with its
 //! [`derive_capabilities`] list filled in, and stable under re-normalization. The
 //! worker asks it for [`NormalizedTask::skills`] to prepare, then for each of
 //! [`NormalizedTask::resolved_steps`] runs one agent invocation with [`prompt()`].
@@ -24,7 +23,8 @@
 //!   continue step writes "continue" as its instructions. A task without steps (the
 //!   implicit single step) is not affected.
 //! - **Nothing is dropped silently**: unknown fields, unparseable checklist lines and
-//!   invalid env defaults are all errors. See [`normalize`](mod@normalize) for the rest.
+//!   invalid task defaults (refused when the server starts) are all errors. See
+//!   [`normalize`](mod@normalize) for the rest.
 
 pub mod api;
 pub mod capabilities;
@@ -39,7 +39,7 @@ pub mod modes;
 mod names;
 pub mod normalize;
 pub mod prompt;
-mod rules;
+pub mod rules;
 pub mod steps;
 pub mod text;
 pub mod timeline;
@@ -48,7 +48,7 @@ pub mod wire;
 
 pub use capabilities::derive_capabilities;
 pub use checklist::{ChecklistItem, ChecklistLabel, parse_checklist, render_checklist};
-pub use defaults::{ConfigError, Defaults, ENV_VARS, EnvVar, RuntimeDefaults};
+pub use defaults::{Defaults, RuntimeDefaults};
 pub use error::FieldError;
 pub use job::{Artifact, EventLevel, Job, JobEvent, JobState, NewEvent, StepUsage};
 pub use model::{NormalizedTask, Payload, PublishSettings, RuntimeSettings, Step, TaskSpec};

@@ -1,5 +1,6 @@
 //! Validators for single values. Each returns the user-facing reason on failure; the
-//! caller attaches the path. None of them echo secrets back.
+//! caller attaches the path. None of them echo secrets back. Public so the server holds
+//! its task defaults to the same rules as a task's own fields.
 
 use crate::limits;
 use crate::modes::RuntimeMode;

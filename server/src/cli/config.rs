@@ -6,9 +6,10 @@ use std::path::{Path, PathBuf};
 
 use app::{RuntimeStatus, ServerSettings};
 use clap::Args;
-use contract::{Defaults, RuntimeMode};
+use contract::RuntimeMode;
 
 use super::db::DbArgs;
+use super::defaults::DefaultsArgs;
 use super::error::ConfigError;
 use super::worker::AgentArgs;
 use crate::http::site::SiteConfig;
@@ -32,6 +33,9 @@ pub struct ServeArgs {
     /// The embedded worker, configured like `stepwise worker`.
     #[command(flatten, next_help_heading = "Embedded worker")]
     pub worker: AgentArgs,
+    /// What a task leaves out.
+    #[command(flatten, next_help_heading = "Task defaults")]
+    pub defaults: DefaultsArgs,
 }
 
 /// Everything `stepwise serve` needs, checked before anything starts.
@@ -61,7 +65,7 @@ impl Config {
                 addr: addr_text.clone(),
                 reason: e.to_string(),
             })?;
-        let defaults = Defaults::from_env(&env)?;
+        let defaults = args.defaults.resolve()?;
         let site_root = match args.site_root {
             Some(root) => root,
             None => default_site_root(),
@@ -124,6 +128,10 @@ mod tests {
     use super::*;
 
     fn args(site_root: &Path) -> ServeArgs {
+        args_with(site_root, &[])
+    }
+
+    fn args_with(site_root: &Path, defaults: &[&str]) -> ServeArgs {
         ServeArgs {
             host: "127.0.0.1".into(),
             port: 0,
@@ -134,6 +142,7 @@ mod tests {
             site_root: Some(site_root.to_path_buf()),
             no_worker: true,
             worker: AgentArgs::defaults(),
+            defaults: DefaultsArgs::from_flags(defaults).unwrap(),
         }
     }
 
@@ -144,27 +153,32 @@ mod tests {
     }
 
     #[test]
-    fn invalid_publish_mode_stops_the_start_naming_the_variable() {
+    fn disagreeing_publish_mode_and_alias_stop_the_start_naming_both() {
         let site = site();
-        let err = Config::load(args(site.path()), |k| {
-            (k == "STEPWISE_DEFAULT_PUBLISH_MODE").then(|| "sometimes".to_string())
-        })
-        .unwrap_err();
-        assert!(
-            err.to_string().contains("STEPWISE_DEFAULT_PUBLISH_MODE"),
-            "{err}"
+        let args = args_with(
+            site.path(),
+            &[
+                "--default-publish-mode",
+                "pr",
+                "--moonmind-default-publish-mode",
+                "none",
+            ],
+        );
+        let err = Config::load(args, |_| None).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "--default-publish-mode=\"pr\" and --moonmind-default-publish-mode=\"none\" \
+             disagree; set only one of them, or both to the same value"
         );
     }
 
     #[test]
-    fn publish_default_is_pr_and_honours_the_env() {
+    fn publish_default_is_pr_and_honours_the_flag() {
         let site = site();
         let config = Config::load(args(site.path()), |_| None).unwrap();
         assert_eq!(config.settings.defaults.publish_mode.as_str(), "pr");
-        let config = Config::load(args(site.path()), |k| {
-            (k == "STEPWISE_DEFAULT_PUBLISH_MODE").then(|| "branch".to_string())
-        })
-        .unwrap();
+        let args = args_with(site.path(), &["--default-publish-mode", "branch"]);
+        let config = Config::load(args, |_| None).unwrap();
         assert_eq!(config.settings.defaults.publish_mode.as_str(), "branch");
     }
 

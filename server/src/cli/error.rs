@@ -38,8 +38,16 @@ pub enum CliError {
 pub enum ConfigError {
     #[error("invalid --host/--port {addr:?}: {reason}")]
     Addr { addr: String, reason: String },
-    #[error("{0}")]
-    Defaults(#[from] contract::ConfigError),
+    #[error(
+        "{from}={value:?} and {alias_from}={alias_value:?} disagree; set only one of them, \
+         or both to the same value"
+    )]
+    PublishModeConflict {
+        from: String,
+        value: String,
+        alias_from: String,
+        alias_value: String,
+    },
     #[error(
         "the built site is missing at {0}: build it with `cargo leptos build --release`, \
          or point --site-root (LEPTOS_SITE_ROOT) at it"

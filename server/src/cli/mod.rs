@@ -2,6 +2,7 @@
 
 pub mod config;
 pub mod db;
+pub mod defaults;
 pub mod error;
 mod jobs;
 mod migrate;
@@ -26,6 +27,8 @@ pub struct Cli {
     command: Command,
 }
 
+// Built once per process, so a variant's size costs nothing worth boxing it for.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Bring the database schema up to date (`serve` does this too, at start).
@@ -35,10 +38,8 @@ enum Command {
     Token(TokenCommand),
     /// Serve the dashboard and API, with a worker inside (unless --no-worker).
     ///
-    /// Task defaults come from the environment: STEPWISE_DEFAULT_PUBLISH_MODE (none, branch
-    /// or pr; default pr; MOONMIND_DEFAULT_PUBLISH_MODE is honoured as an alias),
-    /// STEPWISE_DEFAULT_RUNTIME (codex, claude or gemini; default codex), and per runtime
-    /// STEPWISE_{CODEX,CLAUDE,GEMINI}_{MODEL,EFFORT}. An invalid value stops the start.
+    /// The task defaults fill what a task leaves out. A blank one is unset; an invalid one
+    /// stops the start.
     Serve(ServeArgs),
     /// Submit a task to a running server: a JSON job request, or one built from flags.
     ///

@@ -11,6 +11,7 @@ use tower::ServiceExt;
 
 use crate::cli::config::{Config, ServeArgs};
 use crate::cli::db::{DbArgs, open_queue};
+use crate::cli::defaults::DefaultsArgs;
 use crate::cli::worker::AgentArgs;
 use crate::http::Limits;
 use crate::http::auth::{Scope, bootstrap_admin, hash, mint};
@@ -106,11 +107,9 @@ pub async fn test_site_with(
         site_root: Some(site.to_path_buf()),
         no_worker: true,
         worker: AgentArgs::defaults(),
+        defaults: DefaultsArgs::from_flags(&["--default-publish-mode", publish]).unwrap(),
     };
-    let config = Config::load(args, |k| {
-        (k == "STEPWISE_DEFAULT_PUBLISH_MODE").then(|| publish.to_string())
-    })
-    .unwrap();
+    let config = Config::load(args, |_| None).unwrap();
     let queue = open_queue(&config.db, config.settings.defaults.clone())
         .await
         .unwrap();
