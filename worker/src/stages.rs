@@ -30,7 +30,6 @@ use crate::workspace::Workspace;
 mod execute;
 mod prepare;
 mod publish;
-use prepare::Prepared;
 
 /// Something the run reports, in the order it happened.
 #[derive(Debug, Clone, PartialEq)]

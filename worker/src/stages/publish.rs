@@ -7,7 +7,8 @@ use contract::events::Warning;
 use contract::job::task;
 use contract::{EventLevel, StageState};
 
-use super::{Log, Prepared, Run, TaskOutcome};
+use super::prepare::Prepared;
+use super::{Log, Run, TaskOutcome};
 use crate::publish::{self, PublishRequest};
 
 impl Run<'_> {
