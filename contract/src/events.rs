@@ -112,7 +112,7 @@ impl StepEnd {
         StepEnd {
             step,
             summary,
-            usage: Some(usage.clone()).filter(|u| !u.is_empty()),
+            usage: Some(*usage).filter(|u| !u.is_empty()),
         }
     }
 }

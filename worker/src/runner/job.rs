@@ -12,7 +12,8 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::lease::{self, Lease};
+use super::heartbeat::{Beat, Heartbeat, HeartbeatConfig};
+use super::lease::Lease;
 use super::upload::upload;
 use super::{KeepWorkspaces, WorkerConfig};
 use crate::auth_refs;
@@ -69,12 +70,12 @@ pub async fn run_job(
 }
 
 /// The claim loop's hold on a job: a heartbeat that succeeds within the lease.
-struct Heartbeat<'a> {
+struct LeaseHold<'a> {
     client: &'a QueueClient,
     lease: &'a Lease,
 }
 
-impl Hold for Heartbeat<'_> {
+impl Hold for LeaseHold<'_> {
     fn confirm(&self) -> BoxFuture<'_, Result<(), String>> {
         Box::pin(self.lease.confirm(self.client))
     }
@@ -124,24 +125,26 @@ async fn run_and_settle(
     // The claim's long-poll may have held the request for a while before the job came,
     // and the lease counts from when it was sent: renewing it now, from now, is what
     // makes the worker's clock useful from the start.
-    match lease.renew(client).await {
-        Ok(true) => cancel.cancel(),
-        Ok(false) => {}
-        Err(error) if error.status().is_some_and(|s| s.is_client_error()) => {
+    let heartbeat = Heartbeat::new(
+        client.clone(),
+        lease.clone(),
+        HeartbeatConfig::for_lease(&lease),
+        cancel.clone(),
+    );
+    match heartbeat.run_once().await {
+        Beat::Renewed | Beat::CancelRequested => {}
+        Beat::Lost(error) => {
             tracing::warn!(job = %job.id, %error, "the lease was taken back before the run began");
             return Settled::Lost;
         }
-        Err(error) => tracing::warn!(job = %job.id, %error, "the first heartbeat failed; retrying"),
+        Beat::Failed(error) => {
+            tracing::warn!(job = %job.id, %error, "the first heartbeat failed; retrying")
+        }
     }
     let stop_run = hand_back.child_token();
     let done = CancellationToken::new();
     let watchers = [
-        tokio::spawn(lease::heartbeat(
-            client.clone(),
-            lease.clone(),
-            cancel.clone(),
-            done.clone(),
-        )),
+        heartbeat.start(done.clone()),
         tokio::spawn({
             let (lease, cancel, done) = (lease.clone(), cancel.clone(), done.clone());
             async move { lease.watch(cancel, done).await }
@@ -164,7 +167,7 @@ async fn run_and_settle(
     ];
     let (reports, inbox) = mpsc::unbounded_channel();
     let uploader = tokio::spawn(upload(client.clone(), lease.clone(), inbox));
-    let hold = Heartbeat {
+    let hold = LeaseHold {
         client,
         lease: &lease,
     };

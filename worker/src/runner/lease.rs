@@ -1,6 +1,6 @@
-//! The worker's side of a job's lease: until when it holds the job by its own clock, the
-//! heartbeats that renew it, and the watchdog that stops the run when it was not renewed
-//! in time. A worker that may have lost its lease must not act on it: another worker may
+//! The worker's side of a job's lease: until when it holds the job by its own clock, and
+//! the watchdog that stops the run when it was not renewed in time (the heartbeats that
+//! renew it are `heartbeat.rs`). A worker that may have lost its lease must not act on it: another worker may
 //! already run the job again, and two pushes of one job would fight over its branch.
 //!
 //! The clock is conservative. A renewal counts from the moment its request was *sent*: the
@@ -171,57 +171,6 @@ impl Lease {
 /// for a push under way to be stopped, and for the server's clock to run a little faster.
 fn margin(lease: Duration) -> Duration {
     (lease / 6).clamp(Duration::from_millis(500), Duration::from_secs(10))
-}
-
-/// Renews the lease every third of it, and sooner after a failure. A reply that carries a
-/// cancel request stops the run (`cancel`); a refusal means the lease was taken back.
-pub async fn heartbeat(
-    client: QueueClient,
-    lease: Lease,
-    cancel: CancellationToken,
-    done: CancellationToken,
-) {
-    let every = lease.heartbeat_every();
-    let mut wait = every;
-    // An outage is said once when it begins and once when it ends, not at every retry.
-    let mut failing = false;
-    loop {
-        tokio::select! {
-            _ = done.cancelled() => return,
-            _ = lease.lost().cancelled() => return,
-            _ = tokio::time::sleep(wait) => {}
-        }
-        let renewed = lease.renew(&client).await;
-        if renewed.is_ok() && std::mem::take(&mut failing) {
-            tracing::info!(job = %lease.job_id(), "heartbeats reach the server again");
-        }
-        match renewed {
-            Ok(true) => {
-                cancel.cancel();
-                wait = every;
-            }
-            Ok(false) => wait = every,
-            Err(error) if error.status().is_some_and(|s| s.is_client_error()) => {
-                tracing::warn!(job = %lease.job_id(), %error, "the lease was taken back; stopping");
-                lease.lost().cancel();
-                cancel.cancel();
-                return;
-            }
-            Err(error) => {
-                if std::mem::replace(&mut failing, true) {
-                    tracing::debug!(job = %lease.job_id(), %error, "heartbeat failed again");
-                } else {
-                    tracing::warn!(
-                        job = %lease.job_id(),
-                        %error,
-                        "heartbeat failed; retrying while the lease lasts ({} s left)",
-                        lease.remaining().as_secs()
-                    );
-                }
-                wait = (every / 4).clamp(Duration::from_millis(100), Duration::from_secs(2));
-            }
-        }
-    }
 }
 
 #[cfg(test)]

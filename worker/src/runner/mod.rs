@@ -5,6 +5,7 @@
 //! Everything goes through the REST API ([`QueueClient`]), never the database, so the same
 //! loop runs on a remote machine and embedded in `stepwise serve`.
 
+mod heartbeat;
 mod job;
 mod lease;
 mod upload;
