@@ -1,96 +1,144 @@
 //! The checkpointer: a thread with its own connection that copies the WAL back, and makes
-//! the log start over, so that no commit pays for either.
+//! the log start over, so that no commit pays for either. Shaped like the queue's other
+//! background services (a config with defaults, `new`, `start(stop)`, a testable
+//! `run_once`), on a thread rather than a task because each pass blocks on SQLite.
 
 use std::path::Path;
-use std::sync::{Arc, Condvar, Mutex as StdMutex, Weak};
+use std::sync::Weak;
+use std::thread::Thread;
 use std::time::Duration;
 
 use rusqlite::Connection;
 use tokio::sync::Mutex;
+use tokio_util::sync::CancellationToken;
 
 use super::writer::{WriterState, commit_batch};
 
-/// How often the checkpointer copies committed WAL frames back into the database file
-/// while writes are idle, and while they are not.
-const CHECKPOINT_IDLE: Duration = Duration::from_millis(100);
-const CHECKPOINT_BUSY: Duration = Duration::from_millis(20);
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct CheckpointConfig {
+    /// How often passes run while writes are idle, and while they are not.
+    pub idle: Duration,
+    pub busy: Duration,
+    /// WAL frames (pages) past which the log is made to start over. The default is
+    /// SQLite's own auto-checkpoint threshold, about 4 MiB of log.
+    pub restart_frames: i64,
+}
 
-/// WAL frames (pages) past which the checkpointer makes the log start over: SQLite's own
-/// auto-checkpoint threshold, about 4 MiB of log.
-const RESTART_FRAMES: i64 = 1000;
+impl Default for CheckpointConfig {
+    fn default() -> Self {
+        CheckpointConfig {
+            idle: Duration::from_millis(100),
+            busy: Duration::from_millis(20),
+            restart_frames: 1000,
+        }
+    }
+}
 
 /// Before taking the writer's turn to restart the log: at most this many more passive
 /// passes, until one finds no more than this many new frames, and none once the log holds
-/// [`LONG_LOG_FRAMES`] (about 32 MiB).
+/// eight times `restart_frames` (about 32 MiB by default).
 const CATCH_UP_PASSES: usize = 3;
 const CATCH_UP_FRAMES: i64 = 64;
-const LONG_LOG_FRAMES: i64 = 8 * RESTART_FRAMES;
+const LONG_LOG_RESTARTS: i64 = 8;
 
-/// A thread with its own connection that checkpoints, so that no commit pays for one.
-/// Stops when dropped.
+/// A connection of its own that checkpoints, so that no commit pays for one.
 ///
 /// Passive checkpoints copy frames back without blocking the writer or readers, but they
 /// never end the log: SQLite starts the WAL over only when a write begins with every frame
 /// already copied back, which under steady writes never happens by itself. The log then
 /// grew without bound (723 MB for a 27 MB database in `stepwise bench queue`), and writing
 /// ever new file pages cost a fifth of the CPU in the kernel zeroing them. So once the log
-/// passes [`RESTART_FRAMES`], the checkpointer takes the writer's turn (committing the
+/// passes `restart_frames`, the checkpointer takes the writer's turn (committing the
 /// batch it finds open, as any writer may), copies back the few frames written since its
 /// last pass, and lets go: the next write starts the log over, and the file's pages are
 /// reused.
 pub(super) struct Checkpointer {
-    stop: Arc<(StdMutex<bool>, Condvar)>,
+    conn: Connection,
+    /// Held weakly, so that the connection closes with the writer rather than with this
+    /// thread, which notices the writer is gone only at its next pass.
+    writer: Weak<Mutex<WriterState>>,
+    config: CheckpointConfig,
+    /// The log's length after the last pass, in frames.
+    last_log: i64,
 }
 
-impl Checkpointer {
-    pub(super) fn start(
-        path: &Path,
-        busy_timeout: Duration,
-        writer: Weak<Mutex<WriterState>>,
-    ) -> rusqlite::Result<Self> {
-        let conn = Connection::open(path)?;
-        conn.busy_timeout(busy_timeout)?;
-        let stop = Arc::new((StdMutex::new(false), Condvar::new()));
-        let signal = stop.clone();
-        let spawned = std::thread::Builder::new()
-            .name("sqlite-checkpoint".into())
-            .spawn(move || {
-                let (stopped, wake) = &*signal;
-                let mut every = CHECKPOINT_IDLE;
-                let mut last_log = 0;
-                loop {
-                    // The flag's lock is let go before a pass: a pass may wait for the
-                    // writer's turn, and whoever drops the writer must never wait for that.
-                    let guard = stopped.lock().unwrap_or_else(|e| e.into_inner());
-                    let (guard, _) = wake
-                        .wait_timeout_while(guard, every, |stopped| !*stopped)
-                        .unwrap_or_else(|e| e.into_inner());
-                    if *guard {
-                        return;
-                    }
-                    drop(guard);
-                    every = match checkpoint(&conn, &writer, &mut last_log) {
-                        Ok(true) => CHECKPOINT_BUSY,
-                        Ok(false) => CHECKPOINT_IDLE,
-                        Err(error) => {
-                            tracing::warn!(%error, "SQLite checkpoint failed; retrying");
-                            CHECKPOINT_IDLE
-                        }
-                    };
-                }
-            });
-        if let Err(error) = spawned {
-            return Err(rusqlite::Error::ToSqlConversionFailure(Box::new(error)));
-        }
-        Ok(Checkpointer { stop })
+/// A started checkpointer's thread; dropping this stops it at once.
+pub(super) struct Running {
+    stop: CancellationToken,
+    thread: Thread,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.stop.cancel();
+        self.thread.unpark();
     }
 }
 
-/// One pass of the checkpointer; returns whether the log grew since the last pass.
+impl Checkpointer {
+    pub(super) fn new(
+        path: &Path,
+        busy_timeout: Duration,
+        writer: Weak<Mutex<WriterState>>,
+        config: CheckpointConfig,
+    ) -> rusqlite::Result<Self> {
+        let conn = Connection::open(path)?;
+        conn.busy_timeout(busy_timeout)?;
+        Ok(Checkpointer {
+            conn,
+            writer,
+            config,
+            last_log: 0,
+        })
+    }
+
+    /// Runs a pass every `idle` (every `busy` while the log grows) on a thread of its own,
+    /// until `stop` fires or the returned handle is dropped. A failed pass is logged and
+    /// tried again at the next.
+    pub(super) fn start(mut self, stop: CancellationToken) -> std::io::Result<Running> {
+        let stopped = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("sqlite-checkpoint".into())
+            .spawn(move || {
+                let mut every = self.config.idle;
+                loop {
+                    // Woken early only to stop; a spurious wake-up costs one early pass.
+                    std::thread::park_timeout(every);
+                    if stopped.is_cancelled() {
+                        return;
+                    }
+                    every = match self.run_once() {
+                        Ok(true) => self.config.busy,
+                        Ok(false) => self.config.idle,
+                        Err(error) => {
+                            tracing::warn!(%error, "SQLite checkpoint failed; retrying");
+                            self.config.idle
+                        }
+                    };
+                }
+            })?;
+        Ok(Running {
+            stop,
+            thread: thread.thread().clone(),
+        })
+    }
+
+    /// One pass; returns whether the log grew since the last one.
+    pub(super) fn run_once(&mut self) -> rusqlite::Result<bool> {
+        checkpoint(
+            &self.conn,
+            &self.writer,
+            &mut self.last_log,
+            self.config.restart_frames,
+        )
+    }
+}
+
 fn checkpoint(
     conn: &Connection,
     writer: &Weak<Mutex<WriterState>>,
     last_log: &mut i64,
+    restart_frames: i64,
 ) -> rusqlite::Result<bool> {
     // Frames in the log, all copied back unless a reader still needed older ones; -1
     // while another connection checkpoints (a second process on the file, say).
@@ -102,7 +150,7 @@ fn checkpoint(
     let mut log = passive()?;
     let grew = log != *last_log;
     *last_log = log;
-    if log < RESTART_FRAMES || !grew {
+    if log < restart_frames || !grew {
         // Idle with every frame copied back: the next write starts the log over by itself.
         return Ok(grew);
     }
@@ -112,7 +160,7 @@ fn checkpoint(
     // writer waits for the last pass instead, which bounds the log.
     let mut behind = log;
     for _ in 0..CATCH_UP_PASSES {
-        if log >= LONG_LOG_FRAMES {
+        if log >= LONG_LOG_RESTARTS * restart_frames {
             break;
         }
         let before = log;
@@ -123,8 +171,6 @@ fn checkpoint(
         }
         behind = new;
     }
-    // Held weakly, so that the connection closes with the writer rather than with this
-    // thread, which notices the writer is gone only at its next tick.
     let Some(writer) = writer.upgrade() else {
         return Ok(false);
     };
@@ -136,12 +182,4 @@ fn checkpoint(
     drop(state);
     *last_log = tail?;
     Ok(true)
-}
-
-impl Drop for Checkpointer {
-    fn drop(&mut self) {
-        let (stopped, wake) = &*self.stop;
-        *stopped.lock().unwrap_or_else(|e| e.into_inner()) = true;
-        wake.notify_all();
-    }
 }

@@ -213,3 +213,29 @@ async fn the_checkpointer_copies_the_wal_back_without_a_commit_paying_for_it() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+#[tokio::test]
+async fn a_checkpoint_pass_says_whether_the_log_grew_since_the_last() {
+    use super::checkpoint::{CheckpointConfig, Checkpointer};
+    let dir = tempfile::tempdir().unwrap();
+    let writer = table(&dir).await;
+    let insert = || async {
+        let tx = writer.begin().await.unwrap();
+        tx.conn().execute("INSERT INTO t VALUES (1)", []).unwrap();
+        tx.commit().await.unwrap();
+    };
+    insert().await;
+    let path = dir.path().join("t.db");
+    let config = CheckpointConfig::default();
+    let mut pass = Checkpointer::new(
+        &path,
+        Duration::from_secs(1),
+        std::sync::Weak::new(),
+        config,
+    )
+    .unwrap();
+    assert!(pass.run_once().unwrap(), "the first pass finds a log");
+    assert!(!pass.run_once().unwrap(), "nothing was written since");
+    insert().await;
+    assert!(pass.run_once().unwrap(), "a commit since the last pass");
+}

@@ -9,8 +9,9 @@ use std::time::Duration;
 
 use rusqlite::Connection;
 use tokio::sync::{Mutex, OwnedMutexGuard, watch};
+use tokio_util::sync::CancellationToken;
 
-use super::checkpoint::Checkpointer;
+use super::checkpoint::{CheckpointConfig, Checkpointer, Running};
 
 /// Most operations one batch may hold before it commits even though more are waiting:
 /// bounds how long the first operation of a batch waits for its commit.
@@ -38,7 +39,7 @@ pub(super) struct Shared {
     /// keeping a batch open is worth it. Correctness never depends on it (see
     /// [`SqliteTx::commit`]).
     waiting: AtomicUsize,
-    _checkpointer: Checkpointer,
+    _checkpointer: Running,
 }
 
 pub(super) struct WriterState {
@@ -87,7 +88,14 @@ impl SqliteWriter {
         }));
         Ok(SqliteWriter {
             shared: Arc::new(Shared {
-                _checkpointer: Checkpointer::start(path, busy_timeout, Arc::downgrade(&state))?,
+                _checkpointer: Checkpointer::new(
+                    path,
+                    busy_timeout,
+                    Arc::downgrade(&state),
+                    CheckpointConfig::default(),
+                )?
+                .start(CancellationToken::new())
+                .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?,
                 state,
                 waiting: AtomicUsize::new(0),
             }),
