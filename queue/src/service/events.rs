@@ -12,6 +12,7 @@ use crate::error::QueueError;
 use crate::lease::Fence;
 use crate::machine::PendingEvent;
 use crate::notify::NotificationKind;
+use crate::store::{EventOrder, EventPage};
 
 const EVENT_KIND_CHARS: usize = 100;
 const MAX_EVENTS_PAGE: u32 = 1000;
@@ -79,13 +80,13 @@ impl Queue {
         after: i64,
         limit: u32,
     ) -> Result<Vec<JobEvent>, QueueError> {
-        let uuid = parse_job_id(id)?;
-        let limit = i64::from(limit.clamp(1, MAX_EVENTS_PAGE));
-        let events = self.inner.db.list_events(uuid, after, limit).await?;
-        if events.is_empty() && self.inner.db.get_job(uuid).await?.is_none() {
-            return Err(QueueError::job_not_found(id));
-        }
-        Ok(events)
+        let page = EventPage {
+            after,
+            except: None,
+            order: EventOrder::Oldest,
+            limit: page_limit(limit),
+        };
+        self.events_of(id, &page).await
     }
 
     /// The newest `limit` (1 to 1000) events of the job, oldest first: the end of a long
@@ -95,12 +96,13 @@ impl Queue {
         id: &str,
         limit: u32,
     ) -> Result<Vec<JobEvent>, QueueError> {
-        let uuid = parse_job_id(id)?;
-        let limit = i64::from(limit.clamp(1, MAX_EVENTS_PAGE));
-        let mut events = self.inner.db.list_newest_events(uuid, limit).await?;
-        if events.is_empty() && self.inner.db.get_job(uuid).await?.is_none() {
-            return Err(QueueError::job_not_found(id));
-        }
+        let page = EventPage {
+            after: 0,
+            except: None,
+            order: EventOrder::Newest,
+            limit: page_limit(limit),
+        };
+        let mut events = self.events_of(id, &page).await?;
         events.reverse();
         Ok(events)
     }
@@ -114,13 +116,20 @@ impl Queue {
         after: i64,
         limit: u32,
     ) -> Result<Vec<JobEvent>, QueueError> {
+        let page = EventPage {
+            after,
+            except: Some(except),
+            order: EventOrder::Oldest,
+            limit: page_limit(limit),
+        };
+        self.events_of(id, &page).await
+    }
+
+    /// One page of the job's events; an empty page is a 404 when the job does not exist,
+    /// which costs a second query only then.
+    async fn events_of(&self, id: &str, page: &EventPage<'_>) -> Result<Vec<JobEvent>, QueueError> {
         let uuid = parse_job_id(id)?;
-        let limit = i64::from(limit.clamp(1, MAX_EVENTS_PAGE));
-        let events = self
-            .inner
-            .db
-            .list_events_except(uuid, except, after, limit)
-            .await?;
+        let events = self.inner.db.list_events(uuid, page).await?;
         if events.is_empty() && self.inner.db.get_job(uuid).await?.is_none() {
             return Err(QueueError::job_not_found(id));
         }
@@ -159,6 +168,10 @@ impl Queue {
             .map(|(id, n)| (id.to_string(), u32::try_from(n).unwrap_or(u32::MAX)))
             .collect())
     }
+}
+
+fn page_limit(limit: u32) -> i64 {
+    i64::from(limit.clamp(1, MAX_EVENTS_PAGE))
 }
 
 fn validate_event(event: &NewEvent) -> Result<(), QueueError> {

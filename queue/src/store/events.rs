@@ -25,6 +25,26 @@ const LAST_EVENT: &str = concat!(
     " FROM job_events WHERE job_id = $1 AND kind = $2 ORDER BY id DESC LIMIT 1"
 );
 
+/// Which of a job's events a read wants: those after a cursor, but for one kind, from
+/// either end.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct EventPage<'a> {
+    /// Only events with ids above this (0 for all).
+    pub after: i64,
+    /// Leaves out the events of this kind.
+    pub except: Option<&'a str>,
+    pub order: EventOrder,
+    pub limit: i64,
+}
+
+/// Which end of the timeline a read starts from; either way the page comes back in that
+/// order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum EventOrder {
+    Oldest,
+    Newest,
+}
+
 impl Tx {
     /// Appends an event and queues its notification.
     ///
@@ -116,67 +136,31 @@ impl Tx {
 }
 
 impl Database {
+    /// The job's events that `page` asks for.
     pub(crate) async fn list_events(
         &self,
         job_id: Uuid,
-        after: i64,
-        limit: i64,
+        page: &EventPage<'_>,
     ) -> Result<Vec<JobEvent>, sqlx::Error> {
         on_pool!(self, p => {
-            let rows = sqlx::query(concat!(
+            let mut query = sqlx::QueryBuilder::new(concat!(
                 "SELECT ",
                 event_columns!(),
-                " FROM job_events WHERE job_id = $1 AND id > $2 ORDER BY id LIMIT $3"
-            ))
-            .bind(Id(job_id))
-            .bind(after)
-            .bind(limit)
-            .fetch_all(p)
-            .await?;
-            rows.iter().map(|row| event_from_row!(row)).collect()
-        })
-    }
-
-    /// The newest `limit` events of the job, newest first.
-    pub(crate) async fn list_newest_events(
-        &self,
-        job_id: Uuid,
-        limit: i64,
-    ) -> Result<Vec<JobEvent>, sqlx::Error> {
-        on_pool!(self, p => {
-            let rows = sqlx::query(concat!(
-                "SELECT ",
-                event_columns!(),
-                " FROM job_events WHERE job_id = $1 ORDER BY id DESC LIMIT $2"
-            ))
-            .bind(Id(job_id))
-            .bind(limit)
-            .fetch_all(p)
-            .await?;
-            rows.iter().map(|row| event_from_row!(row)).collect()
-        })
-    }
-
-    /// [`list_events`](Self::list_events) without the events of one kind.
-    pub(crate) async fn list_events_except(
-        &self,
-        job_id: Uuid,
-        kind: &str,
-        after: i64,
-        limit: i64,
-    ) -> Result<Vec<JobEvent>, sqlx::Error> {
-        on_pool!(self, p => {
-            let rows = sqlx::query(concat!(
-                "SELECT ",
-                event_columns!(),
-                " FROM job_events WHERE job_id = $1 AND id > $2 AND kind <> $3 ORDER BY id LIMIT $4"
-            ))
-            .bind(Id(job_id))
-            .bind(after)
-            .bind(kind)
-            .bind(limit)
-            .fetch_all(p)
-            .await?;
+                " FROM job_events WHERE job_id = "
+            ));
+            query.push_bind(Id(job_id));
+            if page.after > 0 {
+                query.push(" AND id > ").push_bind(page.after);
+            }
+            if let Some(kind) = page.except {
+                query.push(" AND kind <> ").push_bind(kind);
+            }
+            query.push(match page.order {
+                EventOrder::Oldest => " ORDER BY id LIMIT ",
+                EventOrder::Newest => " ORDER BY id DESC LIMIT ",
+            });
+            query.push_bind(page.limit);
+            let rows = query.build().fetch_all(p).await?;
             rows.iter().map(|row| event_from_row!(row)).collect()
         })
     }

@@ -219,6 +219,7 @@ mod postgres;
 mod sqlite;
 
 pub(crate) use claims::ClaimSql;
+pub(crate) use events::{EventOrder, EventPage};
 pub(crate) use jobs::ListSql;
 
 fn decode_err(error: impl std::error::Error + Send + Sync + 'static) -> sqlx::Error {
