@@ -3,6 +3,8 @@
 //! totals, the dashboard, the CLI, MCP) reads them through these types, so a payload's keys
 //! are spelled once, here. The kinds themselves are in [`crate::job::task`].
 //!
+//! The queue's own events (`job.*`) have theirs in `queue.rs`, re-exported here.
+//!
 //! Reading is lenient, as the timeline is: [`TaskEvent::read`] ignores keys it does not know
 //! and answers `None` for another kind or a payload that is not this kind's.
 
@@ -22,19 +24,30 @@ pub trait TaskEvent: Serialize + DeserializeOwned {
 
     /// The payload as an event carries it: a JSON object.
     fn payload(&self) -> Map<String, Value> {
-        match serde_json::to_value(self) {
-            Ok(Value::Object(map)) => map,
-            // Every type here is a struct of plain fields, which serializes to an object.
-            _ => Map::new(),
-        }
+        payload_of(self)
     }
 
     /// This kind's payload, when `event` is of this kind and carries one.
     fn read(event: &JobEvent) -> Option<Self> {
         (event.kind == Self::KIND)
-            .then(|| Self::deserialize(&event.payload).ok())
+            .then(|| read_payload(&event.payload))
             .flatten()
     }
+}
+
+/// Any payload type here as an event carries it: a JSON object.
+pub fn payload_of(payload: &impl Serialize) -> Map<String, Value> {
+    match serde_json::to_value(payload) {
+        Ok(Value::Object(map)) => map,
+        // Every type here is a struct of plain fields, which serializes to an object.
+        _ => Map::new(),
+    }
+}
+
+/// Any payload type here from an event's payload, ignoring keys it does not know; `None`
+/// for a payload that is not one.
+pub fn read_payload<T: DeserializeOwned>(payload: &Map<String, Value>) -> Option<T> {
+    T::deserialize(payload).ok()
 }
 
 /// A stage began; `stage` is one of [`task::STAGES`].
@@ -207,6 +220,9 @@ kind! {
     StepLog = task::STEP_LOG,
     Warning = task::WARNING,
 }
+
+mod queue;
+pub use queue::*;
 
 #[cfg(test)]
 mod tests;

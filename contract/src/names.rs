@@ -53,6 +53,7 @@ macro_rules! wire_names {
 
 #[cfg(test)]
 mod tests {
+    use crate::events::CancelledBy;
     use crate::{EventLevel, JobState, JobType, PublishMode, RuntimeMode, StageState, StepState};
 
     /// Serde's derive and `wire_names!` must spell each value alike, both ways.
@@ -82,6 +83,7 @@ mod tests {
         spelled_alike(&PublishMode::ALL);
         spelled_alike(&StepState::ALL);
         spelled_alike(&StageState::ALL);
+        spelled_alike(&CancelledBy::ALL);
     }
 
     #[test]

@@ -8,9 +8,14 @@
 use std::fmt::Display;
 
 use chrono::{DateTime, Utc};
+use contract::events::{
+    CancelAcknowledged, CancelRequest, Cancelled, CancelledBy, JobCompleted, JobCreated, LeaseHeld,
+    Retried, WithReason, WorkerCall, WorkerFailure, payload_of, read_payload,
+};
 use contract::job::events;
 use contract::{EventLevel, Job, JobEvent, JobState};
-use serde_json::{Map, Value, json};
+use serde::Serialize;
+use serde_json::{Map, Value};
 
 use crate::error::QueueError;
 use crate::lease::Fence;
@@ -38,15 +43,12 @@ impl PendingEvent {
         }
     }
 
-    fn new(kind: &str, level: EventLevel, message: String, payload: Value) -> Self {
+    fn new(kind: &str, level: EventLevel, message: String, payload: &impl Serialize) -> Self {
         PendingEvent {
             kind: kind.to_string(),
             level,
             message,
-            payload: match payload {
-                Value::Object(map) => map,
-                _ => Map::new(),
-            },
+            payload: payload_of(payload),
         }
     }
 }
@@ -109,13 +111,11 @@ pub(crate) fn check_fence(job: &Job, fence: &Fence) -> Result<(), QueueError> {
     ))
 }
 
-/// Who cancelled a job, in the `by` field of its `job.cancelled` event.
-const BY_WORKER: &str = "worker";
-const BY_USER: &str = "user";
-const BY_RESCUER: &str = "rescuer";
-
-fn fence_payload(fence: &Fence) -> Value {
-    json!({ "workerId": fence.worker_id, "attempt": fence.attempt })
+fn call(fence: &Fence) -> WorkerCall {
+    WorkerCall {
+        worker_id: fence.worker_id.clone(),
+        attempt: fence.attempt,
+    }
 }
 
 /// Stamps the claim the claim statement made; the statement itself is backend SQL.
@@ -142,11 +142,11 @@ pub(crate) fn claimed_event(job: &Job) -> PendingEvent {
         kind,
         level,
         claimed_message(worker, job.attempt, job.max_attempts),
-        claimed_payload(
-            job.claimed_by.as_deref(),
-            json!(job.attempt),
-            job.lease_expires_at,
-        ),
+        &LeaseHeld {
+            worker_id: job.claimed_by.clone(),
+            attempt: job.attempt,
+            lease_expires_at: job.lease_expires_at,
+        },
     )
 }
 
@@ -155,10 +155,6 @@ const CLAIMED: (&str, EventLevel) = (events::JOB_CLAIMED, EventLevel::Info);
 
 fn claimed_message(worker: &str, attempt: impl Display, max_attempts: impl Display) -> String {
     format!("claimed by {worker} (attempt {attempt} of {max_attempts})")
-}
-
-fn claimed_payload(worker: Option<&str>, attempt: Value, lease: Option<DateTime<Utc>>) -> Value {
-    json!({ "workerId": worker, "attempt": attempt, "leaseExpiresAt": lease })
 }
 
 /// [`claimed_event`] for a statement that claims and records in one go (PostgreSQL's): it
@@ -177,9 +173,15 @@ pub(crate) struct ClaimedTemplate {
 pub(crate) fn claimed_event_template(worker: &str, lease: DateTime<Utc>) -> ClaimedTemplate {
     // Stands for the attempt until the text is a template; a NUL is refused in worker ids,
     // so no other value serializes to it.
-    let hole = json!("\0attempt");
+    const HOLE: &str = "\0attempt";
     let literal = |text: &str| text.replace('%', "%%");
-    let payload = claimed_payload(Some(worker), hole.clone(), Some(lease));
+    let payload = LeaseHeld {
+        worker_id: Some(worker.to_string()),
+        attempt: HOLE,
+        lease_expires_at: Some(lease),
+    };
+    let payload = Value::Object(payload_of(&payload));
+    let hole = Value::from(HOLE);
     ClaimedTemplate {
         kind: CLAIMED.0,
         level: CLAIMED.1,
@@ -193,12 +195,12 @@ pub(crate) fn created_event(job: &Job) -> PendingEvent {
         events::JOB_CREATED,
         EventLevel::Info,
         "queued".to_string(),
-        json!({
-            "priority": job.priority,
-            "maxAttempts": job.max_attempts,
-            "requiredCapabilities": job.required_capabilities,
-            "createdByUserId": job.created_by_user_id,
-        }),
+        &JobCreated {
+            priority: job.priority,
+            max_attempts: job.max_attempts,
+            required_capabilities: job.required_capabilities.clone(),
+            created_by_user_id: job.created_by_user_id.clone(),
+        },
     )
 }
 
@@ -241,14 +243,16 @@ pub(crate) fn complete(
     } else {
         "succeeded"
     };
-    let mut payload = fence_payload(fence);
-    payload["cancelRequested"] = json!(late_cancel);
-    payload["resultSummary"] = json!(job.result_summary);
+    let completed = JobCompleted {
+        call: call(fence),
+        cancel_requested: late_cancel,
+        result_summary: job.result_summary.clone(),
+    };
     Ok(changed(vec![PendingEvent::new(
         events::JOB_COMPLETED,
         EventLevel::Info,
         message.to_string(),
-        payload,
+        &completed,
     )]))
 }
 
@@ -262,21 +266,28 @@ pub(crate) fn fail(
     retry: Retry,
 ) -> Result<Outcome, QueueError> {
     check_fence(job, fence)?;
-    let mut payload = fence_payload(fence);
-    payload["error"] = json!(error);
-    payload["retryable"] = json!(retryable);
+    let failure = WorkerFailure {
+        call: call(fence),
+        error: error.clone(),
+        retryable,
+    };
     job.error_message = Some(error);
     job.lease_expires_at = None;
     job.updated_at = now;
     if job.cancel_requested_at.is_some() {
         finish_cancelled(job, now);
-        payload["reason"] = json!(job.cancel_reason);
-        payload["by"] = json!(BY_WORKER);
+        let cancelled = Cancelled {
+            cause: WithReason {
+                cause: failure,
+                reason: job.cancel_reason.clone(),
+            },
+            by: CancelledBy::Worker,
+        };
         return Ok(changed(vec![PendingEvent::new(
             events::JOB_CANCELLED,
             EventLevel::Warn,
             "cancelled: the worker failed after the cancel was requested".to_string(),
-            payload,
+            &cancelled,
         )]));
     }
     if !retryable {
@@ -286,7 +297,7 @@ pub(crate) fn fail(
             events::JOB_FAILED,
             EventLevel::Error,
             format!("failed on attempt {}", job.attempt),
-            payload,
+            &failure,
         )]));
     }
     if job.attempt >= job.max_attempts {
@@ -299,19 +310,28 @@ pub(crate) fn fail(
                 "dead-lettered: attempt {} of {} failed",
                 job.attempt, job.max_attempts
             ),
-            payload,
+            &failure,
         )]));
     }
-    Ok(requeue(job, retry, payload, Vec::new()))
+    Ok(requeue(job, retry, failure, Vec::new()))
 }
 
-fn requeue(job: &mut Job, retry: Retry, mut payload: Value, mut out: Vec<PendingEvent>) -> Outcome {
+/// Back to the queue after `cause` (a failure, an expired lease), to run again at `retry`.
+fn requeue(
+    job: &mut Job,
+    retry: Retry,
+    cause: impl Serialize,
+    mut out: Vec<PendingEvent>,
+) -> Outcome {
     job.status = JobState::Queued;
     job.claimed_by = None;
     job.lease_expires_at = None;
     job.next_attempt_at = retry.at;
-    payload["nextAttemptAt"] = json!(retry.at);
-    payload["delayMs"] = json!(retry.delay_ms);
+    let retried = Retried {
+        cause,
+        next_attempt_at: retry.at,
+        delay_ms: retry.delay_ms,
+    };
     out.push(PendingEvent::new(
         events::JOB_RETRY_SCHEDULED,
         EventLevel::Warn,
@@ -321,7 +341,7 @@ fn requeue(job: &mut Job, retry: Retry, mut payload: Value, mut out: Vec<Pending
             job.max_attempts,
             retry.delay_ms
         ),
-        payload,
+        &retried,
     ));
     Outcome::Changed {
         events: out,
@@ -353,22 +373,28 @@ pub(crate) fn request_cancel(
             job.cancel_requested_by_user_id = user_id.map(str::to_string);
             job.cancel_reason = reason;
             job.updated_at = now;
-            let mut payload = json!({ "requestedBy": user_id, "reason": job.cancel_reason });
+            let request = CancelRequest {
+                requested_by: job.cancel_requested_by_user_id.clone(),
+                reason: job.cancel_reason.clone(),
+            };
             if job.status == JobState::Queued {
                 finish_cancelled(job, now);
-                payload["by"] = json!(BY_USER);
+                let cancelled = Cancelled {
+                    cause: request,
+                    by: CancelledBy::User,
+                };
                 Ok(changed(vec![PendingEvent::new(
                     events::JOB_CANCELLED,
                     EventLevel::Warn,
                     "cancelled before any worker claimed it".to_string(),
-                    payload,
+                    &cancelled,
                 )]))
             } else {
                 Ok(changed(vec![PendingEvent::new(
                     events::JOB_CANCEL_REQUESTED,
                     EventLevel::Warn,
                     "cancel requested; waiting for the worker to stop".to_string(),
-                    payload,
+                    &request,
                 )]))
             }
         }
@@ -403,15 +429,21 @@ pub(crate) fn ack_cancel(
         ));
     }
     finish_cancelled(job, now);
-    let mut payload = fence_payload(fence);
-    payload["requestedBy"] = json!(job.cancel_requested_by_user_id);
-    payload["reason"] = json!(job.cancel_reason);
-    payload["by"] = json!(BY_WORKER);
+    let cancelled = Cancelled {
+        cause: CancelAcknowledged {
+            call: call(fence),
+            request: CancelRequest {
+                requested_by: job.cancel_requested_by_user_id.clone(),
+                reason: job.cancel_reason.clone(),
+            },
+        },
+        by: CancelledBy::Worker,
+    };
     Ok(changed(vec![PendingEvent::new(
         events::JOB_CANCELLED,
         EventLevel::Warn,
         "cancelled: the worker stopped and acknowledged".to_string(),
-        payload,
+        &cancelled,
     )]))
 }
 
@@ -428,11 +460,11 @@ pub(crate) fn expire_lease(
         (JobState::Running, Some(at)) if at < now => at,
         _ => return Ok(Outcome::Unchanged),
     };
-    let payload = json!({
-        "workerId": job.claimed_by,
-        "attempt": job.attempt,
-        "leaseExpiresAt": expired_at,
-    });
+    let lease = LeaseHeld {
+        worker_id: job.claimed_by.clone(),
+        attempt: job.attempt,
+        lease_expires_at: Some(expired_at),
+    };
     let mut out = vec![PendingEvent::new(
         events::JOB_LEASE_EXPIRED,
         EventLevel::Warn,
@@ -441,20 +473,24 @@ pub(crate) fn expire_lease(
             job.claimed_by.as_deref().unwrap_or("?"),
             job.attempt
         ),
-        payload.clone(),
+        &lease,
     )];
     job.lease_expires_at = None;
     job.updated_at = now;
     if job.cancel_requested_at.is_some() {
         finish_cancelled(job, now);
-        let mut payload = payload;
-        payload["reason"] = json!(job.cancel_reason);
-        payload["by"] = json!(BY_RESCUER);
+        let cancelled = Cancelled {
+            cause: WithReason {
+                cause: lease,
+                reason: job.cancel_reason.clone(),
+            },
+            by: CancelledBy::Rescuer,
+        };
         out.push(PendingEvent::new(
             events::JOB_CANCELLED,
             EventLevel::Warn,
             "cancelled: the lease expired after the cancel was requested".to_string(),
-            payload,
+            &cancelled,
         ));
         return Ok(changed(out));
     }
@@ -472,22 +508,21 @@ pub(crate) fn expire_lease(
                 "dead-lettered: the lease expired on attempt {} of {}",
                 job.attempt, job.max_attempts
             ),
-            payload,
+            &lease,
         ));
         return Ok(changed(out));
     }
-    Ok(requeue(job, retry, payload, out))
+    Ok(requeue(job, retry, lease, out))
 }
 
 /// The fence of the worker whose own call cancelled the job, read back from the
 /// `job.cancelled` event; `None` if a user or the rescuer cancelled it.
 pub(crate) fn acknowledged_by(payload: &Map<String, Value>) -> Option<Fence> {
-    if payload.get("by")?.as_str()? != BY_WORKER {
-        return None;
-    }
-    let worker_id = payload.get("workerId")?.as_str()?.to_string();
-    let attempt = u32::try_from(payload.get("attempt")?.as_u64()?).ok()?;
-    Some(Fence { worker_id, attempt })
+    let cancelled: Cancelled<WorkerCall> = read_payload(payload)?;
+    (cancelled.by == CancelledBy::Worker).then_some(Fence {
+        worker_id: cancelled.cause.worker_id,
+        attempt: cancelled.cause.attempt,
+    })
 }
 
 #[cfg(test)]
