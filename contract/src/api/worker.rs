@@ -123,6 +123,21 @@ impl EventBody {
     }
 }
 
+/// The parts of the artifact upload's multipart form (`POST /jobs/{id}/artifacts/upload`):
+/// the worker's client sends them and the server reads them by these names.
+pub mod upload {
+    /// The artifact's bytes.
+    pub const FILE: &str = "file";
+    /// Its path in the job's artifact list, such as `logs/steps/step-0000.log`.
+    pub const NAME: &str = "name";
+    /// The attempt of the lease the upload is made under.
+    pub const ATTEMPT: &str = "attempt";
+    /// Optional: must be the token's worker when given.
+    pub const WORKER_ID: &str = "workerId";
+    /// Optional: the content type when the file part carries none.
+    pub const CONTENT_TYPE: &str = "contentType";
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;

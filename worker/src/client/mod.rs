@@ -14,6 +14,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use contract::api::worker::upload;
 use contract::api::{
     ArtifactList, CancelBody, ClaimBody, Claimed, CompleteBody, EventBody, EventList, FailBody,
     FenceBody, HeartbeatBody, JobList,
@@ -347,11 +348,11 @@ impl QueueClient {
         let url = self.url(&["jobs", id, "artifacts", "upload"]);
         let file_name = name.rsplit('/').next().unwrap_or(name).to_string();
         let form = reqwest::multipart::Form::new()
-            .text("attempt", attempt.to_string())
-            .text("name", name.to_string())
-            .text("contentType", content_type.to_string())
+            .text(upload::ATTEMPT, attempt.to_string())
+            .text(upload::NAME, name.to_string())
+            .text(upload::CONTENT_TYPE, content_type.to_string())
             .part(
-                "file",
+                upload::FILE,
                 reqwest::multipart::Part::bytes(bytes).file_name(file_name),
             );
         let builder = self.request(Method::POST, &url).multipart(form);

@@ -7,6 +7,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use contract::api::ArtifactList;
+use contract::api::worker::upload;
 use contract::{Artifact, FieldError};
 
 use super::extract::ApiPath;
@@ -130,14 +131,16 @@ async fn upload(
     while let Some(part) = multipart.next_field().await.map_err(multipart_error)? {
         let part_name = part.name().unwrap_or_default().to_string();
         match part_name.as_str() {
-            "file" => {
+            upload::FILE => {
                 let part_type = part.content_type().map(str::to_string);
                 file = Some((receive(&state.queue, part).await?, part_type));
             }
-            "name" => name = Some(part.text().await.map_err(multipart_error)?),
-            "attempt" => attempt = Some(part.text().await.map_err(multipart_error)?),
-            "workerId" => worker_id = Some(part.text().await.map_err(multipart_error)?),
-            "contentType" => content_type = Some(part.text().await.map_err(multipart_error)?),
+            upload::NAME => name = Some(part.text().await.map_err(multipart_error)?),
+            upload::ATTEMPT => attempt = Some(part.text().await.map_err(multipart_error)?),
+            upload::WORKER_ID => worker_id = Some(part.text().await.map_err(multipart_error)?),
+            upload::CONTENT_TYPE => {
+                content_type = Some(part.text().await.map_err(multipart_error)?)
+            }
             other => {
                 return Err(ApiError::invalid(vec![FieldError::new(
                     other,
@@ -149,26 +152,29 @@ async fn upload(
     let mut errors = Vec::new();
     if name.as_deref().is_none_or(|n| n.trim().is_empty()) {
         errors.push(FieldError::new(
-            "name",
+            upload::NAME,
             "required: the artifact's relative path, e.g. logs/execute.log",
         ));
     }
     let attempt = match attempt.as_deref().map(str::trim).map(str::parse::<u32>) {
         Some(Ok(a)) => Some(a),
         Some(Err(_)) => {
-            errors.push(FieldError::new("attempt", "must be a whole number"));
+            errors.push(FieldError::new(upload::ATTEMPT, "must be a whole number"));
             None
         }
         None => {
             errors.push(FieldError::new(
-                "attempt",
+                upload::ATTEMPT,
                 "required: the attempt number the job was claimed with",
             ));
             None
         }
     };
     if file.is_none() {
-        errors.push(FieldError::new("file", "required: the artifact's bytes"));
+        errors.push(FieldError::new(
+            upload::FILE,
+            "required: the artifact's bytes",
+        ));
     }
     let (Some(name), Some(attempt), Some((incoming, part_type)), true) =
         (name, attempt, file, errors.is_empty())
