@@ -12,9 +12,10 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::error::FieldError;
 use crate::job::{JobEvent, task};
+use crate::states::StageState;
 use crate::steps::ResolvedStep;
-use crate::timeline::StageState;
 use crate::usage::StepUsage;
 
 /// A payload that goes with one event kind.
@@ -193,12 +194,44 @@ impl StepIndex {
     }
 }
 
-/// A step end's `usage` read alone, before it is trusted: the queue checks it (see
-/// [`StepUsage::of_step_event`]) whatever else the payload holds.
+/// A step end's `usage` read alone, before it is trusted: [`reported_usage`] checks it
+/// whatever else the payload holds.
 #[derive(Debug, Deserialize)]
-pub(crate) struct ReportedUsage {
+struct ReportedUsage {
     #[serde(default)]
-    pub usage: Option<Value>,
+    usage: Option<Value>,
+}
+
+/// The `usage` a worker's step event carries, checked: `None` for an event that is not
+/// a step's end or carries no usage (or an empty one), an error naming the field for
+/// one that is not a [`StepUsage`] or has a negative price. The queue adds what this
+/// returns to the job's totals, so a bad report is refused rather than summed.
+pub fn reported_usage(
+    kind: &str,
+    payload: &Map<String, Value>,
+) -> Result<Option<StepUsage>, FieldError> {
+    if kind != task::STEP_FINISHED && kind != task::STEP_FAILED {
+        return Ok(None);
+    }
+    let reported = ReportedUsage::deserialize(payload)
+        .ok()
+        .and_then(|r| r.usage);
+    let Some(raw) = reported.filter(|v| !v.is_null()) else {
+        return Ok(None);
+    };
+    let usage = StepUsage::deserialize(&raw).map_err(|e| {
+        FieldError::new(
+            "payload.usage",
+            format!("must be {{inputTokens, cachedInputTokens, outputTokens, reasoningTokens: non-negative integers, costUsd: a non-negative number}}: {e}"),
+        )
+    })?;
+    if usage.cost_usd.is_some_and(|c| !(c >= 0.0 && c.is_finite())) {
+        return Err(FieldError::new(
+            "payload.usage.costUsd",
+            "must be a non-negative number",
+        ));
+    }
+    Ok(Some(usage).filter(|u| !u.is_empty()))
 }
 
 macro_rules! kind {

@@ -40,6 +40,7 @@ mod names;
 pub mod normalize;
 pub mod prompt;
 pub mod rules;
+pub mod states;
 pub mod steps;
 pub mod text;
 pub mod timeline;

@@ -14,7 +14,6 @@
 use serde::{Deserialize, Serialize};
 
 use crate::modes::{PublishMode, RuntimeMode};
-use crate::steps::{ResolvedStep, resolve_steps};
 use crate::wire::{AuthRefs, ContainerSpec, GitSettings, JobType, SkillSelection};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -98,11 +97,6 @@ impl NormalizedTask {
             affinity_key: job.affinity_key.clone(),
             payload,
         })
-    }
-
-    /// The steps the worker runs, in order; never empty.
-    pub fn resolved_steps(&self) -> Vec<ResolvedStep> {
-        resolve_steps(&self.payload.task)
     }
 
     /// Non-auto skill ids of the task and its steps, first appearance first: what the

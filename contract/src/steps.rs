@@ -2,7 +2,7 @@
 
 use serde_json::{Map, Value};
 
-use crate::model::TaskSpec;
+use crate::model::{NormalizedTask, TaskSpec};
 use crate::wire::SkillSelection;
 
 /// One step as the worker runs it. Its events name it by a
@@ -18,6 +18,13 @@ pub struct ResolvedStep {
     pub has_step_instructions: bool,
     /// Arguments of whichever skill selection won (the step's own, else the task's).
     pub skill_args: Map<String, Value>,
+}
+
+impl NormalizedTask {
+    /// The steps the worker runs, in order; never empty.
+    pub fn resolved_steps(&self) -> Vec<ResolvedStep> {
+        resolve_steps(&self.payload.task)
+    }
 }
 
 /// The generated id of the step at `index`; also used when a client omits an id.

@@ -11,96 +11,10 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use crate::events::{StageFinished, StageStarted, StepIndex, TaskEvent};
+use crate::events::{StageFinished, StageStarted, StepIndex, TaskEvent, reported_usage};
 use crate::job::{JobEvent, task};
-use crate::modes::ParseModeError;
+pub use crate::states::{StageState, StepState};
 use crate::usage::StepUsage;
-use crate::wire_names;
-
-/// Where a step of a task is, as its latest event says. Read back from its name through
-/// [`FromStr`], which keeps the browser bundle smaller than a derived enum visitor.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase", try_from = "String")]
-pub enum StepState {
-    /// No event named it yet.
-    #[default]
-    Pending,
-    Running,
-    Succeeded,
-    Failed,
-    Cancelled,
-}
-
-wire_names!(StepState, "step state", exact {
-    Pending = "pending",
-    Running = "running",
-    Succeeded = "succeeded",
-    Failed = "failed",
-    Cancelled = "cancelled",
-});
-
-impl StepState {
-    /// The state an event of `kind` moves its step into; `None` for a kind that does not
-    /// (a log line, the plan).
-    fn after(kind: &str) -> Option<StepState> {
-        match kind {
-            task::STEP_STARTED => Some(StepState::Running),
-            task::STEP_FINISHED => Some(StepState::Succeeded),
-            task::STEP_FAILED => Some(StepState::Failed),
-            task::STEP_CANCELLED => Some(StepState::Cancelled),
-            _ => None,
-        }
-    }
-}
-
-/// Where one of the three stages (prepare, execute, publish) is; read back as
-/// [`StepState`] is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase", try_from = "String")]
-pub enum StageState {
-    #[default]
-    Pending,
-    Running,
-    Succeeded,
-    Failed,
-    /// Publishing with nothing to publish, or with publish mode `none`.
-    Skipped,
-    Cancelled,
-}
-
-wire_names!(StageState, "stage state", exact {
-    Pending = "pending",
-    Running = "running",
-    Succeeded = "succeeded",
-    Failed = "failed",
-    Skipped = "skipped",
-    Cancelled = "cancelled",
-});
-
-impl StageState {
-    /// Whether a finished stage can end in this state: the running and pending states are
-    /// no outcome.
-    pub fn is_outcome(self) -> bool {
-        !matches!(self, StageState::Pending | StageState::Running)
-    }
-}
-
-/// Serde reads a state through its name (`try_from = "String"`), which keeps the browser
-/// bundle smaller than a derived visitor.
-macro_rules! from_name {
-    ($state:ident) => {
-        impl TryFrom<String> for $state {
-            type Error = ParseModeError;
-
-            fn try_from(name: String) -> Result<Self, Self::Error> {
-                name.parse()
-            }
-        }
-    };
-}
-
-from_name!(StepState);
-from_name!(StageState);
 
 /// One step as its events tell it.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
@@ -157,7 +71,7 @@ impl Timeline {
 
     /// Folds one more event in, as a live reader receives them.
     pub fn apply(&mut self, event: &JobEvent) {
-        if let Some(state) = StepState::after(&event.kind) {
+        if let Some(state) = state_after(&event.kind) {
             self.apply_step(event, state);
         } else {
             self.apply_stage(event);
@@ -175,9 +89,7 @@ impl Timeline {
         } else {
             step.ended_at = Some(event.created_at);
         }
-        step.usage = StepUsage::of_step_event(&event.kind, &event.payload)
-            .ok()
-            .flatten();
+        step.usage = reported_usage(&event.kind, &event.payload).ok().flatten();
     }
 
     fn apply_stage(&mut self, event: &JobEvent) {
@@ -214,6 +126,18 @@ impl Timeline {
             .filter_map(|(i, s)| s.started_at.map(|at| (i, at.timestamp_millis())))
             .max_by_key(|(_, at)| *at)
             .map(|(i, _)| i)
+    }
+}
+
+/// The state an event of `kind` moves its step into; `None` for a kind that does not
+/// (a log line, the plan).
+fn state_after(kind: &str) -> Option<StepState> {
+    match kind {
+        task::STEP_STARTED => Some(StepState::Running),
+        task::STEP_FINISHED => Some(StepState::Succeeded),
+        task::STEP_FAILED => Some(StepState::Failed),
+        task::STEP_CANCELLED => Some(StepState::Cancelled),
+        _ => None,
     }
 }
 

@@ -3,11 +3,6 @@
 //! estimates tokens and never prices them.
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
-
-use crate::error::FieldError;
-use crate::events::ReportedUsage;
-use crate::job::task;
 
 /// What one step's agent invocation used, as its CLI reported it: the `usage` of
 /// `task.step.finished`, and of `task.step.failed` when the CLI got as far as saying.
@@ -39,38 +34,6 @@ impl StepUsage {
     /// Whether the CLI reported nothing at all.
     pub fn is_empty(&self) -> bool {
         *self == StepUsage::default()
-    }
-
-    /// The `usage` a worker's step event carries, checked: `None` for an event that is not
-    /// a step's end or carries no usage (or an empty one), an error naming the field for
-    /// one that is not a [`StepUsage`] or has a negative price. The queue adds what this
-    /// returns to the job's totals, so a bad report is refused rather than summed.
-    pub fn of_step_event(
-        kind: &str,
-        payload: &Map<String, Value>,
-    ) -> Result<Option<StepUsage>, FieldError> {
-        if kind != task::STEP_FINISHED && kind != task::STEP_FAILED {
-            return Ok(None);
-        }
-        let reported = ReportedUsage::deserialize(payload)
-            .ok()
-            .and_then(|r| r.usage);
-        let Some(raw) = reported.filter(|v| !v.is_null()) else {
-            return Ok(None);
-        };
-        let usage = StepUsage::deserialize(&raw).map_err(|e| {
-            FieldError::new(
-                "payload.usage",
-                format!("must be {{inputTokens, cachedInputTokens, outputTokens, reasoningTokens: non-negative integers, costUsd: a non-negative number}}: {e}"),
-            )
-        })?;
-        if usage.cost_usd.is_some_and(|c| !(c >= 0.0 && c.is_finite())) {
-            return Err(FieldError::new(
-                "payload.usage.costUsd",
-                "must be a non-negative number",
-            ));
-        }
-        Ok(Some(usage).filter(|u| !u.is_empty()))
     }
 
     /// Every reported figure, for a job's or a step's detail (the CLI's `jobs show`, the
@@ -261,40 +224,6 @@ mod tests {
         assert_eq!(StepUsage::default().summary(), "");
         assert_eq!(StepUsage::default().compact(), "");
         assert_eq!(short(999_999), "1.0M");
-    }
-
-    fn payload(value: Value) -> Map<String, Value> {
-        match value {
-            Value::Object(map) => map,
-            _ => unreachable!("the tests pass objects"),
-        }
-    }
-
-    #[test]
-    fn only_a_step_s_end_counts_and_a_bad_usage_is_refused_by_name() {
-        let usage = json!({ "stepIndex": 0, "usage": { "inputTokens": 5, "costUsd": 0.5 } });
-        let found = StepUsage::of_step_event(task::STEP_FINISHED, &payload(usage.clone()));
-        assert_eq!(found.unwrap().unwrap().input_tokens, Some(5));
-        let failed = StepUsage::of_step_event(task::STEP_FAILED, &payload(usage.clone()));
-        assert_eq!(failed.unwrap().unwrap().cost_usd, Some(0.5));
-        let started = StepUsage::of_step_event(task::STEP_STARTED, &payload(usage));
-        assert_eq!(started, Ok(None));
-        for none in [json!({}), json!({ "usage": null }), json!({ "usage": {} })] {
-            let got = StepUsage::of_step_event(task::STEP_FINISHED, &payload(none));
-            assert_eq!(got, Ok(None));
-        }
-        for (bad, path) in [
-            (json!({ "usage": "lots" }), "payload.usage"),
-            (json!({ "usage": { "inputTokens": -1 } }), "payload.usage"),
-            (json!({ "usage": { "outputTokens": 1.5 } }), "payload.usage"),
-            (
-                json!({ "usage": { "costUsd": -0.1 } }),
-                "payload.usage.costUsd",
-            ),
-        ] {
-            let got = StepUsage::of_step_event(task::STEP_FINISHED, &payload(bad));
-            assert_eq!(got.unwrap_err().path, path);
-        }
     }
 
     #[test]

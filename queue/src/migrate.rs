@@ -8,7 +8,7 @@ use std::borrow::Cow;
 
 use sqlx::migrate::{Migration, MigrationType, Migrator};
 
-use crate::database::Database;
+use crate::store::Database;
 
 type Embedded = (i64, &'static str, &'static str);
 

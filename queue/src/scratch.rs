@@ -6,7 +6,7 @@ use std::str::FromStr;
 use sqlx::postgres::PgConnectOptions;
 use sqlx::{ConnectOptions, Connection, PgConnection};
 
-use crate::database::DatabaseError;
+use crate::store::DatabaseError;
 
 /// A database created on a server for one run; [`ScratchPostgres::drop_database`] removes it.
 #[derive(Debug)]

@@ -161,3 +161,37 @@ fn a_warning_names_its_step_when_it_has_one() {
     let bare = Warning::read(&event(task::WARNING, json!({ "leftOutLines": 1 }))).unwrap();
     assert_eq!(bare.step, None);
 }
+
+fn payload(value: Value) -> Map<String, Value> {
+    match value {
+        Value::Object(map) => map,
+        _ => unreachable!("the tests pass objects"),
+    }
+}
+
+#[test]
+fn only_a_step_s_end_counts_and_a_bad_usage_is_refused_by_name() {
+    let usage = json!({ "stepIndex": 0, "usage": { "inputTokens": 5, "costUsd": 0.5 } });
+    let found = reported_usage(task::STEP_FINISHED, &payload(usage.clone()));
+    assert_eq!(found.unwrap().unwrap().input_tokens, Some(5));
+    let failed = reported_usage(task::STEP_FAILED, &payload(usage.clone()));
+    assert_eq!(failed.unwrap().unwrap().cost_usd, Some(0.5));
+    let started = reported_usage(task::STEP_STARTED, &payload(usage));
+    assert_eq!(started, Ok(None));
+    for none in [json!({}), json!({ "usage": null }), json!({ "usage": {} })] {
+        let got = reported_usage(task::STEP_FINISHED, &payload(none));
+        assert_eq!(got, Ok(None));
+    }
+    for (bad, path) in [
+        (json!({ "usage": "lots" }), "payload.usage"),
+        (json!({ "usage": { "inputTokens": -1 } }), "payload.usage"),
+        (json!({ "usage": { "outputTokens": 1.5 } }), "payload.usage"),
+        (
+            json!({ "usage": { "costUsd": -0.1 } }),
+            "payload.usage.costUsd",
+        ),
+    ] {
+        let got = reported_usage(task::STEP_FINISHED, &payload(bad));
+        assert_eq!(got.unwrap_err().path, path);
+    }
+}

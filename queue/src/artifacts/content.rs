@@ -7,8 +7,8 @@ use futures_util::stream::{self, BoxStream, StreamExt};
 use tokio::io::AsyncReadExt;
 use uuid::Uuid;
 
-use crate::database::Database;
 use crate::error::QueueError;
+use crate::store::Database;
 
 /// How many stored chunks one read fetches.
 const CHUNKS_PER_READ: i64 = 4;

@@ -6,9 +6,9 @@ use uuid::Uuid;
 
 use super::{Queue, parse_job_id};
 use crate::artifacts::{self, ArtifactContent, Incoming};
-use crate::database::Database;
 use crate::error::{Entity, QueueError};
 use crate::lease::Fence;
+use crate::store::Database;
 
 impl Queue {
     /// Receives an upload aside, on this replica's disk, hashing and counting it as it

@@ -32,7 +32,7 @@ impl Queue {
         event: NewEvent,
     ) -> Result<JobEvent, QueueError> {
         validate_event(&event)?;
-        let usage = contract::StepUsage::of_step_event(&event.kind, &event.payload)
+        let usage = contract::events::reported_usage(&event.kind, &event.payload)
             .map_err(|e| QueueError::Invalid(vec![e]))?;
         let mut payload = serde_json::Value::Object(event.payload);
         contract::text::replace_nul_in_json(&mut payload);

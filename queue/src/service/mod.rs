@@ -23,11 +23,11 @@ use uuid::Uuid;
 pub use jobs::{JobFilter, JobPage};
 
 use crate::config::QueueConfig;
-use crate::database::Database;
 use crate::error::QueueError;
 use crate::last_written::LastWritten;
 use crate::migrate;
 use crate::notify::{Notification, Notifier};
+use crate::store::Database;
 use crate::waiters::Waiters;
 use crate::workers::SeenCache;
 

@@ -9,7 +9,7 @@ use super::postgres;
 use super::sqlite::RowExt;
 use super::{Arg, Id, Tx, TxConn, decode_err, parse_id, pg_rows, sqlite_rows};
 use crate::QueueError;
-use crate::database::Database;
+use crate::store::Database;
 
 const UPSERT_ARTIFACT: &str = concat!(
     "INSERT INTO artifacts (",

@@ -7,7 +7,7 @@ use contract::{Job, JobEvent};
 
 use super::{Arg, postgres, sqlite};
 use crate::QueueError;
-use crate::database::Database;
+use crate::store::Database;
 
 /// `$1`..`$7` of the claim statements.
 pub(super) fn claim_args<'a>(claim: &'a ClaimSql<'a>) -> Result<Vec<Arg<'a>>, sqlx::Error> {

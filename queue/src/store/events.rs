@@ -9,9 +9,9 @@ use super::postgres;
 use super::sqlite::RowExt;
 use super::{Arg, Id, Tx, TxConn, parse_id, pg_rows, sqlite_rows};
 use crate::QueueError;
-use crate::database::Database;
 use crate::machine::PendingEvent;
 use crate::notify::NotificationKind;
+use crate::store::Database;
 
 const INSERT_EVENT: &str = "INSERT INTO job_events (job_id, kind, level, message, payload, created_at) \
      VALUES ($1, $2, $3, $4, $5, $6) RETURNING id";

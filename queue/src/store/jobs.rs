@@ -9,8 +9,8 @@ use super::postgres;
 use super::sqlite::RowExt;
 use super::{Arg, Id, Ts, Tx, TxConn, int, parse_id, pg_rows, sqlite_rows};
 use crate::QueueError;
-use crate::database::Database;
 use crate::machine::PendingEvent;
+use crate::store::Database;
 
 /// The fields a transition may change, in the order of `$2`..`$14` of [`SAVE_JOB`] and
 /// [`INSERT_JOB`].

@@ -17,10 +17,8 @@ use sqlx::{PgConnection, Postgres, Transaction};
 use uuid::Uuid;
 
 use crate::QueueError;
-use crate::database::Database;
 use crate::notify::{Notification, NotificationKind};
 use sqlite::SqliteTx;
-pub(crate) use sqlite::SqliteWriter;
 pub(crate) use types::{Id, Ts, ts};
 
 /// Runs `$body` with `$p` bound to the pool, whichever the backend.
@@ -209,6 +207,7 @@ macro_rules! insert_job_sql {
 // concerns first, then the two drivers.
 mod artifacts;
 mod claims;
+mod database;
 mod events;
 mod jobs;
 mod sessions;
@@ -219,6 +218,7 @@ mod postgres;
 mod sqlite;
 
 pub(crate) use claims::ClaimSql;
+pub use database::{Database, DatabaseError, SQLITE_FILE, SqliteDb};
 pub(crate) use events::{EventOrder, EventPage};
 pub(crate) use jobs::ListSql;
 

@@ -5,7 +5,7 @@ use sqlx::Row;
 use uuid::Uuid;
 
 use super::{Id, Ts};
-use crate::database::Database;
+use crate::store::Database;
 use crate::tokens::{SessionPurpose, TokenRecord};
 
 impl Database {

@@ -6,7 +6,7 @@ use sqlx::types::Json;
 use uuid::Uuid;
 
 use super::{Id, Ts};
-use crate::database::Database;
+use crate::store::Database;
 use crate::tokens::{NewToken, Role, TokenRecord};
 
 /// The advisory lock that serializes making the first token across replicas (an arbitrary

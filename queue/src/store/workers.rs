@@ -5,7 +5,7 @@ use sqlx::Row;
 use sqlx::types::Json;
 
 use super::Ts;
-use crate::database::Database;
+use crate::store::Database;
 use crate::workers::WorkerRecord;
 
 impl Database {

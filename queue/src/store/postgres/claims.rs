@@ -85,7 +85,7 @@ mod tests {
     use sqlx::types::Json;
 
     use crate::ScratchPostgres;
-    use crate::database::Database;
+    use crate::store::Database;
     use crate::store::Ts;
 
     /// A burst of jobs into a table the planner has no statistics for yet: the claim must

@@ -4,15 +4,19 @@
 //! `run_once`), on a thread rather than a task because each pass blocks on SQLite.
 
 use std::path::Path;
-use std::sync::Weak;
 use std::thread::Thread;
 use std::time::Duration;
 
 use rusqlite::Connection;
-use tokio::sync::Mutex;
 use tokio_util::sync::CancellationToken;
 
-use super::writer::{WriterState, commit_batch};
+/// The writer's turn, as the checkpointer takes it: once the callers already in line are
+/// done, with the batch it finds open committed (as any writer may), `f` runs before the
+/// turn is let go. `None` once the writer is gone. The writer implements it; this file
+/// knows no more of the writer than that.
+pub(super) trait WriterTurn: Send + 'static {
+    fn with_turn<T>(&self, f: impl FnOnce() -> T) -> Option<T>;
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct CheckpointConfig {
@@ -52,11 +56,9 @@ const LONG_LOG_RESTARTS: i64 = 8;
 /// batch it finds open, as any writer may), copies back the few frames written since its
 /// last pass, and lets go: the next write starts the log over, and the file's pages are
 /// reused.
-pub(super) struct Checkpointer {
+pub(super) struct Checkpointer<W> {
     conn: Connection,
-    /// Held weakly, so that the connection closes with the writer rather than with this
-    /// thread, which notices the writer is gone only at its next pass.
-    writer: Weak<Mutex<WriterState>>,
+    writer: W,
     config: CheckpointConfig,
     /// The log's length after the last pass, in frames.
     last_log: i64,
@@ -75,11 +77,11 @@ impl Drop for Running {
     }
 }
 
-impl Checkpointer {
+impl<W: WriterTurn> Checkpointer<W> {
     pub(super) fn new(
         path: &Path,
         busy_timeout: Duration,
-        writer: Weak<Mutex<WriterState>>,
+        writer: W,
         config: CheckpointConfig,
     ) -> rusqlite::Result<Self> {
         let conn = Connection::open(path)?;
@@ -136,7 +138,7 @@ impl Checkpointer {
 
 fn checkpoint(
     conn: &Connection,
-    writer: &Weak<Mutex<WriterState>>,
+    writer: &impl WriterTurn,
     last_log: &mut i64,
     restart_frames: i64,
 ) -> rusqlite::Result<bool> {
@@ -171,15 +173,9 @@ fn checkpoint(
         }
         behind = new;
     }
-    let Some(writer) = writer.upgrade() else {
+    let Some(tail) = writer.with_turn(passive) else {
         return Ok(false);
     };
-    // A std thread may block on the async mutex; the writer's turn is FIFO, so this waits
-    // for the callers already in line and no longer.
-    let mut state = writer.blocking_lock();
-    commit_batch(&mut state);
-    let tail = passive();
-    drop(state);
     *last_log = tail?;
     Ok(true)
 }

@@ -4,8 +4,8 @@ use contract::{Job, JobEvent};
 
 use super::RowExt;
 use crate::QueueError;
-use crate::database::SqliteDb;
 use crate::machine::{self, PendingEvent};
+use crate::store::SqliteDb;
 use crate::store::claims::{ClaimSql, claim_args, claim_order};
 use crate::store::{Tx, TxConn, sqlite_rows};
 

@@ -3,15 +3,15 @@
 
 use std::fmt;
 use std::path::Path;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use rusqlite::Connection;
 use tokio::sync::{Mutex, OwnedMutexGuard, watch};
 use tokio_util::sync::CancellationToken;
 
-use super::checkpoint::{CheckpointConfig, Checkpointer, Running};
+use super::checkpoint::{CheckpointConfig, Checkpointer, Running, WriterTurn};
 
 /// Most operations one batch may hold before it commits even though more are waiting:
 /// bounds how long the first operation of a batch waits for its commit.
@@ -57,6 +57,20 @@ struct Batch {
 impl fmt::Debug for SqliteWriter {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("SqliteWriter")
+    }
+}
+
+/// Held weakly by the checkpointer, so that the connection closes with the writer rather
+/// than with the checkpointer's thread, which notices the writer is gone only at its next
+/// pass.
+impl WriterTurn for Weak<Mutex<WriterState>> {
+    fn with_turn<T>(&self, f: impl FnOnce() -> T) -> Option<T> {
+        let writer = self.upgrade()?;
+        // A std thread may block on the async mutex; the writer's turn is FIFO, so this
+        // waits for the callers already in line and no longer.
+        let mut state = writer.blocking_lock();
+        commit_batch(&mut state);
+        Some(f())
     }
 }
 

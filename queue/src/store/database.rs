@@ -6,7 +6,7 @@ use sqlx::postgres::PgPoolOptions;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{PgPool, SqlitePool};
 
-use crate::store::SqliteWriter;
+use super::sqlite::SqliteWriter;
 
 /// A connection pool to one of the two supported backends.
 #[derive(Clone, Debug)]
