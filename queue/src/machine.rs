@@ -276,13 +276,7 @@ pub(crate) fn fail(
     job.updated_at = now;
     if job.cancel_requested_at.is_some() {
         finish_cancelled(job, now);
-        let cancelled = Cancelled {
-            cause: WithReason {
-                cause: failure,
-                reason: job.cancel_reason.clone(),
-            },
-            by: CancelledBy::Worker,
-        };
+        let cancelled = cancelled_after(failure, job, CancelledBy::Worker);
         return Ok(changed(vec![PendingEvent::new(
             events::JOB_CANCELLED,
             EventLevel::Warn,
@@ -346,6 +340,18 @@ fn requeue(
     Outcome::Changed {
         events: out,
         available: true,
+    }
+}
+
+/// The `job.cancelled` payload of a running job that `cause` ended once its cancel had
+/// been requested.
+fn cancelled_after<C>(cause: C, job: &Job, by: CancelledBy) -> Cancelled<WithReason<C>> {
+    Cancelled {
+        cause: WithReason {
+            cause,
+            reason: job.cancel_reason.clone(),
+        },
+        by,
     }
 }
 
@@ -479,13 +485,7 @@ pub(crate) fn expire_lease(
     job.updated_at = now;
     if job.cancel_requested_at.is_some() {
         finish_cancelled(job, now);
-        let cancelled = Cancelled {
-            cause: WithReason {
-                cause: lease,
-                reason: job.cancel_reason.clone(),
-            },
-            by: CancelledBy::Rescuer,
-        };
+        let cancelled = cancelled_after(lease, job, CancelledBy::Rescuer);
         out.push(PendingEvent::new(
             events::JOB_CANCELLED,
             EventLevel::Warn,
