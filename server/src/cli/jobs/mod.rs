@@ -10,9 +10,12 @@ use std::path::{Path, PathBuf};
 
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{ArgGroup, Args, Subcommand};
-use contract::{JobEvent, JobState, PublishMode, RuntimeMode};
+use contract::{
+    JobEvent, JobRequest, JobState, PublishMode, RuntimeInput, RuntimeMode, SkillSelection,
+    StepInput,
+};
 use futures_util::StreamExt;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use worker::client::{ClientError, QueueClient};
 
 pub use render::{event_line, job_summary, job_table};
@@ -158,43 +161,29 @@ pub struct TaskFlags {
 impl TaskFlags {
     /// The job request these flags describe, leaving out everything not given.
     pub fn request(&self) -> Value {
-        let mut task = Map::new();
-        if let Some(objective) = &self.objective {
-            task.insert("instructions".into(), json!(objective));
-        }
-        if !self.steps.is_empty() {
-            let steps: Vec<Value> = self
-                .steps
-                .iter()
-                .map(|s| json!({ "instructions": s }))
-                .collect();
-            task.insert("steps".into(), Value::Array(steps));
-        }
-        let mut runtime = Map::new();
-        if let Some(mode) = self.runtime {
-            runtime.insert("mode".into(), json!(mode.as_str()));
-        }
-        if let Some(model) = &self.model {
-            runtime.insert("model".into(), json!(model));
-        }
-        if let Some(effort) = &self.effort {
-            runtime.insert("effort".into(), json!(effort));
-        }
-        if !runtime.is_empty() {
-            task.insert("runtime".into(), Value::Object(runtime));
-        }
-        if let Some(publish) = self.publish {
-            task.insert("publish".into(), json!({ "mode": publish.as_str() }));
-        }
-        if let Some(skill) = &self.skill {
-            task.insert("skill".into(), json!({ "id": skill }));
-        }
-        let mut payload = Map::new();
-        if let Some(repository) = &self.repository {
-            payload.insert("repository".into(), json!(repository));
-        }
-        payload.insert("task".into(), Value::Object(task));
-        json!({ "type": "task", "payload": payload })
+        let mut request = JobRequest::default();
+        request.payload.repository = self.repository.clone().unwrap_or_default();
+        let task = &mut request.payload.task;
+        task.instructions = self.objective.clone().unwrap_or_default();
+        task.steps = self
+            .steps
+            .iter()
+            .map(|step| StepInput {
+                instructions: Some(step.clone()),
+                ..StepInput::default()
+            })
+            .collect();
+        task.runtime = RuntimeInput {
+            mode: self.runtime,
+            model: self.model.clone(),
+            effort: self.effort.clone(),
+        };
+        task.publish.mode = self.publish;
+        task.skill = self.skill.as_ref().map(|id| SkillSelection {
+            id: id.clone(),
+            ..SkillSelection::default()
+        });
+        serde_json::to_value(&request).unwrap_or_default()
     }
 }
 

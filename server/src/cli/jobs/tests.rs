@@ -99,7 +99,8 @@ fn submit_flags_carry_runtime_model_effort_and_skill() {
         request["payload"]["task"]["skill"],
         json!({ "id": "speckit" })
     );
-    assert!(request["payload"]["task"].get("steps").is_none());
+    // No steps is the implicit single step; the request says so as the task form does.
+    assert_eq!(request["payload"]["task"]["steps"], json!([]));
     assert!(request["payload"]["task"].get("publish").is_none());
 }
 
