@@ -3,33 +3,42 @@
 
 use std::time::Duration;
 
+use futures_util::StreamExt;
+use futures_util::stream::select_all;
+use gloo_net::eventsource::futures::EventSource;
 use leptos::prelude::*;
-use wasm_bindgen::JsCast;
-use wasm_bindgen::closure::Closure;
-use web_sys::{EventSource, MessageEvent};
 
-/// Opens an EventSource on `url` and hands `on_message` every event of the named `kinds`
-/// (SSE events named by kind reach only listeners of that name). The stream closes when
-/// the calling island goes away; the browser reconnects a dropped one by itself, resuming
-/// after the last event it saw.
+/// Opens an EventSource on `url` and hands `on_message` the data of every event of the
+/// named `kinds` (SSE events named by kind reach only listeners of that name). The stream
+/// closes when the calling island goes away; the browser reconnects a dropped one by
+/// itself, resuming after the last event it saw.
 pub(crate) fn follow<'a>(
     url: &str,
     kinds: impl IntoIterator<Item = &'a str>,
-    on_message: impl FnMut(MessageEvent) + 'static,
+    mut on_message: impl FnMut(String) + 'static,
 ) {
-    let Ok(stream) = EventSource::new(url) else {
+    let Ok(mut source) = EventSource::new(url) else {
         return;
     };
-    let on_message = Closure::<dyn FnMut(MessageEvent)>::new(on_message);
-    for kind in kinds {
-        let _ = stream.add_event_listener_with_callback(kind, on_message.as_ref().unchecked_ref());
-    }
-    // The stream holds the listener for the rest of the page's life.
-    on_message.forget();
-    let source = StoredValue::new_local(stream);
-    on_cleanup(move || {
-        if let Some(stream) = source.try_get_value() {
-            stream.close();
+    let subscriptions: Vec<_> = kinds
+        .into_iter()
+        .filter_map(|kind| source.subscribe(kind).ok())
+        .collect();
+    // One queue per kind, merged. The browser dispatches each event in a task of its own,
+    // and the reader below runs in the microtasks right after it, so the events are still
+    // read one at a time, in the order they came.
+    let mut events = select_all(subscriptions);
+    // The island's owner holds the source: disposing of the owner drops it, and dropping
+    // it closes the stream. Nothing else may hold it, since every copy closes it on drop.
+    StoredValue::new_local(source);
+    leptos::task::spawn_local(async move {
+        // gloo-net yields an error only once the stream is closed for good (the browser
+        // gave up, or the owner dropped it), never while the browser reconnects, so an
+        // error ends the reading just as the raw stream fell silent.
+        while let Some(Ok((_, message))) = events.next().await {
+            if let Some(data) = message.data().as_string() {
+                on_message(data);
+            }
         }
     });
 }
