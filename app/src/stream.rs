@@ -1,10 +1,11 @@
 //! The browser side shared by the live pages: an event stream followed for as long as the
 //! island lives, and reloads that a burst of events shares.
 
+use std::cell::RefCell;
+use std::rc::Rc;
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use futures_util::stream::select_all;
 use gloo_net::eventsource::futures::EventSource;
 use leptos::prelude::*;
 
@@ -15,32 +16,36 @@ use leptos::prelude::*;
 pub(crate) fn follow<'a>(
     url: &str,
     kinds: impl IntoIterator<Item = &'a str>,
-    mut on_message: impl FnMut(String) + 'static,
+    on_message: impl FnMut(String) + 'static,
 ) {
     let Ok(mut source) = EventSource::new(url) else {
         return;
     };
-    let subscriptions: Vec<_> = kinds
-        .into_iter()
-        .filter_map(|kind| source.subscribe(kind).ok())
-        .collect();
-    // One queue per kind, merged. The browser dispatches each event in a task of its own,
-    // and the reader below runs in the microtasks right after it, so the events are still
-    // read one at a time, in the order they came.
-    let mut events = select_all(subscriptions);
-    // The island's owner holds the source: disposing of the owner drops it, and dropping
-    // it closes the stream. Nothing else may hold it, since every copy closes it on drop.
-    StoredValue::new_local(source);
-    leptos::task::spawn_local(async move {
-        // gloo-net yields an error only once the stream is closed for good (the browser
-        // gave up, or the owner dropped it), never while the browser reconnects, so an
-        // error ends the reading just as the raw stream fell silent.
-        while let Some(Ok((_, message))) = events.next().await {
-            if let Some(data) = message.data().as_string() {
-                on_message(data);
+    let on_message = Rc::new(RefCell::new(on_message));
+    // A reader per kind rather than one over the merged subscriptions: merging them
+    // (`select_all`) cost the bundle about 2 KiB gzip. The order holds all the same: the
+    // browser dispatches each event in a task of its own, and its reader runs in the
+    // microtasks right after it, before the next event.
+    for kind in kinds {
+        let Ok(mut events) = source.subscribe(kind) else {
+            continue;
+        };
+        let on_message = on_message.clone();
+        leptos::task::spawn_local(async move {
+            // gloo-net yields an error only once the stream is closed for good (the
+            // browser gave up, or the owner dropped it), never while the browser
+            // reconnects, so an error ends the reading just as the raw stream fell silent.
+            while let Some(Ok((_, message))) = events.next().await {
+                if let Some(data) = message.data().as_string() {
+                    (on_message.borrow_mut())(data);
+                }
             }
-        }
-    });
+        });
+    }
+    // The island's owner holds the source: disposing of the owner drops it, and dropping
+    // it closes the stream and ends the readers. Nothing else may hold it, since every
+    // copy closes the stream on drop.
+    StoredValue::new_local(source);
 }
 
 /// `run`, made to run once `after` the first call of a burst: later calls before it runs
