@@ -7,7 +7,6 @@
 use std::time::Duration;
 
 use leptos::prelude::*;
-use web_sys::MessageEvent;
 
 use super::{CancelJob, JobView, LiveEvent, load_job};
 use crate::stream;
@@ -59,10 +58,7 @@ pub fn follow(
         }
     });
     let reload_soon = stream::coalesced(RELOAD_AFTER, reload);
-    let on_event = move |message: MessageEvent| {
-        let Some(data) = message.data().as_string() else {
-            return;
-        };
+    let on_event = move |data: String| {
         let Ok(event) = serde_json::from_str::<LiveEvent>(&data) else {
             return;
         };
