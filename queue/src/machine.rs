@@ -1,16 +1,13 @@
 //! The job state machine: one pure function per named transition. Each runs on a row the
 //! caller has locked, checks its guard, edits the job and says which events to append; the
 //! service writes all of it in one transaction. Keeping this free of SQL is what lets both
-//! backends share it unchanged. It stays one file past 500 lines on purpose: the
-//! transitions are read together as the one documented state machine, and a hundred of
-//! its lines are its own unit tests.
-
-use std::fmt::Display;
+//! backends share it unchanged. The events of a job's creation and claim, which other
+//! code writes too (the claim statements), are in `machine/recorded.rs`.
 
 use chrono::{DateTime, Utc};
 use contract::events::{
-    CancelAcknowledged, CancelRequest, Cancelled, CancelledBy, JobCompleted, JobCreated, LeaseHeld,
-    Retried, WithReason, WorkerCall, WorkerFailure, payload_of, read_payload,
+    CancelAcknowledged, CancelRequest, Cancelled, CancelledBy, JobCompleted, LeaseHeld, Retried,
+    WithReason, WorkerCall, WorkerFailure, payload_of, read_payload,
 };
 use contract::job::events;
 use contract::{EventLevel, Job, JobEvent, JobState};
@@ -133,75 +130,6 @@ pub(crate) fn claim(
     job.attempt += 1;
     job.started_at = job.started_at.or(Some(now));
     job.updated_at = now;
-}
-
-pub(crate) fn claimed_event(job: &Job) -> PendingEvent {
-    let worker = job.claimed_by.as_deref().unwrap_or("?");
-    let (kind, level) = CLAIMED;
-    PendingEvent::new(
-        kind,
-        level,
-        claimed_message(worker, job.attempt, job.max_attempts),
-        &LeaseHeld {
-            worker_id: job.claimed_by.clone(),
-            attempt: job.attempt,
-            lease_expires_at: job.lease_expires_at,
-        },
-    )
-}
-
-/// The kind and level of every `job.claimed` event, whichever way it is written.
-const CLAIMED: (&str, EventLevel) = (events::JOB_CLAIMED, EventLevel::Info);
-
-fn claimed_message(worker: &str, attempt: impl Display, max_attempts: impl Display) -> String {
-    format!("claimed by {worker} (attempt {attempt} of {max_attempts})")
-}
-
-/// [`claimed_event`] for a statement that claims and records in one go (PostgreSQL's): it
-/// learns each row's attempt only as it claims, so it gets the message and the payload as
-/// `format()` templates, `%1$s` for the attempt and `%2$s` for the max attempts, made from
-/// the same parts. The statement only fills them in.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct ClaimedTemplate {
-    pub kind: &'static str,
-    pub level: EventLevel,
-    pub message: String,
-    /// JSON text once filled in.
-    pub payload: String,
-}
-
-pub(crate) fn claimed_event_template(worker: &str, lease: DateTime<Utc>) -> ClaimedTemplate {
-    // Stands for the attempt until the text is a template; a NUL is refused in worker ids,
-    // so no other value serializes to it.
-    const HOLE: &str = "\0attempt";
-    let literal = |text: &str| text.replace('%', "%%");
-    let payload = LeaseHeld {
-        worker_id: Some(worker.to_string()),
-        attempt: HOLE,
-        lease_expires_at: Some(lease),
-    };
-    let payload = Value::Object(payload_of(&payload));
-    let hole = Value::from(HOLE);
-    ClaimedTemplate {
-        kind: CLAIMED.0,
-        level: CLAIMED.1,
-        message: claimed_message(&literal(worker), "%1$s", "%2$s"),
-        payload: literal(&payload.to_string()).replace(&hole.to_string(), "%1$s"),
-    }
-}
-
-pub(crate) fn created_event(job: &Job) -> PendingEvent {
-    PendingEvent::new(
-        events::JOB_CREATED,
-        EventLevel::Info,
-        "queued".to_string(),
-        &JobCreated {
-            priority: job.priority,
-            max_attempts: job.max_attempts,
-            required_capabilities: job.required_capabilities.clone(),
-            created_by_user_id: job.created_by_user_id.clone(),
-        },
-    )
 }
 
 pub(crate) fn heartbeat(
@@ -524,6 +452,9 @@ pub(crate) fn acknowledged_by(payload: &Map<String, Value>) -> Option<Fence> {
         attempt: cancelled.cause.attempt,
     })
 }
+
+mod recorded;
+pub(crate) use recorded::{claimed_event, claimed_event_template, created_event};
 
 #[cfg(test)]
 mod tests;

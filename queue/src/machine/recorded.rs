@@ -1,0 +1,82 @@
+//! The events of a job's creation and its claims: built here once, for the service and for
+//! the claim statements of both backends.
+
+use std::fmt::Display;
+
+use chrono::{DateTime, Utc};
+use contract::EventLevel;
+use contract::Job;
+use contract::events::{JobCreated, LeaseHeld, payload_of};
+use contract::job::events;
+use serde_json::Value;
+
+use super::PendingEvent;
+
+pub(crate) fn claimed_event(job: &Job) -> PendingEvent {
+    let worker = job.claimed_by.as_deref().unwrap_or("?");
+    let (kind, level) = CLAIMED;
+    PendingEvent::new(
+        kind,
+        level,
+        claimed_message(worker, job.attempt, job.max_attempts),
+        &LeaseHeld {
+            worker_id: job.claimed_by.clone(),
+            attempt: job.attempt,
+            lease_expires_at: job.lease_expires_at,
+        },
+    )
+}
+
+/// The kind and level of every `job.claimed` event, whichever way it is written.
+const CLAIMED: (&str, EventLevel) = (events::JOB_CLAIMED, EventLevel::Info);
+
+fn claimed_message(worker: &str, attempt: impl Display, max_attempts: impl Display) -> String {
+    format!("claimed by {worker} (attempt {attempt} of {max_attempts})")
+}
+
+/// [`claimed_event`] for a statement that claims and records in one go (PostgreSQL's): it
+/// learns each row's attempt only as it claims, so it gets the message and the payload as
+/// `format()` templates, `%1$s` for the attempt and `%2$s` for the max attempts, made from
+/// the same parts. The statement only fills them in.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct ClaimedTemplate {
+    pub kind: &'static str,
+    pub level: EventLevel,
+    pub message: String,
+    /// JSON text once filled in.
+    pub payload: String,
+}
+
+pub(crate) fn claimed_event_template(worker: &str, lease: DateTime<Utc>) -> ClaimedTemplate {
+    // Stands for the attempt until the text is a template; a NUL is refused in worker ids,
+    // so no other value serializes to it.
+    const HOLE: &str = "\0attempt";
+    let literal = |text: &str| text.replace('%', "%%");
+    let payload = LeaseHeld {
+        worker_id: Some(worker.to_string()),
+        attempt: HOLE,
+        lease_expires_at: Some(lease),
+    };
+    let payload = Value::Object(payload_of(&payload));
+    let hole = Value::from(HOLE);
+    ClaimedTemplate {
+        kind: CLAIMED.0,
+        level: CLAIMED.1,
+        message: claimed_message(&literal(worker), "%1$s", "%2$s"),
+        payload: literal(&payload.to_string()).replace(&hole.to_string(), "%1$s"),
+    }
+}
+
+pub(crate) fn created_event(job: &Job) -> PendingEvent {
+    PendingEvent::new(
+        events::JOB_CREATED,
+        EventLevel::Info,
+        "queued".to_string(),
+        &JobCreated {
+            priority: job.priority,
+            max_attempts: job.max_attempts,
+            required_capabilities: job.required_capabilities.clone(),
+            created_by_user_id: job.created_by_user_id.clone(),
+        },
+    )
+}
