@@ -82,7 +82,7 @@ fn job_title(job: &Job, task: Option<&NormalizedTask>) -> String {
 pub fn row(job: &Job, now_ms: i64, waiting: Option<String>, steps_done: u32) -> JobRow {
     let task = NormalizedTask::from_job(job).ok();
     JobRow {
-        id: job.id.clone(),
+        id: job.id.to_string(),
         status: job.status,
         title: job_title(job, task.as_ref()),
         repository: task
@@ -238,7 +238,7 @@ pub fn job_view(data: JobData<'_>, now_ms: i64, waiting: Option<String>) -> JobV
     fact("Error", job.error_message.clone().unwrap_or_default());
 
     JobView {
-        id: job.id.clone(),
+        id: job.id.to_string(),
         status: job.status,
         title: job_title(job, task.as_ref()),
         objective: task

@@ -2,6 +2,7 @@
 //! (the session's user token, which the server's login gate put on the request). Their
 //! errors are [`AppError`]s with the REST API's codes, and so its statuses.
 
+use contract::JobId;
 use contract::api::ErrorCode;
 use leptos::prelude::*;
 use queue::{Queue, QueueError, TokenRecord};
@@ -29,6 +30,12 @@ pub fn operator() -> Result<TokenRecord, AppError> {
     let user = user()?;
     user.require_operator().map_err(refused)?;
     Ok(user)
+}
+
+/// A job id argument, parsed: text that is not one is a job that does not exist (404), as
+/// REST answers it.
+pub fn job_id(text: &str) -> Result<JobId, AppError> {
+    text.parse().map_err(|e| refused(QueueError::from(e)))
 }
 
 /// Arguments that do not read (not JSON, say): 400, as REST answers it.

@@ -178,11 +178,13 @@ pub struct Warning {
 }
 
 /// The one key every step event carries (a log line and a step's warning too), read alone
-/// by whoever only needs to know which step an event is about.
-#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+/// by whoever only needs to know which step an event is about. Read as a whole payload,
+/// it skips the rest unread; `None` is an event about no step.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct StepIndex {
-    pub step_index: usize,
+    #[serde(default)]
+    pub step_index: Option<usize>,
 }
 
 impl StepIndex {
@@ -190,7 +192,7 @@ impl StepIndex {
     pub fn of(event: &JobEvent) -> Option<usize> {
         StepIndex::deserialize(&event.payload)
             .ok()
-            .map(|s| s.step_index)
+            .and_then(|s| s.step_index)
     }
 }
 

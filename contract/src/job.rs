@@ -10,6 +10,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::JobId;
 pub use crate::usage::StepUsage;
 use crate::wire::JobType;
 use crate::wire_names;
@@ -79,7 +80,7 @@ impl JobState {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Job {
-    pub id: String,
+    pub id: JobId,
     /// The envelope's `type` (`task` today; see [`JobType`](crate::JobType)).
     #[serde(rename = "type")]
     pub job_type: String,
@@ -122,7 +123,7 @@ impl Job {
     /// A task just queued: no attempt yet, no lease, nothing reported, created `now`, with
     /// the contract's default priority and attempts. Set what a caller knows with struct
     /// update syntax (`Job { priority, ..Job::queued(id, payload, now) }`).
-    pub fn queued(id: String, payload: Value, now: DateTime<Utc>) -> Job {
+    pub fn queued(id: JobId, payload: Value, now: DateTime<Utc>) -> Job {
         Job {
             id,
             job_type: JobType::Task.as_str().to_string(),
@@ -181,7 +182,7 @@ wire_names!(EventLevel, "event level", exact {
 pub struct JobEvent {
     /// Global and increasing in commit order: the cursor of an event stream.
     pub id: i64,
-    pub job_id: String,
+    pub job_id: JobId,
     pub kind: String,
     pub level: EventLevel,
     pub message: String,
@@ -209,7 +210,7 @@ pub struct NewEvent {
 #[serde(rename_all = "camelCase")]
 pub struct Artifact {
     pub id: String,
-    pub job_id: String,
+    pub job_id: JobId,
     /// A relative path such as `logs/steps/step-0001.log`.
     pub name: String,
     /// Bytes.
@@ -369,7 +370,7 @@ mod tests {
     fn job_serializes_with_exactly_the_wire_fields() {
         let at = DateTime::from_timestamp_millis(1_771_322_400_123).unwrap();
         let job = Job {
-            id: "0190a000-0000-7000-8000-000000000000".into(),
+            id: "0190a000-0000-7000-8000-000000000000".parse().unwrap(),
             job_type: "task".into(),
             status: JobState::Running,
             priority: 5,

@@ -33,6 +33,7 @@ pub mod defaults;
 pub mod error;
 pub mod events;
 pub mod job;
+pub mod job_id;
 pub mod limits;
 pub mod model;
 pub mod modes;
@@ -52,6 +53,7 @@ pub use checklist::{ChecklistItem, ChecklistLabel, parse_checklist, render_check
 pub use defaults::{Defaults, RuntimeDefaults};
 pub use error::FieldError;
 pub use job::{Artifact, EventLevel, Job, JobEvent, JobState, NewEvent, StepUsage};
+pub use job_id::{JobId, ParseJobIdError};
 pub use model::{NormalizedTask, Payload, PublishSettings, RuntimeSettings, Step, TaskSpec};
 pub use modes::{ParseModeError, PublishMode, RuntimeMode};
 pub use normalize::{normalize, normalize_request};

@@ -123,7 +123,7 @@ mod tests {
 
     fn stored(task: &NormalizedTask, job_type: &str) -> Job {
         serde_json::from_value(json!({
-            "id": "j1", "type": job_type, "status": "running", "priority": task.priority,
+            "id": "0190a000-0000-7000-8000-000000000001", "type": job_type, "status": "running", "priority": task.priority,
             "payload": task.payload, "requiredCapabilities": [], "attempt": 1,
             "maxAttempts": task.max_attempts, "nextAttemptAt": "2026-01-01T00:00:00Z",
             "createdAt": "2026-01-01T00:00:00Z", "updatedAt": "2026-01-01T00:00:00Z",

@@ -229,7 +229,7 @@ mod tests {
     #[test]
     fn a_job_from_before_usage_was_kept_still_reads() {
         let job: crate::Job = serde_json::from_value(json!({
-            "id": "j1", "type": "task", "status": "queued", "priority": 0,
+            "id": "0190a000-0000-7000-8000-000000000001", "type": "task", "status": "queued", "priority": 0,
             "payload": {}, "requiredCapabilities": [], "attempt": 0,
             "maxAttempts": 3, "nextAttemptAt": "2026-01-01T00:00:00Z",
             "createdAt": "2026-01-01T00:00:00Z", "updatedAt": "2026-01-01T00:00:00Z",

@@ -10,6 +10,7 @@ pub(crate) use content::Chunks;
 
 use std::path::{Path, PathBuf};
 
+use contract::JobId;
 use sha2::{Digest, Sha256};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use uuid::Uuid;
@@ -78,8 +79,8 @@ fn hex(digest: &[u8]) -> String {
     digest.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-pub(crate) fn path_of(dir: &Path, job_id: &str, name: &str) -> PathBuf {
-    let mut path = dir.join(job_id);
+pub(crate) fn path_of(dir: &Path, job_id: &JobId, name: &str) -> PathBuf {
+    let mut path = dir.join(job_id.to_string());
     path.extend(name.split('/'));
     path
 }

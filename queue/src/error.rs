@@ -1,7 +1,7 @@
 //! The one error of the queue service; each variant is one error code of the API.
 
 use contract::api::ErrorCode;
-use contract::{FieldError, JobState, limits};
+use contract::{FieldError, JobId, JobState, ParseJobIdError, limits};
 
 /// What a [`QueueError::NotFound`] was looking for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -24,11 +24,11 @@ pub enum QueueError {
     /// The caller's fence (worker id + attempt) does not hold the job's lease: the lease
     /// expired and was taken back, or another worker holds it.
     #[error("job {job_id} is not leased to this worker and attempt: {message}")]
-    OwnershipMismatch { job_id: String, message: String },
+    OwnershipMismatch { job_id: JobId, message: String },
     /// The job's state does not allow the operation; `current` says which state it is in.
     #[error("job {job_id} is {current}: {message}")]
     StateConflict {
-        job_id: String,
+        job_id: JobId,
         current: JobState,
         message: String,
     },
@@ -79,7 +79,7 @@ impl QueueError {
         }
     }
 
-    pub(crate) fn job_not_found(id: &str) -> Self {
+    pub(crate) fn job_not_found(id: &JobId) -> Self {
         QueueError::NotFound {
             entity: Entity::Job,
             id: id.to_string(),
@@ -90,18 +90,29 @@ impl QueueError {
         QueueError::Invalid(vec![FieldError::new(path, message)])
     }
 
-    pub(crate) fn conflict(job_id: &str, current: JobState, message: impl Into<String>) -> Self {
+    pub(crate) fn conflict(job_id: &JobId, current: JobState, message: impl Into<String>) -> Self {
         QueueError::StateConflict {
-            job_id: job_id.to_string(),
+            job_id: *job_id,
             current,
             message: message.into(),
         }
     }
 
-    pub(crate) fn not_owner(job_id: &str, message: impl Into<String>) -> Self {
+    pub(crate) fn not_owner(job_id: &JobId, message: impl Into<String>) -> Self {
         QueueError::OwnershipMismatch {
-            job_id: job_id.to_string(),
+            job_id: *job_id,
             message: message.into(),
+        }
+    }
+}
+
+/// Text that is not a job id names no job: its answer is the one an id no job has, so a
+/// caller cannot tell a malformed id from a deleted job's, and needs no second case.
+impl From<ParseJobIdError> for QueueError {
+    fn from(error: ParseJobIdError) -> Self {
+        QueueError::NotFound {
+            entity: Entity::Job,
+            id: error.text().to_string(),
         }
     }
 }
@@ -129,12 +140,20 @@ mod tests {
 
     #[test]
     fn state_conflict_names_the_current_state_and_its_code() {
-        let err = QueueError::conflict("j1", JobState::Succeeded, "cannot cancel a finished job");
+        let id: JobId = "0190a000-0000-7000-8000-000000000001".parse().unwrap();
+        let err = QueueError::conflict(&id, JobState::Succeeded, "cannot cancel a finished job");
         assert_eq!(err.code(), ErrorCode::JobStateConflict);
         assert_eq!(
             err.to_string(),
-            "job j1 is succeeded: cannot cancel a finished job"
+            "job 0190a000-0000-7000-8000-000000000001 is succeeded: cannot cancel a finished job"
         );
+    }
+
+    #[test]
+    fn text_that_is_not_a_job_id_is_a_job_not_found() {
+        let err = QueueError::from("<b>nope</b>".parse::<JobId>().unwrap_err());
+        assert_eq!(err.code(), ErrorCode::JobNotFound);
+        assert_eq!(err.to_string(), "job <b>nope</b> not found");
     }
 
     #[test]

@@ -10,6 +10,7 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
+use contract::JobId;
 use contract::job::Job;
 
 /// How many rows are remembered at most. A worker's jobs live for minutes, so the rows
@@ -19,12 +20,12 @@ const CAPACITY: usize = 4096;
 
 #[derive(Debug, Default)]
 pub(crate) struct LastWritten {
-    rows: Mutex<HashMap<String, Job>>,
+    rows: Mutex<HashMap<JobId, Job>>,
 }
 
 impl LastWritten {
     /// The row as this replica last wrote it, if it still remembers it.
-    pub(crate) fn get(&self, id: &str) -> Option<Job> {
+    pub(crate) fn get(&self, id: &JobId) -> Option<Job> {
         self.lock().get(id).cloned()
     }
 
@@ -40,11 +41,11 @@ impl LastWritten {
             if rows.len() >= CAPACITY && !rows.contains_key(&job.id) {
                 rows.clear();
             }
-            rows.insert(job.id.clone(), job.clone());
+            rows.insert(job.id, job.clone());
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Job>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<JobId, Job>> {
         // The map holds guesses only; one left half-written by a panic is still safe to use.
         self.rows
             .lock()
@@ -58,34 +59,35 @@ mod tests {
     use chrono::DateTime;
     use contract::job::JobState;
 
-    fn test_job(id: &str) -> Job {
+    fn test_job(n: u128) -> Job {
         let at = DateTime::from_timestamp(1_800_000_000, 0).unwrap_or_default();
         Job {
             max_attempts: 3,
-            ..Job::queued(id.into(), serde_json::json!({}), at)
+            ..Job::queued(uuid::Uuid::from_u128(n).into(), serde_json::json!({}), at)
         }
     }
 
     #[test]
     fn finished_jobs_are_forgotten() {
         let recent = LastWritten::default();
-        let mut job = test_job("a");
+        let mut job = test_job(1);
         job.status = JobState::Running;
         recent.remember([&job]);
-        assert_eq!(recent.get("a").map(|j| j.status), Some(JobState::Running));
+        assert_eq!(
+            recent.get(&job.id).map(|j| j.status),
+            Some(JobState::Running)
+        );
         job.status = JobState::Succeeded;
         recent.remember([&job]);
-        assert!(recent.get("a").is_none());
+        assert!(recent.get(&job.id).is_none());
     }
 
     #[test]
     fn the_map_never_grows_past_its_bound() {
         let recent = LastWritten::default();
-        let jobs: Vec<Job> = (0..CAPACITY + 10)
-            .map(|i| test_job(&format!("job-{i}")))
-            .collect();
+        let jobs: Vec<Job> = (0..CAPACITY + 10).map(|i| test_job(i as u128)).collect();
         recent.remember(&jobs);
         assert!(recent.lock().len() <= CAPACITY);
-        assert!(recent.get(&format!("job-{}", CAPACITY + 9)).is_some());
+        assert!(recent.get(&jobs[CAPACITY + 9].id).is_some());
     }
 }

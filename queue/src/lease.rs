@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use contract::Job;
+use contract::{Job, JobId};
 
 use crate::error::{QueueError, refuse_nul};
 
@@ -37,7 +37,7 @@ pub const MAX_CLAIM_BATCH: u32 = 1000;
 /// One job of [`Queue::complete_many`].
 #[derive(Debug, Clone)]
 pub struct Completion {
-    pub id: String,
+    pub id: JobId,
     pub fence: Fence,
     pub summary: Option<String>,
 }

@@ -10,7 +10,7 @@ use contract::events::{
     WithReason, WorkerCall, WorkerFailure, payload_of, read_payload,
 };
 use contract::job::events;
-use contract::{EventLevel, Job, JobEvent, JobState};
+use contract::{EventLevel, Job, JobEvent, JobId, JobState};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
@@ -28,10 +28,10 @@ pub(crate) struct PendingEvent {
 
 impl PendingEvent {
     /// The event as stored: its id and time assigned.
-    pub(crate) fn stored(&self, job_id: &str, id: i64, at: DateTime<Utc>) -> JobEvent {
+    pub(crate) fn stored(&self, job_id: &JobId, id: i64, at: DateTime<Utc>) -> JobEvent {
         JobEvent {
             id,
-            job_id: job_id.to_string(),
+            job_id: *job_id,
             kind: self.kind.clone(),
             level: self.level,
             message: self.message.clone(),

@@ -19,6 +19,7 @@
 
 use std::time::Duration;
 
+use contract::JobId;
 use sqlx::postgres::PgConnection;
 use sqlx::postgres::PgListener;
 use sqlx::{Connection, PgPool};
@@ -33,14 +34,14 @@ const BROADCAST_CAPACITY: usize = 1024;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Notification {
-    pub job_id: String,
+    pub job_id: JobId,
     pub kind: NotificationKind,
 }
 
 impl Notification {
-    pub(crate) fn new(job_id: &str, kind: NotificationKind) -> Self {
+    pub(crate) fn new(job_id: &JobId, kind: NotificationKind) -> Self {
         Notification {
-            job_id: job_id.to_string(),
+            job_id: *job_id,
             kind,
         }
     }
@@ -75,7 +76,7 @@ impl Notification {
     pub(crate) fn decode(text: &str) -> Option<(Uuid, Notification)> {
         let mut parts = text.split('|');
         let origin = Uuid::parse_str(parts.next()?).ok()?;
-        let job_id = parts.next()?.to_string();
+        let job_id = parts.next()?.parse().ok()?;
         let kind = match parts.next()? {
             "changed" => NotificationKind::JobChanged,
             "available" => NotificationKind::JobAvailable,
@@ -248,7 +249,7 @@ mod tests {
             NotificationKind::StepProgress,
         ] {
             let note = Notification {
-                job_id: "0198c1f0-0000-7000-8000-000000000001".into(),
+                job_id: "0198c1f0-0000-7000-8000-000000000001".parse().unwrap(),
                 kind,
             };
             assert_eq!(

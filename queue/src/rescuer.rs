@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::QueueError;
 use crate::service::Queue;
-use contract::JobState;
+use contract::{JobId, JobState};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RescuerConfig {
@@ -36,9 +36,9 @@ impl Default for RescuerConfig {
 /// The ids of the jobs one pass took back, by what became of them.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RescueReport {
-    pub requeued: Vec<String>,
-    pub cancelled: Vec<String>,
-    pub dead_lettered: Vec<String>,
+    pub requeued: Vec<JobId>,
+    pub cancelled: Vec<JobId>,
+    pub dead_lettered: Vec<JobId>,
 }
 
 impl RescueReport {
@@ -92,7 +92,7 @@ impl Rescuer {
             let full = ids.len() as i64 == batch;
             let mut progressed = false;
             for id in ids {
-                let Some(job) = self.queue.expire_lease(id).await? else {
+                let Some(job) = self.queue.expire_lease(&id).await? else {
                     continue;
                 };
                 progressed = true;

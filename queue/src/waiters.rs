@@ -351,9 +351,10 @@ mod tests {
             "busy never parked; git-only refuses"
         );
         assert_eq!(waiters.len(), 3, "the reserved claimer left the line");
-        assert!(taken.deliver(job("j1")));
+        let j1 = "0190a000-0000-7000-8000-000000000001";
+        assert!(taken.deliver(job(j1)));
         let handed = parked[1].take().unwrap().await;
-        assert_eq!(handed.map(|j| j.id).as_deref(), Some("j1"));
+        assert_eq!(handed.map(|j| j.id.to_string()).as_deref(), Some(j1));
         drop(busy);
     }
 

@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 use chrono::{DateTime, TimeDelta, Utc};
+use contract::JobId;
 
 /// A worker counts as connected this long after it was last seen. An idle worker
 /// long-polls at least every 30 s and a busy one heartbeats at least every 20 s, and the
@@ -24,7 +25,7 @@ pub struct WorkerRecord {
     pub first_seen_at: DateTime<Utc>,
     pub last_seen_at: DateTime<Utc>,
     /// The jobs it holds now.
-    pub running_jobs: Vec<String>,
+    pub running_jobs: Vec<JobId>,
 }
 
 impl WorkerRecord {

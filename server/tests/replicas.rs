@@ -235,7 +235,7 @@ async fn replicas_on_one_database_serve_watch_cancel_and_finish_each_others_jobs
         .find(|a| a.name.ends_with("changes.patch"))
         .unwrap_or_else(|| panic!("a changes.patch among {artifacts:?}"));
     for replica in [&a, &b] {
-        let html = artifact_page(&replica.url, &admins[0], &job.id, &patch.id).await;
+        let html = artifact_page(&replica.url, &admins[0], &job.id.to_string(), &patch.id).await;
         assert!(
             html.contains("hello from a replica") && !html.contains("Could not show"),
             "the artifact page through {}: {html}",

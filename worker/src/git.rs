@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use contract::JobId;
 use sha2::{Digest, Sha256};
 use tokio::process::Command;
 
@@ -330,12 +331,7 @@ pub async fn checkout(
 /// slug of the objective, e.g. `task/0190f3a2-1b2c-7d3e-8f40-5a6b7c8d9e01-add-a-readme`. The
 /// whole id, because job ids are UUIDv7: their first digits are a timestamp, the same for
 /// every job created within ~65 s, and two jobs with one objective would push to one branch.
-pub fn generated_branch(job_id: &str, objective: &str) -> String {
-    let id: String = job_id
-        .chars()
-        .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
-        .collect();
-    let id = id.trim_matches('-');
+pub fn generated_branch(id: &JobId, objective: &str) -> String {
     let mut slug = String::new();
     for word in objective
         .split(|c: char| !c.is_ascii_alphanumeric())
@@ -421,24 +417,24 @@ mod tests {
         );
     }
 
+    fn job(id: &str) -> JobId {
+        id.parse().unwrap()
+    }
+
     #[test]
     fn generated_branches_are_short_and_safe() {
+        let id = job("01a2b3c4-d5e6-7000-8000-000000000000");
         assert_eq!(
-            generated_branch(
-                "01a2b3c4-d5e6-7000-8000-000000000000",
-                "Add a README, please!"
-            ),
+            generated_branch(&id, "Add a README, please!"),
             "task/01a2b3c4-d5e6-7000-8000-000000000000-add-a-readme-please"
         );
-        assert_eq!(generated_branch("01a2b3c4", "¿¡!"), "task/01a2b3c4");
-        let long = generated_branch("01a2b3c4", &"word ".repeat(40));
-        assert!(long.len() <= "task/01a2b3c4-".len() + 40, "{long}");
+        assert_eq!(generated_branch(&id, "¿¡!"), format!("task/{id}"));
+        let long = generated_branch(&id, &"word ".repeat(40));
+        assert!(long.len() <= format!("task/{id}-").len() + 40, "{long}");
         for name in [
-            generated_branch("../x/-y", "a..b"),
-            generated_branch(
-                "0190f3a2-1b2c-7d3e-8f40-5a6b7c8d9e01",
-                "Fix: the ~bug^ @{now}",
-            ),
+            generated_branch(&id, "a..b"),
+            generated_branch(&id, "Fix: the ~bug^ @{now}"),
+            generated_branch(&id, "../x/-y.lock"),
         ] {
             let valid = std::process::Command::new("git")
                 .args(["check-ref-format", "--branch", &name])
@@ -451,8 +447,8 @@ mod tests {
     #[test]
     fn jobs_created_within_the_same_minute_get_branches_of_their_own() {
         // UUIDv7 ids a few seconds apart: the same first 8 hex digits (the timestamp's top).
-        let first = generated_branch("0190f3a2-1b2c-7d3e-8f40-5a6b7c8d9e01", "Add a README");
-        let second = generated_branch("0190f3a2-40aa-7123-9abc-0123456789ab", "Add a README");
+        let first = generated_branch(&job("0190f3a2-1b2c-7d3e-8f40-5a6b7c8d9e01"), "Add a README");
+        let second = generated_branch(&job("0190f3a2-40aa-7123-9abc-0123456789ab"), "Add a README");
         assert_ne!(first, second);
     }
 }

@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use contract::events::{StageFinished, StageStarted, TaskEvent};
-use contract::{EventLevel, NormalizedTask, StageState, limits};
+use contract::{EventLevel, JobId, NormalizedTask, StageState, limits};
 use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -127,7 +127,7 @@ pub struct Warrant<'a> {
 /// Runs `task` (job `job_id`) through its three stages.
 pub async fn run_task(
     config: &StageConfig,
-    job_id: &str,
+    job_id: &JobId,
     task: &NormalizedTask,
     warrant: Warrant<'_>,
     cancel: &CancellationToken,
@@ -281,7 +281,7 @@ impl Run<'_> {
         self.event(level, &format!("{stage} {outcome}"), &finished);
     }
 
-    async fn go(&mut self, job_id: &str) -> TaskOutcome {
+    async fn go(&mut self, job_id: &JobId) -> TaskOutcome {
         let prepared = match self.prepare(job_id).await {
             Ok(prepared) => prepared,
             Err(outcome) => return outcome,

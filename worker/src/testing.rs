@@ -182,7 +182,10 @@ pub fn hanging_gh(dir: &Path, pidfile: &Path) -> PathBuf {
 
 /// Every artifact of job `id`, by name, as the API serves it (as text, invalid UTF-8
 /// replaced).
-pub async fn artifacts(client: &crate::client::QueueClient, id: &str) -> Vec<(String, String)> {
+pub async fn artifacts(
+    client: &crate::client::QueueClient,
+    id: &contract::JobId,
+) -> Vec<(String, String)> {
     let mut out = Vec::new();
     for artifact in client.list_artifacts(id).await.unwrap() {
         let bytes = client.download_artifact(id, &artifact.id).await.unwrap();

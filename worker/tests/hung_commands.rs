@@ -41,7 +41,7 @@ fn start(config: &StageConfig, task: NormalizedTask, cancel: &CancellationToken)
     let outcome = tokio::spawn(async move {
         run_task(
             &config,
-            "job-1",
+            &"0190a000-0000-7000-8000-000000000001".parse().unwrap(),
             &task,
             Warrant {
                 redactor: &Redactor::default(),

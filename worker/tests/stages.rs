@@ -13,6 +13,9 @@ use worker::redact::Redactor;
 use worker::stages::{Credentials, Report, StageConfig, TaskOutcome, Unshared, Warrant, run_task};
 use worker::testing::{remote, run, stage_config};
 
+/// The id the tests run their task as; its workspace is `workdir/{JOB_1}`.
+const JOB_1: &str = "0190a000-0000-7000-8000-000000000001";
+
 const SECRET: &str = "ghp_0123456789abcdefghijABCDEFGHIJ0123456789";
 
 struct Setup {
@@ -56,7 +59,7 @@ async fn run_it(
     task: &NormalizedTask,
     cancel: &CancellationToken,
 ) -> (TaskOutcome, Vec<Report>) {
-    run_as(setup, "job-1", task, cancel).await
+    run_as(setup, JOB_1, task, cancel).await
 }
 
 async fn run_as(
@@ -65,11 +68,12 @@ async fn run_as(
     task: &NormalizedTask,
     cancel: &CancellationToken,
 ) -> (TaskOutcome, Vec<Report>) {
+    let job_id = job_id.parse().unwrap();
     let (tx, mut rx) = mpsc::unbounded_channel();
     let redactor = Redactor::new([SECRET]);
     let outcome = run_task(
         &setup.config,
-        job_id,
+        &job_id,
         task,
         Warrant {
             redactor: &redactor,
@@ -197,7 +201,7 @@ async fn every_step_runs_in_order_then_the_task_is_published_once() {
             "logs/publish.log",
         ]
     );
-    let artifacts_dir = setup.config.workdir.join("job-1/artifacts");
+    let artifacts_dir = setup.config.workdir.join(format!("{JOB_1}/artifacts"));
     let step0 =
         std::fs::read_to_string(artifacts_dir.join("patches/steps/step-0000.patch")).unwrap();
     assert!(
@@ -222,7 +226,7 @@ async fn every_step_runs_in_order_then_the_task_is_published_once() {
         setup
             .config
             .workdir
-            .join("job-1/repo/.claude/skills/speckit/SKILL.md")
+            .join(format!("{JOB_1}/repo/.claude/skills/speckit/SKILL.md"))
             .is_file()
     );
     let branch = context["git"]["workingBranch"]
@@ -274,7 +278,13 @@ async fn a_failed_step_stops_the_run_and_nothing_is_published() {
         !timeline.iter().any(|e| e.contains(task::STAGE_PUBLISH)),
         "{timeline:?}"
     );
-    assert!(!setup.config.workdir.join("job-1/repo/b.txt").exists());
+    assert!(
+        !setup
+            .config
+            .workdir
+            .join(format!("{JOB_1}/repo/b.txt"))
+            .exists()
+    );
     let branches = run(Path::new(&setup.remote), &["branch", "--list"]);
     assert!(!branches.contains("task/"), "{branches}");
 }
@@ -298,7 +308,7 @@ async fn cancelling_a_running_step_stops_it_and_skips_the_rest() {
     let running = tokio::spawn(async move {
         run_task(
             &config,
-            "job-1",
+            &JOB_1.parse().unwrap(),
             &task,
             Warrant {
                 redactor: &redactor,

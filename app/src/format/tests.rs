@@ -2,6 +2,9 @@
 
 use super::*;
 
+/// The id of the job these tests show.
+const J1: &str = "0190a000-0000-7000-8000-0000000000a1";
+
 #[test]
 fn durations_read_at_a_glance() {
     assert_eq!(duration(450), "450ms");
@@ -31,7 +34,7 @@ fn the_timeline_follows_the_step_events_and_links_what_was_uploaded() {
     let task = contract::normalize(&raw, &contract::Defaults::default());
     let task = task.unwrap_or_else(|e| panic!("{e:?}"));
     let job: Job = serde_json::from_value(json!({
-        "id": "j1", "type": "task", "status": "running", "priority": 0,
+        "id": J1, "type": "task", "status": "running", "priority": 0,
         "payload": task.payload, "requiredCapabilities": [], "attempt": 1,
         "maxAttempts": 3, "nextAttemptAt": "2026-01-01T00:00:00Z",
         "startedAt": "2026-01-01T00:00:00Z",
@@ -40,7 +43,7 @@ fn the_timeline_follows_the_step_events_and_links_what_was_uploaded() {
     .unwrap();
     let event = |id: i64, kind: &str, step: usize, at: &str| -> contract::JobEvent {
         serde_json::from_value(json!({
-            "id": id, "jobId": "j1", "kind": kind, "level": "info", "message": "",
+            "id": id, "jobId": J1, "kind": kind, "level": "info", "message": "",
             "payload": { "stepIndex": step }, "createdAt": at,
         }))
         .unwrap()
@@ -48,7 +51,7 @@ fn the_timeline_follows_the_step_events_and_links_what_was_uploaded() {
     use contract::job::task;
     let stage = |id: i64, kind: &str, payload: serde_json::Value| -> contract::JobEvent {
         serde_json::from_value(json!({
-            "id": id, "jobId": "j1", "kind": kind, "level": "info", "message": "",
+            "id": id, "jobId": J1, "kind": kind, "level": "info", "message": "",
             "payload": payload, "createdAt": "2026-01-01T00:00:00Z",
         }))
         .unwrap()
@@ -74,14 +77,14 @@ fn the_timeline_follows_the_step_events_and_links_what_was_uploaded() {
         event(3, task::STEP_STARTED, 1, "2026-01-01T00:00:05Z"),
     ];
     let artifact: contract::Artifact = serde_json::from_value(json!({
-        "id": "a1", "jobId": "j1", "name": task::step_log(0), "size": 3,
+        "id": "a1", "jobId": J1, "name": task::step_log(0), "size": 3,
         "contentType": "text/plain", "sha256": "00", "createdAt": "2026-01-01T00:00:04Z",
     }))
     .unwrap();
     let now = 1_767_225_607_000; // 2026-01-01T00:00:07Z
     let log = |id: i64, step: usize, message: &str| -> contract::JobEvent {
         serde_json::from_value(json!({
-            "id": id, "jobId": "j1", "kind": task::STEP_LOG, "level": "info",
+            "id": id, "jobId": J1, "kind": task::STEP_LOG, "level": "info",
             "message": message, "payload": { "stepIndex": step },
             "createdAt": "2026-01-01T00:00:05Z",
         }))
@@ -116,11 +119,11 @@ fn the_timeline_follows_the_step_events_and_links_what_was_uploaded() {
     );
     assert_eq!(
         view.steps[0].log.as_deref(),
-        Some("/tasks/queue/j1/artifacts/a1")
+        Some(format!("/tasks/queue/{J1}/artifacts/a1").as_str())
     );
     assert_eq!(
         view.artifacts[0].download,
-        "/api/queue/jobs/j1/artifacts/a1/download"
+        format!("/api/queue/jobs/{J1}/artifacts/a1/download")
     );
     let tail = view.tail.as_ref().unwrap();
     assert_eq!((tail.step_index, tail.running), (1, true));
@@ -150,7 +153,7 @@ fn the_timeline_follows_the_step_events_and_links_what_was_uploaded() {
 fn a_queued_job_nobody_can_run_says_what_is_missing() {
     use serde_json::json;
     let job: Job = serde_json::from_value(json!({
-        "id": "j1", "type": "task", "status": "queued", "priority": 0,
+        "id": J1, "type": "task", "status": "queued", "priority": 0,
         "payload": {}, "requiredCapabilities": ["codex", "git"], "attempt": 0,
         "maxAttempts": 3, "nextAttemptAt": "2026-01-01T00:00:00Z",
         "createdAt": "2026-01-01T00:00:00Z", "updatedAt": "2026-01-01T00:00:00Z",
@@ -192,7 +195,7 @@ fn a_step_shows_what_its_latest_run_used_and_the_job_its_total() {
     } } });
     let task = contract::normalize(&raw, &contract::Defaults::default()).unwrap();
     let job: Job = serde_json::from_value(json!({
-        "id": "j1", "type": "task", "status": "running", "priority": 0,
+        "id": J1, "type": "task", "status": "running", "priority": 0,
         "payload": task.payload, "requiredCapabilities": [], "attempt": 2,
         "maxAttempts": 3, "nextAttemptAt": "2026-01-01T00:00:00Z",
         "createdAt": "2026-01-01T00:00:00Z", "updatedAt": "2026-01-01T00:00:00Z",
@@ -201,7 +204,7 @@ fn a_step_shows_what_its_latest_run_used_and_the_job_its_total() {
     .unwrap();
     let event = |id: i64, kind: &str, payload: serde_json::Value| -> contract::JobEvent {
         serde_json::from_value(json!({
-            "id": id, "jobId": "j1", "kind": kind, "level": "info", "message": "",
+            "id": id, "jobId": J1, "kind": kind, "level": "info", "message": "",
             "payload": payload, "createdAt": "2026-01-01T00:00:00Z",
         }))
         .unwrap()

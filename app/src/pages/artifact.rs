@@ -112,6 +112,7 @@ pub async fn load_artifact(id: String, artifact: String) -> Result<ArtifactPage,
     use crate::ssr;
     ssr::user()?;
     let queue = ssr::queue()?;
+    let id = ssr::job_id(&id)?;
     let (found, bytes, truncated) = queue
         .read_artifact(&id, &artifact, SHOWN_BYTES)
         .await
@@ -138,7 +139,7 @@ pub async fn load_artifact(id: String, artifact: String) -> Result<ArtifactPage,
     };
     Ok(ArtifactPage {
         download: format!("/api/queue/jobs/{id}/artifacts/{}/download", found.id),
-        job_id: id,
+        job_id: id.to_string(),
         name: found.name,
         size: found.size,
         content,

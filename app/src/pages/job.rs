@@ -5,6 +5,7 @@
 //! event stream: log lines and warnings are added as they arrive, and any other event
 //! reloads the page's data, so the timeline advances live.
 
+use contract::events::StepIndex;
 use contract::{JobState, StepState};
 use leptos::either::EitherOf3;
 use leptos::prelude::*;
@@ -27,6 +28,7 @@ pub async fn load_job(id: String) -> Result<JobView, AppError> {
     const EVENTS_SHOWN: u32 = 200;
     let user = ssr::user()?;
     let queue = ssr::queue()?;
+    let id = ssr::job_id(&id)?;
     let job = queue.get_job(&id).await.map_err(ssr::refused)?;
     let mut milestones = Vec::new();
     loop {
@@ -68,6 +70,7 @@ pub async fn load_job(id: String) -> Result<JobView, AppError> {
 pub async fn cancel_job(id: String, reason: String) -> Result<(), AppError> {
     use crate::ssr;
     let user = ssr::operator()?;
+    let id = ssr::job_id(&id)?;
     let reason = Some(reason.trim().to_string()).filter(|r| !r.is_empty());
     ssr::queue()?
         .request_cancel(&id, Some(&user.name), reason)
@@ -86,14 +89,8 @@ pub struct LiveEvent {
     pub level: String,
     pub message: String,
     #[serde(default)]
-    pub payload: LivePayload,
+    pub payload: StepIndex,
     pub created_at: String,
-}
-
-#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct LivePayload {
-    pub step_index: Option<usize>,
 }
 
 impl LiveEvent {

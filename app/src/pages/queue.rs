@@ -35,7 +35,7 @@ pub async fn list_jobs(status: Option<String>, after: Option<String>) -> Result<
     let page = queue.list_jobs(&filter).await.map_err(ssr::refused)?;
     let workers = queue.list_workers().await.map_err(ssr::refused)?;
     let now = queue.now();
-    let ids: Vec<&str> = page.jobs.iter().map(|j| j.id.as_str()).collect();
+    let ids: Vec<contract::JobId> = page.jobs.iter().map(|j| j.id).collect();
     let done = queue.steps_finished(&ids).await.map_err(ssr::refused)?;
     let row = |job: &contract::Job| {
         let waiting = crate::format::waiting(job, &workers, now);

@@ -34,7 +34,7 @@ pub async fn list_workers() -> Result<Vec<WorkerView>, AppError> {
             version: w.version.unwrap_or_default(),
             id: w.id,
             capabilities: w.capabilities,
-            jobs: w.running_jobs,
+            jobs: w.running_jobs.iter().map(ToString::to_string).collect(),
         })
         .collect())
 }

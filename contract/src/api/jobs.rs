@@ -4,6 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::JobId;
 use crate::job::{Artifact, Job, JobEvent};
 
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -31,6 +32,25 @@ pub struct EventList {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ArtifactList {
     pub items: Vec<Artifact>,
+}
+
+/// One message of `GET /jobs/stream`: which job changed, and how.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct JobChange {
+    pub job_id: JobId,
+    pub what: JobChangeKind,
+}
+
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum JobChangeKind {
+    /// Its row: state, lease, cancel request.
+    Changed,
+    /// Its steps (planned, started, ended).
+    Progress,
 }
 
 #[cfg(test)]

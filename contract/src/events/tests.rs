@@ -16,7 +16,7 @@ fn step() -> StepRef {
 fn event(kind: &str, payload: Value) -> JobEvent {
     JobEvent {
         id: 1,
-        job_id: "j".into(),
+        job_id: uuid::Uuid::nil().into(),
         kind: kind.into(),
         level: EventLevel::Info,
         message: String::new(),

@@ -12,7 +12,7 @@ fn at(second: i64) -> DateTime<Utc> {
 fn event(id: i64, kind: &str, payload: Value, second: i64) -> JobEvent {
     JobEvent {
         id,
-        job_id: "j1".into(),
+        job_id: uuid::Uuid::nil().into(),
         kind: kind.into(),
         level: EventLevel::Info,
         message: String::new(),

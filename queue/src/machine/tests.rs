@@ -14,7 +14,7 @@ fn running(attempt: u32, max: u32) -> Job {
         claimed_by: Some("w".into()),
         lease_expires_at: Some(at(10)),
         started_at: Some(at(0)),
-        ..Job::queued("j".into(), json!({}), at(0))
+        ..Job::queued(uuid::Uuid::nil().into(), json!({}), at(0))
     }
 }
 
@@ -114,7 +114,7 @@ fn every_transition_writes_its_events_exactly() {
         priority: 5,
         required_capabilities: vec!["codex".into()],
         created_by_user_id: Some("ann".into()),
-        ..Job::queued("j".into(), json!({}), at(0))
+        ..Job::queued(uuid::Uuid::nil().into(), json!({}), at(0))
     };
     let created = created_event(&job);
     assert_eq!(
@@ -226,7 +226,7 @@ fn every_transition_writes_its_events_exactly() {
         )
     );
 
-    let queued = Job::queued("j".into(), json!({}), at(0));
+    let queued = Job::queued(uuid::Uuid::nil().into(), json!({}), at(0));
     assert_eq!(
         written(request_cancel(
             &mut queued.clone(),

@@ -1,10 +1,10 @@
 //! A job's artifacts: received aside, stored under the worker's fence, read back as a
 //! file (SQLite) or chunks in the database (PostgreSQL).
 
-use contract::Artifact;
+use contract::{Artifact, JobId};
 use uuid::Uuid;
 
-use super::{Queue, parse_job_id};
+use super::Queue;
 use crate::artifacts::{self, ArtifactContent, Incoming};
 use crate::error::{Entity, QueueError};
 use crate::lease::Fence;
@@ -26,7 +26,7 @@ impl Queue {
     /// then [`store_artifact`](Self::store_artifact)).
     pub async fn add_artifact(
         &self,
-        id: &str,
+        id: &JobId,
         fence: &Fence,
         name: &str,
         content_type: &str,
@@ -45,7 +45,7 @@ impl Queue {
     /// transaction as the metadata, so every replica can serve it.
     pub async fn store_artifact(
         &self,
-        id: &str,
+        id: &JobId,
         fence: &Fence,
         name: &str,
         content_type: &str,
@@ -65,7 +65,7 @@ impl Queue {
         let artifact = tx
             .upsert_artifact(&Artifact {
                 id: Uuid::now_v7().to_string(),
-                job_id: job.id.clone(),
+                job_id: job.id,
                 name: name.to_string(),
                 size: incoming.size,
                 content_type,
@@ -89,21 +89,19 @@ impl Queue {
     }
 
     /// The job's artifacts, by name.
-    pub async fn list_artifacts(&self, id: &str) -> Result<Vec<Artifact>, QueueError> {
-        let uuid = parse_job_id(id)?;
-        if self.inner.db.get_job(uuid).await?.is_none() {
+    pub async fn list_artifacts(&self, id: &JobId) -> Result<Vec<Artifact>, QueueError> {
+        if self.inner.db.get_job(id.uuid()).await?.is_none() {
             return Err(QueueError::job_not_found(id));
         }
-        Ok(self.inner.db.list_artifacts(uuid).await?)
+        Ok(self.inner.db.list_artifacts(id.uuid()).await?)
     }
 
     /// An artifact's metadata and where to read its bytes, for the caller to stream.
     pub async fn open_artifact(
         &self,
-        id: &str,
+        id: &JobId,
         name: &str,
     ) -> Result<(Artifact, ArtifactContent), QueueError> {
-        let uuid = parse_job_id(id)?;
         let not_found = || QueueError::NotFound {
             entity: Entity::Artifact,
             id: format!("{id}/{name}"),
@@ -114,7 +112,7 @@ impl Queue {
         let artifact = self
             .inner
             .db
-            .get_artifact(uuid, name)
+            .get_artifact(id.uuid(), name)
             .await?
             .ok_or_else(not_found)?;
         let content = self.content_of(&artifact)?;
@@ -124,7 +122,7 @@ impl Queue {
     /// An artifact found by its id, and where to read its bytes.
     pub async fn artifact_by_id(
         &self,
-        id: &str,
+        id: &JobId,
         artifact_id: &str,
     ) -> Result<(Artifact, ArtifactContent), QueueError> {
         let artifact = self
@@ -159,7 +157,7 @@ impl Queue {
     /// there was more: for a page that shows a log or a patch.
     pub async fn read_artifact(
         &self,
-        id: &str,
+        id: &JobId,
         artifact_id: &str,
         max_bytes: u64,
     ) -> Result<(Artifact, Vec<u8>, bool), QueueError> {

@@ -4,10 +4,9 @@
 use std::collections::HashMap;
 
 use contract::job::events;
-use contract::{JobEvent, NewEvent, limits};
-use uuid::Uuid;
+use contract::{JobEvent, JobId, NewEvent, limits};
 
-use super::{Queue, parse_job_id};
+use super::Queue;
 use crate::error::QueueError;
 use crate::lease::Fence;
 use crate::machine::PendingEvent;
@@ -27,7 +26,7 @@ impl Queue {
     /// timeline; a `usage` that is not a [`contract::StepUsage`] is refused by name.
     pub async fn append_event(
         &self,
-        id: &str,
+        id: &JobId,
         fence: &Fence,
         event: NewEvent,
     ) -> Result<JobEvent, QueueError> {
@@ -76,7 +75,7 @@ impl Queue {
     /// (1 to 1000).
     pub async fn list_events(
         &self,
-        id: &str,
+        id: &JobId,
         after: i64,
         limit: u32,
     ) -> Result<Vec<JobEvent>, QueueError> {
@@ -93,7 +92,7 @@ impl Queue {
     /// timeline, for a page that shows the latest activity.
     pub async fn list_latest_events(
         &self,
-        id: &str,
+        id: &JobId,
         limit: u32,
     ) -> Result<Vec<JobEvent>, QueueError> {
         let page = EventPage {
@@ -111,7 +110,7 @@ impl Queue {
     /// step's log lines, say, which outnumber every other kind by far).
     pub async fn list_events_except(
         &self,
-        id: &str,
+        id: &JobId,
         except: &str,
         after: i64,
         limit: u32,
@@ -127,20 +126,22 @@ impl Queue {
 
     /// One page of the job's events; an empty page is a 404 when the job does not exist,
     /// which costs a second query only then.
-    async fn events_of(&self, id: &str, page: &EventPage<'_>) -> Result<Vec<JobEvent>, QueueError> {
-        let uuid = parse_job_id(id)?;
-        let events = self.inner.db.list_events(uuid, page).await?;
-        if events.is_empty() && self.inner.db.get_job(uuid).await?.is_none() {
+    async fn events_of(
+        &self,
+        id: &JobId,
+        page: &EventPage<'_>,
+    ) -> Result<Vec<JobEvent>, QueueError> {
+        let events = self.inner.db.list_events(id.uuid(), page).await?;
+        if events.is_empty() && self.inner.db.get_job(id.uuid()).await?.is_none() {
             return Err(QueueError::job_not_found(id));
         }
         Ok(events)
     }
 
     /// How many events the job has.
-    pub async fn count_events(&self, id: &str) -> Result<u64, QueueError> {
-        let uuid = parse_job_id(id)?;
-        let n = self.inner.db.count_events(uuid).await?;
-        if n == 0 && self.inner.db.get_job(uuid).await?.is_none() {
+    pub async fn count_events(&self, id: &JobId) -> Result<u64, QueueError> {
+        let n = self.inner.db.count_events(id.uuid()).await?;
+        if n == 0 && self.inner.db.get_job(id.uuid()).await?.is_none() {
             return Err(QueueError::job_not_found(id));
         }
         Ok(u64::try_from(n).unwrap_or(0))
@@ -149,11 +150,8 @@ impl Queue {
     /// How many steps each task has finished in its current attempt (`task.step.finished`
     /// events since its latest claim), for a list of jobs; a job with none is left out.
     /// Unknown ids are ignored.
-    pub async fn steps_finished(&self, ids: &[&str]) -> Result<HashMap<String, u32>, QueueError> {
-        let uuids: Vec<Uuid> = ids
-            .iter()
-            .filter_map(|id| Uuid::parse_str(id).ok())
-            .collect();
+    pub async fn steps_finished(&self, ids: &[JobId]) -> Result<HashMap<JobId, u32>, QueueError> {
+        let uuids: Vec<_> = ids.iter().map(JobId::uuid).collect();
         let counts = self
             .inner
             .db
@@ -165,7 +163,7 @@ impl Queue {
             .await?;
         Ok(counts
             .into_iter()
-            .map(|(id, n)| (id.to_string(), u32::try_from(n).unwrap_or(u32::MAX)))
+            .map(|(id, n)| (id.into(), u32::try_from(n).unwrap_or(u32::MAX)))
             .collect())
     }
 }

@@ -1,9 +1,9 @@
 //! Creating, reading and listing jobs.
 
-use contract::{Job, JobState};
+use contract::{Job, JobId, JobState};
 use uuid::Uuid;
 
-use super::{Queue, parse_job_id};
+use super::Queue;
 use crate::error::{QueueError, refuse_nul};
 use crate::machine;
 use crate::notify::{Notification, NotificationKind};
@@ -51,7 +51,7 @@ impl Queue {
             required_capabilities: task.payload.required_capabilities.clone(),
             created_by_user_id: created_by.map(str::to_string),
             max_attempts: task.max_attempts,
-            ..Job::queued(Uuid::now_v7().to_string(), payload, now)
+            ..Job::queued(Uuid::now_v7().into(), payload, now)
         };
         let repository = &task.payload.repository;
         if let Some(claimer) = self
@@ -76,10 +76,10 @@ impl Queue {
         Ok(job)
     }
 
-    pub async fn get_job(&self, id: &str) -> Result<Job, QueueError> {
+    pub async fn get_job(&self, id: &JobId) -> Result<Job, QueueError> {
         self.inner
             .db
-            .get_job(parse_job_id(id)?)
+            .get_job(id.uuid())
             .await?
             .ok_or_else(|| QueueError::job_not_found(id))
     }
@@ -115,7 +115,7 @@ impl Queue {
         let more = jobs.len() > limit as usize;
         jobs.truncate(limit as usize);
         let next_cursor = if more {
-            jobs.last().map(|job| job.id.clone())
+            jobs.last().map(|job| job.id.to_string())
         } else {
             None
         };

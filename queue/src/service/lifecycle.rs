@@ -4,11 +4,10 @@
 use std::time::Duration;
 
 use contract::job::events;
-use contract::{Job, JobState, limits};
-use uuid::Uuid;
+use contract::{Job, JobId, JobState, limits};
 
+use super::Queue;
 use super::write::Apply;
-use super::{Queue, parse_job_id};
 use crate::error::{QueueError, refuse_nul, reported};
 use crate::lease::{Completion, Fence};
 use crate::machine::{self, Outcome};
@@ -18,7 +17,7 @@ impl Queue {
     /// A lease that expired but was not yet taken back can still be extended.
     pub async fn heartbeat(
         &self,
-        id: &str,
+        id: &JobId,
         fence: &Fence,
         lease: Duration,
     ) -> Result<Job, QueueError> {
@@ -36,7 +35,7 @@ impl Queue {
     /// running → succeeded (even when a cancel was requested too late; see [`JobState`]).
     pub async fn complete(
         &self,
-        id: &str,
+        id: &JobId,
         fence: &Fence,
         summary: Option<String>,
     ) -> Result<Job, QueueError> {
@@ -72,7 +71,7 @@ impl Queue {
                 let apply: Apply<'_> = Box::new(move |job: &mut Job, now| {
                     machine::complete(job, &done.fence, now, done.summary.clone())
                 });
-                (done.id.as_str(), apply)
+                (&done.id, apply)
             })
             .collect();
         self.transition_many(ops).await
@@ -82,7 +81,7 @@ impl Queue {
     /// none left), failed (not retryable), or cancelled (a cancel was requested).
     pub async fn fail(
         &self,
-        id: &str,
+        id: &JobId,
         fence: &Fence,
         error: String,
         retryable: bool,
@@ -100,7 +99,7 @@ impl Queue {
     /// finished otherwise answers StateConflict.
     pub async fn request_cancel(
         &self,
-        id: &str,
+        id: &JobId,
         user_id: Option<&str>,
         reason: Option<String>,
     ) -> Result<Job, QueueError> {
@@ -121,11 +120,11 @@ impl Queue {
 
     /// running with a cancel requested → cancelled, by the worker holding the lease. The
     /// same worker and attempt acknowledging again gets the cancelled job back.
-    pub async fn ack_cancel(&self, id: &str, fence: &Fence) -> Result<Job, QueueError> {
+    pub async fn ack_cancel(&self, id: &JobId, fence: &Fence) -> Result<Job, QueueError> {
         let now = self.now();
         let (mut tx, mut job) = self.lock(id).await?;
         let acked_by = if job.status == JobState::Cancelled {
-            tx.last_event(parse_job_id(id)?, events::JOB_CANCELLED)
+            tx.last_event(id.uuid(), events::JOB_CANCELLED)
                 .await?
                 .and_then(|event| machine::acknowledged_by(&event.payload))
         } else {
@@ -138,10 +137,10 @@ impl Queue {
 
     /// The lease rescuer's transition for one job; `None` if it needed none (the lease was
     /// renewed or the job finished since the rescuer looked).
-    pub(crate) async fn expire_lease(&self, id: Uuid) -> Result<Option<Job>, QueueError> {
+    pub(crate) async fn expire_lease(&self, id: &JobId) -> Result<Option<Job>, QueueError> {
         let now = self.now();
         let mut tx = self.begin().await?;
-        let Some(mut job) = tx.lock_job(id).await? else {
+        let Some(mut job) = tx.lock_job(id.uuid()).await? else {
             tx.rollback().await?;
             return Ok(None);
         };
@@ -155,7 +154,8 @@ impl Queue {
         Ok(Some(job))
     }
 
-    pub(crate) async fn expired_leases(&self, limit: i64) -> Result<Vec<Uuid>, QueueError> {
-        Ok(self.inner.db.expired_leases(self.now(), limit).await?)
+    pub(crate) async fn expired_leases(&self, limit: i64) -> Result<Vec<JobId>, QueueError> {
+        let ids = self.inner.db.expired_leases(self.now(), limit).await?;
+        Ok(ids.into_iter().map(JobId::from).collect())
     }
 }

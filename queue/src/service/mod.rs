@@ -18,7 +18,6 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 use tokio::sync::broadcast;
 use tokio_util::sync::{CancellationToken, DropGuard};
-use uuid::Uuid;
 
 pub use jobs::{JobFilter, JobPage};
 
@@ -58,10 +57,6 @@ impl fmt::Debug for Queue {
             .field("origin", &self.inner.notifier.origin)
             .finish_non_exhaustive()
     }
-}
-
-fn parse_job_id(id: &str) -> Result<Uuid, QueueError> {
-    Uuid::parse_str(id).map_err(|_| QueueError::job_not_found(id))
 }
 
 impl Queue {

@@ -5,10 +5,9 @@
 use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
-use contract::Job;
-use uuid::Uuid;
+use contract::{Job, JobId};
 
-use super::{Queue, parse_job_id};
+use super::Queue;
 use crate::error::QueueError;
 use crate::lease::Fence;
 use crate::machine::{self, Outcome, PendingEvent, Retry};
@@ -21,7 +20,7 @@ const SWAP_ATTEMPTS: usize = 3;
 
 /// What an outcome writes besides the row: its events, and the notifications of the
 /// change (a heartbeat's `LeaseExtended` tells nobody).
-fn changes(job_id: &str, outcome: Outcome) -> (Vec<PendingEvent>, Vec<Notification>) {
+fn changes(job_id: &JobId, outcome: Outcome) -> (Vec<PendingEvent>, Vec<Notification>) {
     match outcome {
         Outcome::Unchanged | Outcome::LeaseExtended => (Vec::new(), Vec::new()),
         Outcome::Changed { events, available } => {
@@ -41,11 +40,10 @@ pub(super) type Apply<'a> =
 impl Queue {
     /// Begins a write and locks job `id` in it: the start of every write that must see the
     /// row as it is (a transition under the lock, an event or artifact under a fence).
-    pub(super) async fn lock(&self, id: &str) -> Result<(Tx, Job), QueueError> {
-        let uuid = parse_job_id(id)?;
+    pub(super) async fn lock(&self, id: &JobId) -> Result<(Tx, Job), QueueError> {
         let mut tx = self.begin().await?;
         let job = tx
-            .lock_job(uuid)
+            .lock_job(id.uuid())
             .await?
             .ok_or_else(|| QueueError::job_not_found(id))?;
         Ok((tx, job))
@@ -54,7 +52,7 @@ impl Queue {
     /// [`lock`](Self::lock), refusing a worker whose lease on the job is gone.
     pub(super) async fn lock_fenced(
         &self,
-        id: &str,
+        id: &JobId,
         fence: &Fence,
     ) -> Result<(Tx, Job), QueueError> {
         let (tx, job) = self.lock(id).await?;
@@ -93,8 +91,7 @@ impl Queue {
             return tx.rollback().await;
         }
         let (events, notes) = changes(&job.id, outcome);
-        let events: Vec<(&str, &PendingEvent)> =
-            events.iter().map(|e| (job.id.as_str(), e)).collect();
+        let events: Vec<(JobId, &PendingEvent)> = events.iter().map(|e| (job.id, e)).collect();
         self.write_back(tx, &[job], &events, notes, now).await
     }
 
@@ -104,7 +101,7 @@ impl Queue {
         &self,
         mut tx: Tx,
         saved: &[&Job],
-        events: &[(&str, &PendingEvent)],
+        events: &[(JobId, &PendingEvent)],
         notes: Vec<Notification>,
         now: DateTime<Utc>,
     ) -> Result<(), QueueError> {
@@ -131,10 +128,9 @@ impl Queue {
     /// does, where the write lock makes locking free.
     pub(super) async fn transition<'a>(
         &self,
-        id: &'a str,
+        id: &'a JobId,
         apply: impl Fn(&mut Job, DateTime<Utc>) -> Result<Outcome, QueueError> + Send + Sync + 'a,
     ) -> Result<Job, QueueError> {
-        let uuid = parse_job_id(id)?;
         if let Some(recent) = &self.inner.last_written {
             let mut guess = recent.get(id);
             let mut reads = 0;
@@ -147,7 +143,7 @@ impl Queue {
                         reads += 1;
                         self.inner
                             .db
-                            .get_job(uuid)
+                            .get_job(id.uuid())
                             .await?
                             .ok_or_else(|| QueueError::job_not_found(id))?
                     }
@@ -192,29 +188,24 @@ impl Queue {
     /// transaction's own failure, which none of them survived.
     pub(super) async fn transition_many<'a>(
         &self,
-        ops: Vec<(&'a str, Apply<'a>)>,
+        ops: Vec<(&'a JobId, Apply<'a>)>,
     ) -> Result<Vec<Result<Job, QueueError>>, QueueError> {
         let now = self.now();
-        let mut ids: Vec<Uuid> = ops
-            .iter()
-            .filter_map(|(id, _)| Uuid::parse_str(id).ok())
-            .collect();
+        let mut ids: Vec<_> = ops.iter().map(|(id, _)| id.uuid()).collect();
         ids.sort_unstable();
         ids.dedup();
         let mut tx = self.begin().await?;
-        let mut jobs: HashMap<Uuid, Job> = HashMap::with_capacity(ids.len());
+        let mut jobs: HashMap<JobId, Job> = HashMap::with_capacity(ids.len());
         for job in tx.lock_jobs(&ids).await? {
-            jobs.insert(parse_job_id(&job.id)?, job);
+            jobs.insert(job.id, job);
         }
         let mut results = Vec::with_capacity(ops.len());
-        let mut dirty: Vec<Uuid> = Vec::new();
-        let mut events: Vec<(String, PendingEvent)> = Vec::new();
+        let mut dirty: Vec<JobId> = Vec::new();
+        let mut events: Vec<(JobId, PendingEvent)> = Vec::new();
         let mut notes: Vec<Notification> = Vec::new();
         for (id, apply) in ops {
-            let Some(job) = parse_job_id(id).ok().and_then(|uuid| jobs.get_mut(&uuid)) else {
-                results.push(Err(parse_job_id(id)
-                    .err()
-                    .unwrap_or_else(|| QueueError::job_not_found(id))));
+            let Some(job) = jobs.get_mut(id) else {
+                results.push(Err(QueueError::job_not_found(id)));
                 continue;
             };
             // On a copy: a refused transition leaves the job exactly as it was.
@@ -228,13 +219,12 @@ impl Queue {
             };
             if outcome != Outcome::Unchanged {
                 *job = draft;
-                let uuid = parse_job_id(&job.id)?;
-                if !dirty.contains(&uuid) {
-                    dirty.push(uuid);
+                if !dirty.contains(&job.id) {
+                    dirty.push(job.id);
                 }
             }
             let (appended, changed) = changes(&job.id, outcome);
-            events.extend(appended.into_iter().map(|e| (job.id.clone(), e)));
+            events.extend(appended.into_iter().map(|e| (job.id, e)));
             notes.extend(changed);
             results.push(Ok(job.clone()));
         }
@@ -242,9 +232,8 @@ impl Queue {
             tx.rollback().await?;
             return Ok(results);
         }
-        let saved: Vec<&Job> = dirty.iter().filter_map(|uuid| jobs.get(uuid)).collect();
-        let appended: Vec<(&str, &PendingEvent)> =
-            events.iter().map(|(id, e)| (id.as_str(), e)).collect();
+        let saved: Vec<&Job> = dirty.iter().filter_map(|id| jobs.get(id)).collect();
+        let appended: Vec<(JobId, &PendingEvent)> = events.iter().map(|(id, e)| (*id, e)).collect();
         self.write_back(tx, &saved, &appended, notes, now).await?;
         Ok(results)
     }

@@ -1,7 +1,7 @@
 //! Artifact metadata, and on PostgreSQL their bytes in chunks so every replica can serve
 //! them.
 
-use contract::Artifact;
+use contract::{Artifact, JobId};
 use sqlx::Row;
 use uuid::Uuid;
 
@@ -24,8 +24,11 @@ const UPSERT_ARTIFACT: &str = concat!(
 
 impl Tx {
     /// The names of the job's artifacts, to refuse one that runs into another's path.
-    pub(crate) async fn artifact_names(&mut self, job_id: &str) -> Result<Vec<String>, QueueError> {
-        let args = [Arg::Id(parse_id(job_id)?)];
+    pub(crate) async fn artifact_names(
+        &mut self,
+        job_id: &JobId,
+    ) -> Result<Vec<String>, QueueError> {
+        let args = [Arg::Id(job_id.uuid())];
         const SQL: &str = "SELECT name FROM artifacts WHERE job_id = $1";
         Ok(match &mut self.conn {
             TxConn::Sqlite(t) => sqlite_rows(t, SQL, &args, |r| r.try_get::<String, _>("name"))?,
@@ -53,7 +56,7 @@ impl Tx {
     pub(crate) async fn upsert_artifact(&mut self, a: &Artifact) -> Result<Artifact, QueueError> {
         let args = [
             Arg::Id(parse_id(&a.id)?),
-            Arg::Id(parse_id(&a.job_id)?),
+            Arg::Id(a.job_id.uuid()),
             Arg::text(&a.name),
             Arg::BigInt(i64::try_from(a.size).map_err(decode_err)?),
             Arg::text(&a.content_type),

@@ -1,13 +1,13 @@
 //! A job's timeline: events appended in a job's id order, read back by page.
 
 use chrono::{DateTime, Utc};
-use contract::{JobEvent, StepUsage};
+use contract::{JobEvent, JobId, StepUsage};
 use sqlx::Row;
 use uuid::Uuid;
 
 use super::postgres;
 use super::sqlite::RowExt;
-use super::{Arg, Id, Tx, TxConn, parse_id, pg_rows, sqlite_rows};
+use super::{Arg, Id, Tx, TxConn, pg_rows, sqlite_rows};
 use crate::QueueError;
 use crate::machine::PendingEvent;
 use crate::notify::NotificationKind;
@@ -59,12 +59,12 @@ impl Tx {
     /// serialize every write of the cluster.
     pub(crate) async fn insert_event(
         &mut self,
-        job_id: &str,
+        job_id: &JobId,
         event: &PendingEvent,
         now: DateTime<Utc>,
     ) -> Result<JobEvent, QueueError> {
         let args = [
-            Arg::Id(parse_id(job_id)?),
+            Arg::Id(job_id.uuid()),
             Arg::text(&event.kind),
             Arg::text(event.level.as_str()),
             Arg::text(&event.message),
@@ -85,10 +85,10 @@ impl Tx {
     /// write. `updated_at` stays: it marks state changes, which transitions compare.
     pub(crate) async fn set_usage(
         &mut self,
-        job_id: &str,
+        job_id: &JobId,
         usage: &StepUsage,
     ) -> Result<(), QueueError> {
-        let args = [Arg::Id(parse_id(job_id)?), Arg::json(usage)?];
+        let args = [Arg::Id(job_id.uuid()), Arg::json(usage)?];
         self.execute(SET_USAGE, &args).await
     }
 
@@ -109,7 +109,7 @@ impl Tx {
     /// one statement on PostgreSQL.
     pub(crate) async fn insert_events(
         &mut self,
-        events: &[(&str, &PendingEvent)],
+        events: &[(JobId, &PendingEvent)],
         now: DateTime<Utc>,
     ) -> Result<Vec<JobEvent>, QueueError> {
         let TxConn::Postgres(t) = &mut self.conn else {

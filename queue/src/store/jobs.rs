@@ -7,7 +7,7 @@ use uuid::Uuid;
 
 use super::postgres;
 use super::sqlite::RowExt;
-use super::{Arg, Id, Ts, Tx, TxConn, int, parse_id, pg_rows, sqlite_rows};
+use super::{Arg, Id, Ts, Tx, TxConn, int, pg_rows, sqlite_rows};
 use crate::QueueError;
 use crate::machine::PendingEvent;
 use crate::store::Database;
@@ -93,7 +93,7 @@ impl Tx {
         job: &Job,
         repository: &str,
     ) -> Result<(), QueueError> {
-        let mut args = vec![Arg::Id(parse_id(&job.id)?)];
+        let mut args = vec![Arg::Id(job.id.uuid())];
         args.extend(state_args(job));
         args.extend(created_args(job, repository)?);
         self.execute(INSERT_JOB, &args).await
@@ -101,7 +101,7 @@ impl Tx {
 
     /// Writes back every field a transition may change.
     pub(crate) async fn save_job(&mut self, job: &Job) -> Result<(), QueueError> {
-        let mut args = vec![Arg::Id(parse_id(&job.id)?)];
+        let mut args = vec![Arg::Id(job.id.uuid())];
         args.extend(state_args(job));
         self.execute(SAVE_JOB, &args).await
     }

@@ -10,6 +10,7 @@
 mod types;
 
 use chrono::{DateTime, Utc};
+use contract::JobId;
 use serde_json::Value;
 use sqlx::postgres::PgRow;
 use sqlx::types::Json;
@@ -63,7 +64,7 @@ macro_rules! job_from_row {
         let row = $row;
         (|| -> Result<::contract::Job, sqlx::Error> {
             Ok(::contract::Job {
-                id: row.try_get::<$crate::store::Id, _>("id")?.0.to_string(),
+                id: row.try_get::<$crate::store::Id, _>("id")?.0.into(),
                 job_type: row.try_get("job_type")?,
                 status: row
                     .try_get::<String, _>("status")?
@@ -114,7 +115,7 @@ macro_rules! event_from_row {
         (|| -> Result<::contract::JobEvent, sqlx::Error> {
             Ok(::contract::JobEvent {
                 id: row.try_get("id")?,
-                job_id: row.try_get::<$crate::store::Id, _>("job_id")?.0.to_string(),
+                job_id: row.try_get::<$crate::store::Id, _>("job_id")?.0.into(),
                 kind: row.try_get("kind")?,
                 level: row
                     .try_get::<String, _>("level")?
@@ -134,7 +135,7 @@ macro_rules! artifact_from_row {
         (|| -> Result<::contract::Artifact, sqlx::Error> {
             Ok(::contract::Artifact {
                 id: row.try_get::<$crate::store::Id, _>("id")?.0.to_string(),
-                job_id: row.try_get::<$crate::store::Id, _>("job_id")?.0.to_string(),
+                job_id: row.try_get::<$crate::store::Id, _>("job_id")?.0.into(),
                 name: row.try_get("name")?,
                 size: u64::try_from(row.try_get::<i64, _>("size")?)
                     .map_err($crate::store::decode_err)?,
@@ -342,9 +343,9 @@ impl Tx {
         })
     }
 
-    pub(crate) fn notify(&mut self, job_id: &str, kind: NotificationKind) {
+    pub(crate) fn notify(&mut self, job_id: &JobId, kind: NotificationKind) {
         self.notes.push(Notification {
-            job_id: job_id.to_string(),
+            job_id: *job_id,
             kind,
         });
     }

@@ -43,11 +43,11 @@ pub async fn artifact_is_stored_with_its_size_and_sha256(h: Harness) {
     let on_disk = h
         .artifacts
         .path()
-        .join(&job.id)
+        .join(job.id.to_string())
         .join("logs/steps/step-0001.log");
     match h.backend {
         Backend::Sqlite => assert_eq!(std::fs::read(&on_disk).unwrap(), bytes),
-        Backend::Postgres => assert!(!h.artifacts.path().join(&job.id).exists()),
+        Backend::Postgres => assert!(!h.artifacts.path().join(job.id.to_string()).exists()),
     }
 
     let other = h
@@ -213,7 +213,13 @@ pub async fn oversized_artifact_is_refused(h: Harness) {
         .map(|a| a.name)
         .collect();
     assert_eq!(names, ["fits.log"]);
-    assert!(!h.artifacts.path().join(&job.id).join("big.log").exists());
+    assert!(
+        !h.artifacts
+            .path()
+            .join(job.id.to_string())
+            .join("big.log")
+            .exists()
+    );
 }
 
 pub async fn unknown_artifact_is_not_found(h: Harness) {

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use contract::JobState;
+use contract::{JobId, JobState};
 use queue::{Completion, Fence, MAX_CLAIM_BATCH};
 
 use crate::harness::*;
@@ -67,15 +67,15 @@ pub async fn complete_many_answers_each_job_and_a_refused_one_holds_back_no_othe
     }
     let batch = h.queue.claim_many(&request("w1"), 3).await.unwrap();
     let stale = Fence::new("w1", 99);
-    let unknown = "0190b6e2-0000-7000-8000-000000000000".to_string();
+    let unknown: JobId = "0190b6e2-0000-7000-8000-000000000000".parse().unwrap();
     let completions = vec![
         Completion {
-            id: batch[0].id.clone(),
+            id: batch[0].id,
             fence: fence(&batch[0]),
             summary: Some("first".into()),
         },
         Completion {
-            id: batch[1].id.clone(),
+            id: batch[1].id,
             fence: stale,
             summary: None,
         },
@@ -85,7 +85,7 @@ pub async fn complete_many_answers_each_job_and_a_refused_one_holds_back_no_othe
             summary: None,
         },
         Completion {
-            id: batch[2].id.clone(),
+            id: batch[2].id,
             fence: fence(&batch[2]),
             summary: None,
         },
@@ -120,7 +120,7 @@ pub async fn complete_many_answers_each_job_and_a_refused_one_holds_back_no_othe
     let again = h
         .queue
         .complete_many(vec![Completion {
-            id: batch[0].id.clone(),
+            id: batch[0].id,
             fence: fence(&batch[0]),
             summary: Some("first".into()),
         }])
@@ -149,7 +149,7 @@ pub async fn batch_claimers_and_completers_run_every_job_exactly_once(h: Harness
                 let completions = batch
                     .iter()
                     .map(|job| Completion {
-                        id: job.id.clone(),
+                        id: job.id,
                         fence: fence(job),
                         summary: None,
                     })
@@ -161,7 +161,7 @@ pub async fn batch_claimers_and_completers_run_every_job_exactly_once(h: Harness
             }
         }));
     }
-    let mut claims: HashMap<String, usize> = HashMap::new();
+    let mut claims: HashMap<JobId, usize> = HashMap::new();
     for task in tasks {
         let mine = tokio::time::timeout(Duration::from_secs(120), task)
             .await

@@ -308,7 +308,7 @@ pub async fn racing_cancel_and_claim_agree(h: Harness) {
     for _ in 0..20 {
         let job = h.create(Spec::default()).await;
         let (q1, q2) = (h.queue.clone(), h.queue.clone());
-        let id = job.id.clone();
+        let id = job.id;
         let cancel = tokio::spawn(async move { q1.request_cancel(&id, Some("bob"), None).await });
         let claim = tokio::spawn(async move { q2.claim(&request("w1")).await });
         let cancelled = cancel.await.unwrap().unwrap();

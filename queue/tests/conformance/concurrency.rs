@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use contract::JobState;
+use contract::{JobId, JobState};
 
 use crate::harness::*;
 
@@ -30,7 +30,7 @@ pub async fn concurrent_claimers_claim_every_job_exactly_once(h: Harness) {
             mine
         }));
     }
-    let mut claims: HashMap<String, usize> = HashMap::new();
+    let mut claims: HashMap<JobId, usize> = HashMap::new();
     let mut busy_workers = 0;
     for task in tasks {
         let mine = tokio::time::timeout(Duration::from_secs(120), task)
@@ -68,14 +68,14 @@ pub async fn racing_heartbeats_never_undo_a_cancel_request(h: Harness) {
         let mut tasks = Vec::new();
         for beat in 0..8_u64 {
             let queue = h.queue.clone();
-            let (id, f) = (job.id.clone(), fence(&claimed));
+            let (id, f) = (job.id, fence(&claimed));
             tasks.push(tokio::spawn(async move {
                 let lease = Duration::from_secs(60 + beat);
                 queue.heartbeat(&id, &f, lease).await.map(drop)
             }));
         }
         let queue = h.queue.clone();
-        let id = job.id.clone();
+        let id = job.id;
         tasks.push(tokio::spawn(async move {
             queue
                 .request_cancel(&id, Some("alice"), Some(format!("round {round}")))

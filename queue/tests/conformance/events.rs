@@ -226,7 +226,7 @@ pub async fn a_timeline_is_read_from_its_end_or_without_its_log_lines(h: Harness
         .unwrap();
     assert_eq!(after, milestones[2..3]);
 
-    let unknown = "0198c1f0-0000-7000-8000-00000000dead";
+    let unknown: &contract::JobId = &"0198c1f0-0000-7000-8000-00000000dead".parse().unwrap();
     assert_code(
         h.queue.list_latest_events(unknown, 5).await,
         "job_not_found",
@@ -259,12 +259,8 @@ pub async fn finished_steps_are_counted_for_the_current_attempt_only(h: Harness)
         .append_event(&other.id, &fence(&running), step_event(task::STEP_FINISHED))
         .await
         .unwrap();
-    let ids = [
-        retried.id.as_str(),
-        other.id.as_str(),
-        idle.id.as_str(),
-        "not-a-job",
-    ];
+    // A job id that names no job is ignored like one with no finished step.
+    let ids = [retried.id, other.id, idle.id, uuid::Uuid::now_v7().into()];
     let counts = h.queue.steps_finished(&ids).await.unwrap();
     assert_eq!(counts.get(&retried.id), Some(&2));
     assert_eq!(counts.get(&other.id), Some(&1));

@@ -20,7 +20,7 @@ pub async fn jobs_are_listed_newest_first_in_keyset_pages(h: Harness) {
     loop {
         let page = h.queue.list_jobs(&filter).await.unwrap();
         pages += 1;
-        seen.extend(page.jobs.iter().map(|j| j.id.clone()));
+        seen.extend(page.jobs.iter().map(|j| j.id));
         // A job created mid-listing does not shift the pages that follow.
         if pages == 1 {
             h.create(Spec::default()).await;
@@ -57,22 +57,19 @@ pub async fn listing_filters_by_state_and_type(h: Harness) {
         status: Some(state),
         ..JobFilter::default()
     };
-    assert_eq!(ids(by_state(JobState::Running)).await, [a.id.as_str()]);
-    assert_eq!(ids(by_state(JobState::Cancelled)).await, [b.id.as_str()]);
-    assert_eq!(ids(by_state(JobState::Queued)).await, [c.id.as_str()]);
+    assert_eq!(ids(by_state(JobState::Running)).await, [a.id]);
+    assert_eq!(ids(by_state(JobState::Cancelled)).await, [b.id]);
+    assert_eq!(ids(by_state(JobState::Queued)).await, [c.id]);
     assert_eq!(
         ids(by_state(JobState::DeadLetter)).await,
-        Vec::<String>::new()
+        Vec::<contract::JobId>::new()
     );
     let by_type = |t: &str| JobFilter {
         job_type: Some(t.into()),
         ..JobFilter::default()
     };
-    assert_eq!(
-        ids(by_type("task")).await,
-        [c.id.clone(), b.id.clone(), a.id.clone()]
-    );
-    assert_eq!(ids(by_type("other")).await, Vec::<String>::new());
+    assert_eq!(ids(by_type("task")).await, [c.id, b.id, a.id]);
+    assert_eq!(ids(by_type("other")).await, Vec::<contract::JobId>::new());
     let both = JobFilter {
         status: Some(JobState::Queued),
         job_type: Some("task".into()),

@@ -110,15 +110,15 @@ pub async fn every_change_is_broadcast_once_to_subscribers(h: Harness) {
         created,
         [
             Notification {
-                job_id: job.id.clone(),
+                job_id: job.id,
                 kind: NotificationKind::EventAppended { event_id }
             },
             Notification {
-                job_id: job.id.clone(),
+                job_id: job.id,
                 kind: NotificationKind::JobChanged
             },
             Notification {
-                job_id: job.id.clone(),
+                job_id: job.id,
                 kind: NotificationKind::JobAvailable
             },
         ]

@@ -27,7 +27,7 @@ pub async fn expired_lease_is_requeued_with_the_attempt_kept(h: Harness) {
     assert_eq!(
         report,
         RescueReport {
-            requeued: vec![job.id.clone()],
+            requeued: vec![job.id],
             ..RescueReport::default()
         }
     );
@@ -56,7 +56,7 @@ pub async fn expired_lease_with_a_cancel_request_is_cancelled(h: Harness) {
         .unwrap();
     h.advance(LEASE + Duration::from_secs(1));
     let report = rescuer(&h).run_once().await.unwrap();
-    assert_eq!(report.cancelled, [job.id.as_str()]);
+    assert_eq!(report.cancelled, [job.id]);
     assert_eq!(report.total(), 1);
     let after = h.get(&job).await;
     assert_eq!(after.status, JobState::Cancelled);
@@ -79,7 +79,7 @@ pub async fn expired_lease_on_the_last_attempt_dead_letters(h: Harness) {
     h.claim_exactly("w1", &job).await;
     h.advance(LEASE + Duration::from_secs(1));
     let report = rescuer(&h).run_once().await.unwrap();
-    assert_eq!(report.dead_lettered, [job.id.as_str()]);
+    assert_eq!(report.dead_lettered, [job.id]);
     let after = h.get(&job).await;
     assert_eq!(after.status, JobState::DeadLetter);
     assert_eq!(after.attempt, 1);

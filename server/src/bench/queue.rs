@@ -293,7 +293,7 @@ async fn drain(
                     let completions = jobs
                         .iter()
                         .map(|job| Completion {
-                            id: job.id.clone(),
+                            id: job.id,
                             fence: Fence::new(request.worker_id.clone(), job.attempt),
                             summary: None,
                         })

@@ -453,7 +453,7 @@ mod tests {
         assert_eq!(done.claimed_by.as_deref(), Some(name.as_str()));
         // Its workspaces live under the data dir it was given; a succeeded job's is removed.
         assert!(tmp.path().join("work/jobs").is_dir());
-        let workspace = tmp.path().join("work/jobs").join(&job.id);
+        let workspace = tmp.path().join("work/jobs").join(job.id.to_string());
         let deadline = Instant::now() + Duration::from_secs(10);
         while workspace.exists() {
             assert!(

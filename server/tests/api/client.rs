@@ -155,7 +155,7 @@ async fn a_worker_claims_heartbeats_reports_uploads_and_completes_a_job() {
         .id;
 
     let job = worker.claim(&claim_all()).await.unwrap().expect("a job");
-    assert_eq!((job.id.as_str(), job.attempt), (id.as_str(), 1));
+    assert_eq!((job.id, job.attempt), (id, 1));
     assert_eq!(job.claimed_by.as_deref(), Some("w1"));
     assert_eq!(
         worker.claim(&claim_all()).await.unwrap(),
@@ -283,7 +283,7 @@ async fn unknown_jobs_bad_tokens_and_wrong_roles_are_told_apart() {
     let viewer = server.user(Role::Viewer).await;
     let worker = server.worker("w1").await;
     let missing = operator
-        .get_job("0190a000-0000-7000-8000-000000000000")
+        .get_job(&"0190a000-0000-7000-8000-000000000000".parse().unwrap())
         .await
         .unwrap_err();
     assert_eq!(
@@ -498,7 +498,10 @@ async fn the_event_stream_starts_after_the_given_event_and_ends_on_an_unknown_jo
     let mut stream = operator.stream_events(&id, Some(events[0].id));
     assert_eq!(next_event(&mut stream).await, events[1]);
 
-    let mut unknown = operator.stream_events("0190a000-0000-7000-8000-000000000000", None);
+    let mut unknown = operator.stream_events(
+        &"0190a000-0000-7000-8000-000000000000".parse().unwrap(),
+        None,
+    );
     let error = tokio::time::timeout(Duration::from_secs(5), unknown.next())
         .await
         .unwrap()

@@ -805,18 +805,21 @@ async fn cancelling_a_finished_job_is_a_conflict_and_unknown_jobs_are_404() {
         (status, error["code"].as_str()),
         (StatusCode::CONFLICT, Some("job_state_conflict"))
     );
-    let (status, error) = api
-        .call(
-            Method::GET,
-            "/api/queue/jobs/no-such-job",
-            Some(&operator),
-            None,
-        )
-        .await;
-    assert_eq!(
-        (status, error["code"].as_str()),
-        (StatusCode::NOT_FOUND, Some("job_not_found"))
-    );
+    // Text that is not a job id names no job, on every route of a job.
+    for (method, path) in [
+        (Method::GET, "/api/queue/jobs/no-such-job"),
+        (Method::GET, "/api/queue/jobs/no-such-job/events"),
+        (Method::GET, "/api/queue/jobs/no-such-job/artifacts"),
+        (Method::GET, "/api/queue/jobs/%3Cb%3E/artifacts/a1/download"),
+        (Method::POST, "/api/queue/jobs/no-such-job/cancel"),
+    ] {
+        let (status, error) = api.call(method, path, Some(&operator), None).await;
+        assert_eq!(
+            (status, error["code"].as_str()),
+            (StatusCode::NOT_FOUND, Some("job_not_found")),
+            "{path}: {error}"
+        );
+    }
 }
 
 fn multipart(fields: &[(&str, &str)], file: Option<&[u8]>) -> (String, Vec<u8>) {

@@ -109,7 +109,7 @@ impl Site {
             worker,
             admin_cookie,
             viewer_cookie,
-            job_id: job.id,
+            job_id: job.id.to_string(),
             artifact_id: artifact.id,
             _db: db,
             _dir: dir,

@@ -60,7 +60,7 @@ async fn a_nul_is_replaced_and_fails_once(backend: Backend) {
         "{backend:?}"
     );
 
-    let pages = site.events(&job.id).await;
+    let pages = site.events(&job.id.to_string()).await;
     let events: Vec<Value> = pages
         .iter()
         .flat_map(|page| {

@@ -179,9 +179,9 @@ async fn build(site: &Site, texts: &Texts) -> Built {
         .await
         .unwrap();
     Built {
-        job: job.id,
+        job: job.id.to_string(),
         artifact: artifact.id,
-        cancelled: other.id,
+        cancelled: other.id.to_string(),
     }
 }
 

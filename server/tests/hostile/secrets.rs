@@ -249,7 +249,7 @@ async fn no_secret_leaves_the_worker(backend: Backend) {
         "a long gh error",
     ];
     for (job, name) in jobs.iter().zip(names) {
-        let id = &job.id;
+        let id = &job.id.to_string();
         let at = |what: &str| format!("job {id} ({name}) {what}");
         seen.push((at("GET"), site.api(&format!("/api/queue/jobs/{id}")).await));
         seen.push((at("events"), site.events(id).await.join("\n")));
@@ -347,7 +347,7 @@ async fn no_secret_leaves_the_worker(backend: Backend) {
         .tmp
         .path()
         .join("work")
-        .join(&step_failed.id)
+        .join(step_failed.id.to_string())
         .join("repo");
     for (i, secret) in [CONFIGURED, REPO_REF, UNNAMED].iter().enumerate() {
         let written = std::fs::read_to_string(checkout.join(format!("leak-{i}.txt"))).unwrap();

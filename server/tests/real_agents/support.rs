@@ -178,7 +178,7 @@ impl Setup {
     }
 
     pub fn workspace(&self, job: &Job) -> PathBuf {
-        self.data.join("work/jobs").join(&job.id)
+        self.data.join("work/jobs").join(job.id.to_string())
     }
 }
 

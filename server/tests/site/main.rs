@@ -151,7 +151,14 @@ async fn server_function_refusals_on(backend: Backend) {
         ("load_job", "id=%00", StatusCode::NOT_FOUND, "job_not_found"),
         (
             "cancel_job",
-            "id=x&reason=%00",
+            "id=0190a000-0000-7000-8000-000000000000&reason=",
+            StatusCode::NOT_FOUND,
+            "job_not_found",
+        ),
+        // A bad reason is named before the job is looked up.
+        (
+            "cancel_job",
+            "id=0190a000-0000-7000-8000-000000000000&reason=%00",
             StatusCode::UNPROCESSABLE_ENTITY,
             "invalid_queue_payload",
         ),

@@ -230,7 +230,7 @@ async fn a_worker_cut_off_from_its_server_stops_the_step_before_the_lease_ends_a
     let gh_log = std::fs::read_to_string(s.tmp.path().join("gh.log")).unwrap_or_default();
     assert!(gh_log.is_empty(), "{gh_log}");
     // The lost attempt's workspace is gone: nothing of it can be handed over any more.
-    assert!(!s.tmp.path().join("work").join(&job.id).exists());
+    assert!(!s.tmp.path().join("work").join(job.id.to_string()).exists());
     // The server still has the job running under the lost lease, for its rescuer.
     let current = s.server.queue().get_job(&job.id).await.unwrap();
     assert_eq!(current.status, JobState::Running);
@@ -327,5 +327,5 @@ async fn a_worker_that_cannot_confirm_its_lease_does_not_publish_work_it_finishe
         !branches.contains("task/"),
         "published without its lease: {branches}"
     );
-    assert!(!s.tmp.path().join("work").join(&job.id).exists());
+    assert!(!s.tmp.path().join("work").join(job.id.to_string()).exists());
 }

@@ -179,7 +179,7 @@ async fn a_submitted_task_runs_on_the_worker_and_succeeds() {
         );
     }
     // Everything is on the server, so the workspace goes (just after the job's end).
-    let workspace = s.tmp.path().join("work").join(&job.id);
+    let workspace = s.tmp.path().join("work").join(job.id.to_string());
     let deadline = Instant::now() + Duration::from_secs(10);
     while workspace.exists() {
         assert!(
@@ -377,7 +377,7 @@ async fn a_failed_step_fails_the_job_runs_nothing_after_it_and_publishes_nothing
         s.tmp
             .path()
             .join("work")
-            .join(&job.id)
+            .join(job.id.to_string())
             .join("repo")
             .is_dir()
     );

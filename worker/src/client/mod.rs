@@ -19,7 +19,7 @@ use contract::api::{
     ArtifactList, CancelBody, ClaimBody, Claimed, CompleteBody, EventBody, EventList, FailBody,
     FenceBody, HeartbeatBody, JobList,
 };
-use contract::{Artifact, Job, JobEvent, JobState, NewEvent};
+use contract::{Artifact, Job, JobEvent, JobId, JobState, NewEvent};
 use reqwest::header::{self, HeaderValue};
 use reqwest::{Method, RequestBuilder, Response, Url};
 use serde::de::DeserializeOwned;
@@ -209,15 +209,15 @@ impl QueueClient {
     }
 
     /// `GET /jobs/{id}`.
-    pub async fn get_job(&self, id: &str) -> Result<Job> {
-        let url = self.url(&["jobs", id]);
+    pub async fn get_job(&self, id: &JobId) -> Result<Job> {
+        let url = self.job_url(id, &[]);
         self.fetch(self.request(Method::GET, &url), &url).await
     }
 
     /// `POST /jobs/{id}/cancel`: a queued job is cancelled at once; a running one is
     /// marked (`cancelRequestedAt`) until its worker acknowledges.
-    pub async fn cancel_job(&self, id: &str, reason: Option<&str>) -> Result<Job> {
-        let url = self.url(&["jobs", id, "cancel"]);
+    pub async fn cancel_job(&self, id: &JobId, reason: Option<&str>) -> Result<Job> {
+        let url = self.job_url(id, &["cancel"]);
         let body = CancelBody {
             reason: reason.map(str::to_string),
         };
@@ -229,11 +229,11 @@ impl QueueClient {
     /// `limit` (the server's default page is 200).
     pub async fn list_events(
         &self,
-        id: &str,
+        id: &JobId,
         after: Option<i64>,
         limit: Option<u32>,
     ) -> Result<Vec<JobEvent>> {
-        let url = self.url(&["jobs", id, "events"]);
+        let url = self.job_url(id, &["events"]);
         let mut query: Vec<(&str, String)> = Vec::new();
         if let Some(after) = after {
             query.push(("after", after.to_string()));
@@ -249,8 +249,10 @@ impl QueueClient {
     /// `GET /jobs/{id}/events/stream`: every event after `after`, then live ones as they
     /// happen, for as long as the stream is polled. See [`EventStream`] for how it
     /// reconnects and when it ends.
-    pub fn stream_events(&self, id: &str, after: Option<i64>) -> EventStream {
-        let segments = ["jobs", id, "events", "stream"].map(String::from).to_vec();
+    pub fn stream_events(&self, id: &JobId, after: Option<i64>) -> EventStream {
+        let segments = ["jobs", &id.to_string(), "events", "stream"]
+            .map(String::from)
+            .to_vec();
         EventStream::new(self.clone(), segments, after)
     }
 
@@ -269,11 +271,11 @@ impl QueueClient {
     /// tells whether a cancel was requested meanwhile.
     pub async fn heartbeat(
         &self,
-        id: &str,
+        id: &JobId,
         attempt: u32,
         lease_seconds: Option<u64>,
     ) -> Result<Job> {
-        let url = self.url(&["jobs", id, "heartbeat"]);
+        let url = self.job_url(id, &["heartbeat"]);
         let body = HeartbeatBody {
             worker_id: None,
             attempt: Some(attempt),
@@ -284,8 +286,8 @@ impl QueueClient {
     }
 
     /// `POST /jobs/{id}/complete` (worker token).
-    pub async fn complete(&self, id: &str, attempt: u32, summary: Option<&str>) -> Result<Job> {
-        let url = self.url(&["jobs", id, "complete"]);
+    pub async fn complete(&self, id: &JobId, attempt: u32, summary: Option<&str>) -> Result<Job> {
+        let url = self.job_url(id, &["complete"]);
         let body = CompleteBody {
             worker_id: None,
             attempt: Some(attempt),
@@ -299,12 +301,12 @@ impl QueueClient {
     /// remain; otherwise it fails for good.
     pub async fn fail(
         &self,
-        id: &str,
+        id: &JobId,
         attempt: u32,
         message: &str,
         retryable: bool,
     ) -> Result<Job> {
-        let url = self.url(&["jobs", id, "fail"]);
+        let url = self.job_url(id, &["fail"]);
         let body = FailBody {
             worker_id: None,
             attempt: Some(attempt),
@@ -317,16 +319,21 @@ impl QueueClient {
 
     /// `POST /jobs/{id}/events` (worker token): appends to the job's timeline. Kinds
     /// starting with `job.` are the queue's own and are refused.
-    pub async fn append_event(&self, id: &str, attempt: u32, event: &NewEvent) -> Result<JobEvent> {
-        let url = self.url(&["jobs", id, "events"]);
+    pub async fn append_event(
+        &self,
+        id: &JobId,
+        attempt: u32,
+        event: &NewEvent,
+    ) -> Result<JobEvent> {
+        let url = self.job_url(id, &["events"]);
         let body = EventBody::new(attempt, event.clone());
         let builder = self.request(Method::POST, &url).json(&body);
         self.fetch(builder, &url).await
     }
 
     /// `POST /jobs/{id}/cancel/ack` (worker token): the worker stopped; the job is cancelled.
-    pub async fn ack_cancel(&self, id: &str, attempt: u32) -> Result<Job> {
-        let url = self.url(&["jobs", id, "cancel", "ack"]);
+    pub async fn ack_cancel(&self, id: &JobId, attempt: u32) -> Result<Job> {
+        let url = self.job_url(id, &["cancel", "ack"]);
         let body = FenceBody {
             worker_id: None,
             attempt: Some(attempt),
@@ -339,13 +346,13 @@ impl QueueClient {
     /// relative path `name` (`logs/execute.log`); the same name again replaces it.
     pub async fn upload_artifact(
         &self,
-        id: &str,
+        id: &JobId,
         attempt: u32,
         name: &str,
         content_type: &str,
         bytes: Vec<u8>,
     ) -> Result<Artifact> {
-        let url = self.url(&["jobs", id, "artifacts", "upload"]);
+        let url = self.job_url(id, &["artifacts", "upload"]);
         let file_name = name.rsplit('/').next().unwrap_or(name).to_string();
         let form = reqwest::multipart::Form::new()
             .text(upload::ATTEMPT, attempt.to_string())
@@ -360,15 +367,15 @@ impl QueueClient {
     }
 
     /// `GET /jobs/{id}/artifacts`.
-    pub async fn list_artifacts(&self, id: &str) -> Result<Vec<Artifact>> {
-        let url = self.url(&["jobs", id, "artifacts"]);
+    pub async fn list_artifacts(&self, id: &JobId) -> Result<Vec<Artifact>> {
+        let url = self.job_url(id, &["artifacts"]);
         let list: ArtifactList = self.fetch(self.request(Method::GET, &url), &url).await?;
         Ok(list.items)
     }
 
     /// `GET /jobs/{id}/artifacts/{artifact_id}/download`: the stored bytes.
-    pub async fn download_artifact(&self, id: &str, artifact_id: &str) -> Result<Vec<u8>> {
-        let url = self.url(&["jobs", id, "artifacts", artifact_id, "download"]);
+    pub async fn download_artifact(&self, id: &JobId, artifact_id: &str) -> Result<Vec<u8>> {
+        let url = self.job_url(id, &["artifacts", artifact_id, "download"]);
         let response = self.send(self.request(Method::GET, &url), &url).await?;
         let bytes = response
             .bytes()
@@ -379,6 +386,13 @@ impl QueueClient {
 
     /// `{base}/api/queue/{segments…}` on the server in use, each segment percent-encoded,
     /// so an id holding `/` or `?` cannot reach another route.
+    /// A job's route: `jobs/{id}` followed by `rest`.
+    fn job_url(&self, id: &JobId, rest: &[&str]) -> Url {
+        let id = id.to_string();
+        let segments: Vec<&str> = ["jobs", id.as_str()].iter().chain(rest).copied().collect();
+        self.url(&segments)
+    }
+
     fn url(&self, segments: &[&str]) -> Url {
         self.url_on(self.servers.current(), segments)
     }
@@ -566,12 +580,13 @@ mod tests {
         let addr = listener.local_addr().unwrap();
         drop(listener);
         let client = QueueClient::new(&format!("http://{addr}"), SECRET).unwrap();
-        let error = client.get_job("x").await.unwrap_err();
+        let id: JobId = "0190a000-0000-7000-8000-000000000001".parse().unwrap();
+        let error = client.get_job(&id).await.unwrap_err();
         assert!(matches!(error, ClientError::Transport { .. }), "{error:?}");
         assert!(error.is_retryable());
         let shown = format!("{error} {error:?}");
         assert!(
-            shown.contains(&format!("http://{addr}/api/queue/jobs/x")),
+            shown.contains(&format!("http://{addr}/api/queue/jobs/{id}")),
             "{shown}"
         );
         assert!(shown.contains("--server"), "{shown}");

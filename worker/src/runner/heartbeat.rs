@@ -133,6 +133,8 @@ mod tests {
     use tokio::net::TcpListener;
     use tokio::time::Instant;
 
+    const TEST_JOB: &str = "0190a000-0000-7000-8000-0000000000c1";
+
     use super::*;
 
     /// A server that answers one request with `status` and `body`, over real HTTP.
@@ -162,7 +164,12 @@ mod tests {
 
     fn heartbeat(url: &str) -> (Heartbeat, CancellationToken) {
         let client = QueueClient::new(url, "swu_test").unwrap();
-        let lease = Lease::new("j1", 1, Duration::from_secs(60), Instant::now());
+        let lease = Lease::new(
+            &TEST_JOB.parse().unwrap(),
+            1,
+            Duration::from_secs(60),
+            Instant::now(),
+        );
         let config = HeartbeatConfig::for_lease(&lease);
         let cancel = CancellationToken::new();
         (
@@ -173,7 +180,7 @@ mod tests {
 
     fn running(cancel_requested: bool) -> String {
         let at = serde_json::from_str(r#""2026-11-25T00:00:00Z""#).unwrap();
-        let mut job = Job::queued("j1".into(), serde_json::json!({}), at);
+        let mut job = Job::queued(TEST_JOB.parse().unwrap(), serde_json::json!({}), at);
         job.cancel_requested_at = cancel_requested.then_some(at);
         serde_json::to_string(&job).unwrap()
     }

@@ -5,7 +5,7 @@
 use std::future::Future;
 use std::time::Duration;
 
-use contract::{Job, NormalizedTask, limits};
+use contract::{Job, JobId, NormalizedTask, limits};
 use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
 use tokio::sync::mpsc;
@@ -52,14 +52,14 @@ pub async fn run_job(
     claimed_at: Instant,
     hand_back: &CancellationToken,
 ) -> Settled {
-    let id = job.id.clone();
+    let id = job.id;
     let settled = run_and_settle(client, config, job, claimed_at, hand_back).await;
     let keep = match config.keep_workspaces {
         KeepWorkspaces::Always => true,
         KeepWorkspaces::Failed => matches!(settled, Settled::Failed { .. }),
         KeepWorkspaces::Never => false,
     };
-    let workspace = config.stages.workdir.join(&id);
+    let workspace = config.stages.workdir.join(id.to_string());
     if !keep
         && workspace.exists()
         && let Err(error) = tokio::fs::remove_dir_all(&workspace).await
@@ -151,7 +151,7 @@ async fn run_and_settle(
         }),
         tokio::spawn(watch_cancel(
             client.clone(),
-            job.id.clone(),
+            job.id,
             cancel.clone(),
             done.clone(),
         )),
@@ -284,7 +284,7 @@ async fn fail(
 /// cancel does not wait for the next heartbeat.
 async fn watch_cancel(
     client: QueueClient,
-    id: String,
+    id: JobId,
     cancel: CancellationToken,
     done: CancellationToken,
 ) {

@@ -11,6 +11,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use contract::JobId;
 use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -24,7 +25,7 @@ pub struct Lease {
 }
 
 struct Inner {
-    job_id: String,
+    job_id: JobId,
     attempt: u32,
     duration: Duration,
     margin: Duration,
@@ -36,11 +37,11 @@ struct Inner {
 
 impl Lease {
     /// The lease of `duration` that a claim sent at `claimed_at` obtained.
-    pub fn new(job_id: &str, attempt: u32, duration: Duration, claimed_at: Instant) -> Lease {
+    pub fn new(job_id: &JobId, attempt: u32, duration: Duration, claimed_at: Instant) -> Lease {
         let (until, _) = watch::channel(claimed_at + duration);
         Lease {
             inner: Arc::new(Inner {
-                job_id: job_id.to_string(),
+                job_id: *job_id,
                 attempt,
                 duration,
                 margin: margin(duration),
@@ -78,7 +79,7 @@ impl Lease {
         &self.inner.lost
     }
 
-    pub fn job_id(&self) -> &str {
+    pub fn job_id(&self) -> &JobId {
         &self.inner.job_id
     }
 
@@ -177,9 +178,16 @@ fn margin(lease: Duration) -> Duration {
 mod tests {
     use super::*;
 
+    const TEST_JOB: &str = "0190a000-0000-7000-8000-0000000000c1";
+
     #[tokio::test(start_paused = true)]
     async fn an_unrenewed_lease_stops_the_run_a_margin_before_its_end() {
-        let lease = Lease::new("j", 1, Duration::from_secs(60), Instant::now());
+        let lease = Lease::new(
+            &TEST_JOB.parse().unwrap(),
+            1,
+            Duration::from_secs(60),
+            Instant::now(),
+        );
         let (cancel, done) = (CancellationToken::new(), CancellationToken::new());
         let watcher = tokio::spawn({
             let (lease, cancel, done) = (lease.clone(), cancel.clone(), done.clone());
@@ -200,7 +208,12 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_renewal_never_moves_the_end_back() {
         let start = Instant::now();
-        let lease = Lease::new("j", 1, Duration::from_secs(30), start);
+        let lease = Lease::new(
+            &TEST_JOB.parse().unwrap(),
+            1,
+            Duration::from_secs(30),
+            start,
+        );
         lease.renewed(start + Duration::from_secs(20));
         lease.renewed(start + Duration::from_secs(5));
         assert_eq!(

@@ -3,9 +3,9 @@
 
 use std::time::{Duration, Instant};
 
-use contract::StageState;
 use contract::events::{StepStarted, TaskEvent};
 use contract::job::task;
+use contract::{JobId, StageState};
 use serde_json::json;
 
 use super::{Log, Run, TaskOutcome};
@@ -39,7 +39,7 @@ pub(super) struct Prepared {
 }
 
 impl Run<'_> {
-    pub(super) async fn prepare(&mut self, job_id: &str) -> Result<Prepared, TaskOutcome> {
+    pub(super) async fn prepare(&mut self, job_id: &JobId) -> Result<Prepared, TaskOutcome> {
         const STAGE: &str = task::STAGE_PREPARE;
         let started = Instant::now();
         self.stage_started(STAGE);
@@ -104,7 +104,7 @@ impl Run<'_> {
         &self,
         ws: &Workspace,
         log: &mut Log,
-        job_id: &str,
+        job_id: &JobId,
     ) -> Result<Prepared, Stop> {
         let budget = self.prepare_budget();
         let payload = &self.task.payload;

@@ -76,7 +76,9 @@ pub async fn submit_task(payload: String) -> Result<SubmitOutcome, AppError> {
     let raw: serde_json::Value = serde_json::from_str(&payload)
         .map_err(|e| ssr::unreadable(format!("the task is not JSON: {e}")))?;
     match queue.create_job(&raw, Some(&user.name)).await {
-        Ok(job) => Ok(SubmitOutcome::Created { id: job.id }),
+        Ok(job) => Ok(SubmitOutcome::Created {
+            id: job.id.to_string(),
+        }),
         Err(queue::QueueError::Invalid(errors)) => Ok(SubmitOutcome::Invalid { errors }),
         Err(e) => Err(ssr::refused(e)),
     }

@@ -1,13 +1,14 @@
 //! Many events appended in one statement.
 
 use chrono::{DateTime, Utc};
+use contract::JobId;
 use serde_json::{Map, Value};
 use sqlx::PgConnection;
 use sqlx::types::Json;
 
 use crate::QueueError;
 use crate::machine::PendingEvent;
-use crate::store::{Ts, parse_id};
+use crate::store::Ts;
 
 /// `INSERT_EVENT` for many rows, inserted in the order of the arrays.
 const INSERT_EVENTS_POSTGRES: &str = "INSERT INTO job_events \
@@ -20,16 +21,13 @@ const INSERT_EVENTS_POSTGRES: &str = "INSERT INTO job_events \
 /// Appends events (of any jobs) in the order given; returns their ids, in that order.
 pub(crate) async fn insert_events(
     t: &mut PgConnection,
-    events: &[(&str, &PendingEvent)],
+    events: &[(JobId, &PendingEvent)],
     now: DateTime<Utc>,
 ) -> Result<Vec<i64>, QueueError> {
     if events.is_empty() {
         return Ok(Vec::new());
     }
-    let job_ids = events
-        .iter()
-        .map(|(id, _)| parse_id(id))
-        .collect::<Result<Vec<_>, _>>()?;
+    let job_ids: Vec<_> = events.iter().map(|(id, _)| id.uuid()).collect();
     let text = |f: fn(&PendingEvent) -> &str| events.iter().map(|(_, e)| f(e)).collect::<Vec<_>>();
     let payloads: Vec<Json<&Map<String, Value>>> =
         events.iter().map(|(_, e)| Json(&e.payload)).collect();

@@ -12,7 +12,7 @@ use uuid::Uuid;
 use crate::QueueError;
 use crate::machine::PendingEvent;
 use crate::store::jobs::{created_args, state_args};
-use crate::store::{Arg, Ts, bind_pg, int, parse_id};
+use crate::store::{Arg, Ts, bind_pg, int};
 
 /// PostgreSQL: the job and its first events (`$24`..`$27` arrays, inserted in their order)
 /// in one statement, run outside an explicit transaction (a statement is atomic on its
@@ -82,7 +82,7 @@ pub(crate) async fn create_job(
     repository: &str,
     events: &[PendingEvent],
 ) -> Result<Vec<JobEvent>, QueueError> {
-    let mut args = vec![Arg::Id(parse_id(&job.id)?)];
+    let mut args = vec![Arg::Id(job.id.uuid())];
     args.extend(state_args(job));
     args.extend(created_args(job, repository)?);
     let mut conn = pool.acquire().await?;
@@ -120,7 +120,7 @@ pub(crate) async fn write_job_if_unchanged(
     events: &[PendingEvent],
     now: DateTime<Utc>,
 ) -> Result<Option<Vec<i64>>, QueueError> {
-    let mut args = vec![Arg::Id(parse_id(&new.id)?)];
+    let mut args = vec![Arg::Id(new.id.uuid())];
     args.extend(state_args(new));
     args.extend(state_args(old));
     let mut conn = pool.acquire().await?;
@@ -155,10 +155,7 @@ pub(crate) async fn save_jobs(t: &mut PgConnection, jobs: &[&Job]) -> Result<(),
     }
     let column = |f: fn(&Job) -> Option<String>| jobs.iter().map(|j| f(j)).collect::<Vec<_>>();
     let at = |f: fn(&Job) -> Option<DateTime<Utc>>| jobs.iter().map(|j| f(j)).collect::<Vec<_>>();
-    let ids = jobs
-        .iter()
-        .map(|j| parse_id(&j.id))
-        .collect::<Result<Vec<_>, _>>()?;
+    let ids: Vec<_> = jobs.iter().map(|j| j.id.uuid()).collect();
     sqlx::query(SAVE_JOBS_POSTGRES)
         .bind(ids)
         .bind(column(|j| Some(j.status.as_str().to_string())))

@@ -1,6 +1,6 @@
 //! SQLite's claim: one UPDATE on the writer, then the claims' events as Rust builds them.
 
-use contract::{Job, JobEvent};
+use contract::{Job, JobEvent, JobId};
 
 use super::RowExt;
 use crate::QueueError;
@@ -48,10 +48,10 @@ pub(crate) async fn claim(
     // RETURNING follows no order; callers get the claim order.
     jobs.sort_by(claim_order);
     let claimed: Vec<PendingEvent> = jobs.iter().map(machine::claimed_event).collect();
-    let appended: Vec<(&str, &PendingEvent)> = jobs
+    let appended: Vec<(JobId, &PendingEvent)> = jobs
         .iter()
         .zip(&claimed)
-        .map(|(job, event)| (job.id.as_str(), event))
+        .map(|(job, event)| (job.id, event))
         .collect();
     let mut tx = Tx {
         conn: TxConn::Sqlite(t),

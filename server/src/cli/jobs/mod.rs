@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{ArgGroup, Args, Subcommand};
 use contract::{
-    JobEvent, JobRequest, JobState, PublishMode, RuntimeInput, RuntimeMode, SkillSelection,
+    JobEvent, JobId, JobRequest, JobState, PublishMode, RuntimeInput, RuntimeMode, SkillSelection,
     StepInput,
 };
 use futures_util::StreamExt;
@@ -84,7 +84,7 @@ impl ClientArgs {
 }
 
 /// The page of a job in the dashboard.
-fn page_url(client: &QueueClient, id: &str) -> String {
+fn page_url(client: &QueueClient, id: &JobId) -> String {
     format!(
         "{}/tasks/queue/{id}",
         client.base_url().as_str().trim_end_matches('/')
@@ -266,7 +266,7 @@ pub struct ListArgs {
 #[derive(Debug, Args)]
 pub struct ShowArgs {
     /// The job's id.
-    id: String,
+    id: JobId,
     /// Print the job as JSON.
     #[arg(long)]
     json: bool,
@@ -277,7 +277,7 @@ pub struct ShowArgs {
 #[derive(Debug, Args)]
 pub struct CancelArgs {
     /// The job's id.
-    id: String,
+    id: JobId,
     /// Why; shown on the job and in its timeline.
     #[arg(long)]
     reason: Option<String>,
@@ -291,7 +291,7 @@ pub struct CancelArgs {
 #[derive(Debug, Args)]
 pub struct EventsArgs {
     /// The job's id.
-    id: String,
+    id: JobId,
     /// Only events after this event id.
     #[arg(long, value_name = "N")]
     after: Option<i64>,
@@ -408,7 +408,7 @@ async fn events(args: EventsArgs, out: &mut impl Write) -> Result<()> {
 /// job is re-read on those alone.
 async fn follow(
     client: &QueueClient,
-    id: &str,
+    id: &JobId,
     after: Option<i64>,
     json: bool,
     out: &mut impl Write,

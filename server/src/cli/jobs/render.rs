@@ -92,7 +92,7 @@ pub fn job_table(jobs: &[Job]) -> String {
         .iter()
         .map(|job| {
             [
-                job.id.clone(),
+                job.id.to_string(),
                 job.status.to_string(),
                 minute(&job.created_at),
                 repository(job).to_string(),
@@ -142,7 +142,7 @@ pub fn job_table(jobs: &[Job]) -> String {
 /// One job, field by field; only what is set is shown.
 pub fn job_summary(job: &Job) -> String {
     let mut rows: Vec<(&str, String)> = vec![
-        ("job", job.id.clone()),
+        ("job", job.id.to_string()),
         ("type", job.job_type.clone()),
         (
             "status",

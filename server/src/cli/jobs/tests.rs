@@ -35,7 +35,7 @@ fn job(id: &str, status: JobState, payload: serde_json::Value) -> Job {
         required_capabilities: vec!["codex".into(), "git".into()],
         created_by_user_id: Some("operator".into()),
         max_attempts: 3,
-        ..Job::queued(id.into(), payload, at)
+        ..Job::queued(id.parse().unwrap(), payload, at)
     }
 }
 
@@ -153,6 +153,25 @@ fn jobs_list_takes_only_known_statuses() {
 }
 
 #[test]
+fn a_job_id_argument_that_is_not_one_is_refused_before_any_request() {
+    for command in ["show", "cancel", "events"] {
+        let error = Jobs::try_parse_from(["jobs", command, "no-such-job", "--token", "t"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("<ID>") && error.contains("`no-such-job` is not a job id"),
+            "{command}: {error}"
+        );
+    }
+    let id = "0190a000-0000-7000-8000-000000000000";
+    let parsed = Jobs::try_parse_from(["jobs", "show", id, "--token", "t"]).unwrap();
+    let JobsCommand::Show(show) = parsed.command else {
+        panic!("expected show");
+    };
+    assert_eq!(show.id.to_string(), id);
+}
+
+#[test]
 fn the_table_aligns_columns_cuts_long_objectives_and_counts_implicit_steps() {
     let long = "Refactor the whole queue engine so that every transition is a guarded operation\nsecond line";
     let jobs = [
@@ -243,7 +262,7 @@ fn the_summary_shows_attempt_worker_cancel_and_error() {
 fn an_event_line_shows_id_time_level_kind_and_message() {
     let event = JobEvent {
         id: 42,
-        job_id: "j".into(),
+        job_id: "0190a000-0000-7000-8000-000000000001".parse().unwrap(),
         kind: "task.step.started".into(),
         level: EventLevel::Warn,
         message: "step 1\nstarted".into(),
@@ -417,7 +436,8 @@ async fn jobs_show_and_cancel_speak_about_the_job_and_a_bad_token_names_the_flag
         .create_job(&json!({"type": "task", "payload": {"repository": "octo/hello", "task": {"instructions": "x"}}}))
         .await
         .unwrap()
-        .id;
+        .id
+        .to_string();
     let url = server.url();
     let run = |argv: Vec<&str>| {
         let parsed = Jobs::try_parse_from(argv);
@@ -488,6 +508,8 @@ async fn jobs_events_follow_prints_live_events_and_stops_when_the_job_finishes()
         .await
         .unwrap()
         .id;
+    let job_id = id;
+    let id = job_id.to_string();
     let claim = contract::api::ClaimBody {
         capabilities: Some(vec!["codex".into(), "git".into()]),
         ..Default::default()
@@ -514,13 +536,13 @@ async fn jobs_events_follow_prints_live_events_and_stops_when_the_job_finishes()
         message: "step 1".into(),
         ..Default::default()
     };
-    worker.append_event(&id, 1, &started).await.unwrap();
+    worker.append_event(&job_id, 1, &started).await.unwrap();
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     assert!(
         !following.is_finished(),
         "the job still runs: it keeps following"
     );
-    worker.complete(&id, 1, Some("done")).await.unwrap();
+    worker.complete(&job_id, 1, Some("done")).await.unwrap();
     let out = tokio::time::timeout(std::time::Duration::from_secs(10), following)
         .await
         .expect("it stops once the job succeeded")

@@ -10,7 +10,7 @@ use contract::api::ArtifactList;
 use contract::api::worker::upload;
 use contract::{Artifact, FieldError};
 
-use super::extract::ApiPath;
+use super::extract::{ApiPath, JobPath};
 use crate::http::auth::{User, Worker};
 use crate::http::error::ApiError;
 use crate::http::state::AppState;
@@ -42,7 +42,7 @@ fn upload_limit(max_artifact_bytes: u64) -> DefaultBodyLimit {
 async fn list(
     State(state): State<AppState>,
     _user: User,
-    ApiPath(id): ApiPath<String>,
+    JobPath(id): JobPath,
 ) -> Result<Json<ArtifactList>, ApiError> {
     Ok(Json(ArtifactList {
         items: state.queue.list_artifacts(&id).await?,
@@ -55,7 +55,8 @@ async fn list(
 async fn download(
     State(state): State<AppState>,
     _user: User,
-    ApiPath((id, artifact_id)): ApiPath<(String, String)>,
+    JobPath(id): JobPath,
+    ApiPath((_, artifact_id)): ApiPath<(String, String)>,
 ) -> Result<Response, ApiError> {
     let (artifact, content) = state.queue.artifact_by_id(&id, &artifact_id).await?;
     // Streamed as it is read (from a file, or from the database a few chunks at a time).
@@ -114,7 +115,7 @@ struct UploadForm {
 async fn upload(
     State(state): State<AppState>,
     worker: Worker,
-    ApiPath(id): ApiPath<String>,
+    JobPath(id): JobPath,
     multipart: Result<Multipart, axum::extract::multipart::MultipartRejection>,
 ) -> Result<(axum::http::StatusCode, Json<Artifact>), ApiError> {
     let mut multipart = multipart.map_err(|e| {

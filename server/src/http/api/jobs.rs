@@ -9,7 +9,7 @@ use contract::{FieldError, Job, JobState};
 use queue::JobFilter;
 use serde::Deserialize;
 
-use super::extract::{ApiPath, ApiQuery};
+use super::extract::{ApiQuery, JobPath};
 use super::json::ApiJson;
 use crate::http::auth::User;
 use crate::http::error::ApiError;
@@ -84,7 +84,7 @@ async fn list(
 async fn show(
     State(state): State<AppState>,
     _user: User,
-    ApiPath(id): ApiPath<String>,
+    JobPath(id): JobPath,
 ) -> Result<Json<Job>, ApiError> {
     Ok(Json(state.queue.get_job(&id).await?))
 }
@@ -96,7 +96,7 @@ async fn show(
 async fn cancel(
     State(state): State<AppState>,
     user: User,
-    ApiPath(id): ApiPath<String>,
+    JobPath(id): JobPath,
     body: axum::body::Bytes,
 ) -> Result<Json<Job>, ApiError> {
     user.require_operator()?;
@@ -126,7 +126,7 @@ const DEFAULT_EVENTS_PAGE: u32 = 200;
 async fn events(
     State(state): State<AppState>,
     _user: User,
-    ApiPath(id): ApiPath<String>,
+    JobPath(id): JobPath,
     ApiQuery(query): ApiQuery<EventsQuery>,
 ) -> Result<Json<EventList>, ApiError> {
     let items = state

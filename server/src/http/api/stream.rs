@@ -10,14 +10,15 @@ use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::routing::get;
-use contract::JobEvent;
+use contract::api::jobs::{JobChange, JobChangeKind};
+use contract::{JobEvent, JobId};
 use futures_util::StreamExt;
 use futures_util::stream::{self, Stream};
 use queue::{NotificationKind, Queue};
 use serde::Deserialize;
 use tokio::sync::broadcast::error::RecvError;
 
-use super::extract::{ApiPath, ApiQuery};
+use super::extract::{ApiQuery, JobPath};
 use crate::http::auth::{Reader, User};
 use crate::http::error::ApiError;
 use crate::http::state::AppState;
@@ -35,15 +36,6 @@ pub fn router() -> Router<AppState> {
         .route("/jobs/stream", get(stream_jobs))
 }
 
-/// One message of `GET /jobs/stream`.
-#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct JobChange {
-    job_id: String,
-    /// `changed` (its row: state, lease, cancel request) or `progress` (its steps).
-    what: &'static str,
-}
-
 /// Named SSE events of `GET /jobs/stream`: a job changed, or the stream missed some
 /// changes and the client should read the list again.
 const JOB_EVENT: &str = "job";
@@ -59,21 +51,20 @@ pub(crate) async fn stream_jobs(
     let notes = state.queue.subscribe();
     let changes = stream::unfold(notes, |mut notes| async move {
         loop {
-            let what = match notes.recv().await {
-                Ok(note) => match note.kind {
-                    NotificationKind::JobChanged => (note.job_id, "changed"),
-                    NotificationKind::StepProgress => (note.job_id, "progress"),
-                    _ => continue,
+            let change = match notes.recv().await {
+                Ok(note) => JobChange {
+                    job_id: note.job_id,
+                    what: match note.kind {
+                        NotificationKind::JobChanged => JobChangeKind::Changed,
+                        NotificationKind::StepProgress => JobChangeKind::Progress,
+                        _ => continue,
+                    },
                 },
                 Err(RecvError::Lagged(_)) => {
                     let event = Event::default().event(RESYNC_EVENT).data("{}");
                     return Some((Ok(event), notes));
                 }
                 Err(RecvError::Closed) => return None,
-            };
-            let change = JobChange {
-                job_id: what.0,
-                what: what.1,
             };
             let data = serde_json::to_string(&change).unwrap_or_else(|_| "{}".into());
             return Some((Ok(Event::default().event(JOB_EVENT).data(data)), notes));
@@ -97,7 +88,7 @@ struct StreamQuery {
 async fn stream_events(
     State(state): State<AppState>,
     reader: Reader,
-    ApiPath(id): ApiPath<String>,
+    JobPath(id): JobPath,
     headers: HeaderMap,
     ApiQuery(query): ApiQuery<StreamQuery>,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
@@ -126,7 +117,7 @@ async fn stream_events(
 /// The state of one stream: where it is in the timeline and what it still has to send.
 struct EventFeed {
     queue: Queue,
-    job_id: String,
+    job_id: JobId,
     after: i64,
     notes: tokio::sync::broadcast::Receiver<queue::Notification>,
     /// Read from the store, not yet sent; oldest last (popped from the end).

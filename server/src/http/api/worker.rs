@@ -13,7 +13,7 @@ use contract::api::{
 use contract::{FieldError, Job, JobEvent};
 use queue::ClaimRequest;
 
-use super::extract::ApiPath;
+use super::extract::JobPath;
 use super::json::ApiJson;
 use crate::http::auth::Worker;
 use crate::http::error::ApiError;
@@ -102,7 +102,7 @@ async fn claim(
 async fn heartbeat(
     State(state): State<AppState>,
     worker: Worker,
-    ApiPath(id): ApiPath<String>,
+    JobPath(id): JobPath,
     ApiJson(body): ApiJson<HeartbeatBody>,
 ) -> Result<Json<Job>, ApiError> {
     let fence = worker.fence(body.worker_id.as_deref(), body.attempt)?;
@@ -134,7 +134,7 @@ async fn seen(
 async fn complete(
     State(state): State<AppState>,
     worker: Worker,
-    ApiPath(id): ApiPath<String>,
+    JobPath(id): JobPath,
     ApiJson(body): ApiJson<CompleteBody>,
 ) -> Result<Json<Job>, ApiError> {
     let fence = worker.fence(body.worker_id.as_deref(), body.attempt)?;
@@ -151,7 +151,7 @@ async fn complete(
 async fn fail(
     State(state): State<AppState>,
     worker: Worker,
-    ApiPath(id): ApiPath<String>,
+    JobPath(id): JobPath,
     ApiJson(body): ApiJson<FailBody>,
 ) -> Result<Json<Job>, ApiError> {
     let fence = worker.fence(body.worker_id.as_deref(), body.attempt)?;
@@ -168,7 +168,7 @@ async fn fail(
 async fn append_event(
     State(state): State<AppState>,
     worker: Worker,
-    ApiPath(id): ApiPath<String>,
+    JobPath(id): JobPath,
     ApiJson(body): ApiJson<EventBody>,
 ) -> Result<Json<JobEvent>, ApiError> {
     let fence = worker.fence(body.worker_id.as_deref(), body.attempt)?;
@@ -185,7 +185,7 @@ async fn append_event(
 async fn ack_cancel(
     State(state): State<AppState>,
     worker: Worker,
-    ApiPath(id): ApiPath<String>,
+    JobPath(id): JobPath,
     ApiJson(body): ApiJson<FenceBody>,
 ) -> Result<Json<Job>, ApiError> {
     let fence = worker.fence(body.worker_id.as_deref(), body.attempt)?;
