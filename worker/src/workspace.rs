@@ -111,6 +111,11 @@ pub fn installed_skills(skills_dir: &Path) -> Vec<InstalledSkill> {
 }
 
 impl Workspace {
+    /// Where job `job_id`'s workspace lives under `workdir`.
+    pub fn root_of(workdir: &Path, job_id: &JobId) -> PathBuf {
+        workdir.join(job_id.to_string())
+    }
+
     /// Creates the workspace directories (`repo/` is left for the clone to create). What an
     /// earlier attempt of the same job left here is removed first: every attempt starts
     /// from a fresh checkout. The paths are absolute whatever `workdir` is: the CLIs run
@@ -118,10 +123,8 @@ impl Workspace {
     /// (HOME files inside the repository, where a publish would commit them).
     pub fn create(workdir: &Path, job_id: &JobId) -> Result<Workspace, WorkspaceError> {
         std::fs::create_dir_all(workdir).map_err(io_error(workdir))?;
-        let root = workdir
-            .canonicalize()
-            .map_err(io_error(workdir))?
-            .join(job_id.to_string());
+        let absolute = workdir.canonicalize().map_err(io_error(workdir))?;
+        let root = Workspace::root_of(&absolute, job_id);
         if root.exists() {
             std::fs::remove_dir_all(&root).map_err(io_error(&root))?;
         }

@@ -20,6 +20,7 @@ use crate::auth_refs;
 use crate::client::{ClientError, QueueClient};
 use crate::redact::Redactor;
 use crate::stages::{Credentials, Hold, TaskOutcome, Warrant, run_task};
+use crate::workspace::Workspace;
 
 /// How a job's run ended, as told to the server.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -59,7 +60,7 @@ pub async fn run_job(
         KeepWorkspaces::Failed => matches!(settled, Settled::Failed { .. }),
         KeepWorkspaces::Never => false,
     };
-    let workspace = config.stages.workdir.join(id.to_string());
+    let workspace = Workspace::root_of(&config.stages.workdir, &id);
     if !keep
         && workspace.exists()
         && let Err(error) = tokio::fs::remove_dir_all(&workspace).await
