@@ -1,8 +1,9 @@
 import { defineConfig } from "@playwright/test";
 import { execFileSync } from "node:child_process";
-import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { mkdirSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
+
+import { scratchDir } from "./scratch";
 
 // scripts/test.sh builds the release binary and the site, then points us at them.
 const root = resolve(__dirname, "..");
@@ -15,7 +16,7 @@ const plainPort = port + 3;
 
 /** A fresh data dir with an admin token in it. */
 function dataDirWithToken(): { dir: string; token: string } {
-  const dir = mkdtempSync(join(tmpdir(), "stepwise-e2e-"));
+  const dir = scratchDir("data-");
   const made = execFileSync(bin, ["token", "create", "--name", "e2e-admin", "--role", "admin", "--data-dir", dir], {
     encoding: "utf8",
   });
@@ -45,6 +46,7 @@ const plainDataDir = process.env.STEPWISE_E2E_PLAIN_DATA_DIR;
 
 export default defineConfig({
   testDir: "./tests",
+  globalTeardown: "./scratch.ts",
   timeout: 60_000,
   expect: { timeout: 10_000 },
   fullyParallel: false,

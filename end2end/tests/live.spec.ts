@@ -1,14 +1,14 @@
 import { APIRequestContext, expect, test } from "@playwright/test";
 import { execFileSync } from "node:child_process";
-import { mkdtempSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 
+import { scratchDir } from "../scratch";
 import { logIn } from "./login";
 
 /** A bare git remote with one commit on main, for the embedded worker to clone. */
 function remote(): string {
-  const dir = mkdtempSync(join(tmpdir(), "stepwise-live-"));
+  const dir = scratchDir("live-");
   const seed = join(dir, "seed");
   const git = (cwd: string, ...args: string[]) =>
     execFileSync("git", ["-c", "user.name=t", "-c", "user.email=t@example.com", ...args], { cwd });

@@ -1,9 +1,8 @@
 import { expect, test } from "@playwright/test";
 import { ChildProcess, spawn } from "node:child_process";
-import { mkdtempSync } from "node:fs";
-import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 
+import { scratchDir } from "../scratch";
 
 test("every page asks for a login; a wrong token says why; a user token gets in; log out ends it", async ({ page }) => {
   await page.goto("/tasks/queue");
@@ -41,7 +40,7 @@ test("the login link stepwise serve prints logs the browser in, once", async ({ 
   const bin = process.env.STEPWISE_BIN ?? join(root, "target", "release", "stepwise");
   const siteRoot = process.env.LEPTOS_SITE_ROOT ?? join(root, "target", "site");
   const port = Number(process.env.STEPWISE_E2E_PORT ?? 3917) + 2;
-  const dataDir = mkdtempSync(join(tmpdir(), "stepwise-login-"));
+  const dataDir = scratchDir("login-");
   server = spawn(bin, ["serve", "--port", String(port), "--data-dir", dataDir, "--site-root", siteRoot], {
     env: { ...process.env, RUST_LOG: "warn" },
     stdio: ["ignore", "pipe", "inherit"],

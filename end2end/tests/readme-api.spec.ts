@@ -7,9 +7,10 @@
 // status after the body and give up after a few seconds (the SSE example never ends).
 import { expect, test } from "@playwright/test";
 import { ChildProcess, execFileSync, spawn, spawnSync } from "node:child_process";
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { readFileSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
+
+import { scratchDir } from "../scratch";
 
 const root = resolve(__dirname, "..", "..");
 const bin = process.env.STEPWISE_BIN ?? join(root, "target", "release", "stepwise");
@@ -109,8 +110,8 @@ test.afterAll(() => {
 
 test("the README's curl examples work as written against stepwise serve", async () => {
   test.setTimeout(90_000);
-  const dataDir = mkdtempSync(join(tmpdir(), "stepwise-readme-"));
-  const cwd = mkdtempSync(join(tmpdir(), "stepwise-readme-cwd-"));
+  const dataDir = scratchDir("readme-");
+  const cwd = scratchDir("readme-cwd-");
   writeFileSync(join(cwd, ".curlrc"), 'write-out = "\\n%{http_code}"\nmax-time = 5\n');
   writeFileSync(join(cwd, "execute.log"), "step 1: done\n");
 
