@@ -16,10 +16,6 @@ use uuid::Uuid;
 pub struct JobId(Uuid);
 
 impl JobId {
-    pub const fn from_uuid(uuid: Uuid) -> JobId {
-        JobId(uuid)
-    }
-
     pub const fn uuid(&self) -> Uuid {
         self.0
     }
