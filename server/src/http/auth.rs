@@ -2,6 +2,7 @@
 //! The database keeps only a token's SHA-256; the secret is shown once, at creation.
 
 use axum::extract::FromRequestParts;
+use axum::http::HeaderMap;
 use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
 use contract::FieldError;
@@ -97,8 +98,14 @@ pub async fn bootstrap_admin(queue: &Queue) -> Result<Option<String>, ApiError> 
 /// dashboard session cookie (so the browser's own fetches and event streams need no token
 /// in script reach). `None` when absent, unknown, expired or revoked.
 async fn authenticate(parts: &Parts, queue: &Queue) -> Result<Option<TokenRecord>, ApiError> {
-    let Some(secret) = parts
-        .headers
+    if bearer_secret(&parts.headers).is_none() {
+        return super::session::session_token(queue, &parts.method, &parts.headers).await;
+    }
+    bearer_token(&parts.headers, queue).await
+}
+
+fn bearer_secret(headers: &HeaderMap) -> Option<&str> {
+    headers
         .get(AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| {
@@ -106,8 +113,16 @@ async fn authenticate(parts: &Parts, queue: &Queue) -> Result<Option<TokenRecord
                 .or_else(|| v.strip_prefix("bearer "))
         })
         .map(str::trim)
-    else {
-        return super::session::session_token(queue, &parts.method, &parts.headers).await;
+}
+
+/// The token of a request's `Authorization: Bearer` header only, looked up; `None` when
+/// there is none or it is unknown, expired or revoked.
+pub async fn bearer_token(
+    headers: &HeaderMap,
+    queue: &Queue,
+) -> Result<Option<TokenRecord>, ApiError> {
+    let Some(secret) = bearer_secret(headers) else {
+        return Ok(None);
     };
     let Some(record) = queue.find_token_by_hash(&hash(secret)).await? else {
         return Ok(None);

@@ -52,6 +52,8 @@ pub fn router(
     };
     let api = super::api::router(max_artifact_bytes).with_state(state.clone());
     let login = super::session::router().with_state(state.clone());
+    // Beside the API, outside the login gate: MCP clients send a bearer token, never a cookie.
+    let mcp = super::mcp::router(state.clone());
     let options = LeptosOptions::builder()
         .output_name("stepwise")
         .site_root(site.site_root.display().to_string())
@@ -99,6 +101,7 @@ pub fn router(
             super::session::gate,
         ))
         .merge(api)
+        .merge(mcp)
         // The span names the path only: a query may carry a login code.
         .layer(
             TraceLayer::new_for_http().make_span_with(|request: &axum::http::Request<_>| {

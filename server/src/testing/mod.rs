@@ -1,5 +1,5 @@
 //! Test fixtures shared by the API, CLI, site and hostile tests: a real queue on a
-//! temporary SQLite file, the API router over it, and tokens minted straight into it
+//! temporary SQLite file, the API router (and `/mcp`) over it, and tokens minted straight into it
 //! (here); the same on a real socket (`server`); the whole site (`site`); and pages read
 //! as a browser reads them (`html`).
 
@@ -39,11 +39,14 @@ pub async fn fixture(artifact_limit: u64) -> Fixture {
         ..Limits::default()
     };
     let closing = tokio_util::sync::CancellationToken::new();
-    let router = router(artifact_limit).with_state(AppState {
+    let state = AppState {
         queue: queue.clone(),
         limits,
         closing: closing.clone(),
-    });
+    };
+    let router = router(artifact_limit)
+        .with_state(state.clone())
+        .merge(crate::http::mcp::router(state));
     Fixture {
         queue,
         router,

@@ -246,6 +246,21 @@ impl QueueClient {
         Ok(list.items)
     }
 
+    /// `GET /jobs/{id}/events?except=KIND`: the first `limit` events of the job but those
+    /// of kind `except` (a step's log lines, which outnumber the rest by far), oldest first.
+    pub async fn list_events_except(
+        &self,
+        id: &JobId,
+        except: &str,
+        limit: u32,
+    ) -> Result<Vec<JobEvent>> {
+        let url = self.job_url(id, &["events"]);
+        let query = [("except", except.to_string()), ("limit", limit.to_string())];
+        let builder = self.request(Method::GET, &url).query(&query);
+        let list: EventList = self.fetch(builder, &url).await?;
+        Ok(list.items)
+    }
+
     /// `GET /jobs/{id}/events/stream`: every event after `after`, then live ones as they
     /// happen, for as long as the stream is polled. See [`EventStream`] for how it
     /// reconnects and when it ends.

@@ -117,6 +117,9 @@ async fn cancel(
 struct EventsQuery {
     after: Option<i64>,
     limit: Option<u32>,
+    /// Leave out the events of this kind (`task.step.log`: a step's log lines, which
+    /// outnumber every other kind by far).
+    except: Option<String>,
 }
 
 const DEFAULT_EVENTS_PAGE: u32 = 200;
@@ -129,13 +132,16 @@ async fn events(
     JobPath(id): JobPath,
     ApiQuery(query): ApiQuery<EventsQuery>,
 ) -> Result<Json<EventList>, ApiError> {
-    let items = state
-        .queue
-        .list_events(
-            &id,
-            query.after.unwrap_or(0),
-            query.limit.unwrap_or(DEFAULT_EVENTS_PAGE),
-        )
-        .await?;
+    let after = query.after.unwrap_or(0);
+    let limit = query.limit.unwrap_or(DEFAULT_EVENTS_PAGE);
+    let items = match query.except.as_deref().filter(|k| !k.is_empty()) {
+        Some(kind) => {
+            state
+                .queue
+                .list_events_except(&id, kind, after, limit)
+                .await?
+        }
+        None => state.queue.list_events(&id, after, limit).await?,
+    };
     Ok(Json(EventList { items }))
 }

@@ -1,0 +1,236 @@
+//! Where a tool's call goes: the queue service itself, as the caller's token (MCP over
+//! HTTP inside the server), or a server's REST API (`stepwise mcp` over stdio, which runs
+//! on another machine like the CLI). Every tool goes through here, so both transports
+//! answer the same, and the role rules are the REST API's.
+
+use contract::api::{ErrorBody, ErrorCode};
+use contract::job::task;
+use contract::{Artifact, Job, JobEvent, JobId, JobState};
+use queue::{JobFilter, Queue, QueueError, TokenKind, TokenRecord};
+use worker::client::{ClientError, QueueClient};
+
+pub type Result<T> = std::result::Result<T, ErrorBody>;
+
+/// The non-log events of a job read for its progress: enough for every step and stage
+/// of a task, as the job page reads them.
+const PROGRESS_EVENTS: u32 = 1000;
+
+/// What the MCP handler was started over.
+#[derive(Clone)]
+pub enum Source {
+    /// Inside the server: the caller is the bearer token of each HTTP request.
+    Local(Queue),
+    /// Outside it: every call is a REST request made with the token the process was given.
+    Remote(QueueClient),
+}
+
+/// One call's way to the queue, as one caller.
+pub enum Desk {
+    Local { queue: Queue, token: TokenRecord },
+    Remote(QueueClient),
+}
+
+/// The bytes of an artifact read for a tool, cut at a limit.
+pub struct ArtifactRead {
+    pub artifact: Artifact,
+    pub bytes: Vec<u8>,
+    pub truncated: bool,
+}
+
+impl Desk {
+    /// Submits a job request (the REST API's JSON envelope), as an operator.
+    pub async fn submit(&self, request: &serde_json::Value) -> Result<Job> {
+        match self {
+            Desk::Local { queue, token } => {
+                user(token)?;
+                token.require_operator().map_err(refusal)?;
+                queue
+                    .create_job(request, Some(&token.name))
+                    .await
+                    .map_err(refusal)
+            }
+            Desk::Remote(client) => client.create_job(request).await.map_err(remote),
+        }
+    }
+
+    pub async fn job(&self, id: &JobId) -> Result<Job> {
+        match self {
+            Desk::Local { queue, token } => {
+                user(token)?;
+                queue.get_job(id).await.map_err(refusal)
+            }
+            Desk::Remote(client) => client.get_job(id).await.map_err(remote),
+        }
+    }
+
+    /// A page of jobs, newest first, and the cursor of the next.
+    pub async fn jobs(
+        &self,
+        status: Option<JobState>,
+        limit: Option<u32>,
+        cursor: Option<String>,
+    ) -> Result<(Vec<Job>, Option<String>)> {
+        match self {
+            Desk::Local { queue, token } => {
+                user(token)?;
+                let filter = JobFilter {
+                    status,
+                    job_type: None,
+                    limit,
+                    after: cursor,
+                };
+                let page = queue.list_jobs(&filter).await.map_err(refusal)?;
+                Ok((page.jobs, page.next_cursor))
+            }
+            Desk::Remote(client) => client
+                .list_jobs(status, None, limit, cursor.as_deref())
+                .await
+                .map_err(remote),
+        }
+    }
+
+    /// The job's events after `after`, oldest first.
+    pub async fn events(&self, id: &JobId, after: i64, limit: u32) -> Result<Vec<JobEvent>> {
+        match self {
+            Desk::Local { queue, token } => {
+                user(token)?;
+                queue.list_events(id, after, limit).await.map_err(refusal)
+            }
+            Desk::Remote(client) => client
+                .list_events(id, Some(after), Some(limit))
+                .await
+                .map_err(remote),
+        }
+    }
+
+    /// The events that tell a job's progress (every kind but log lines), oldest first.
+    pub async fn progress_events(&self, id: &JobId) -> Result<Vec<JobEvent>> {
+        match self {
+            Desk::Local { queue, token } => {
+                user(token)?;
+                queue
+                    .list_events_except(id, task::STEP_LOG, 0, PROGRESS_EVENTS)
+                    .await
+                    .map_err(refusal)
+            }
+            Desk::Remote(client) => client
+                .list_events_except(id, task::STEP_LOG, PROGRESS_EVENTS)
+                .await
+                .map_err(remote),
+        }
+    }
+
+    /// Cancels a job as the REST route does: at once when queued, on request when running.
+    pub async fn cancel(&self, id: &JobId, reason: Option<&str>) -> Result<Job> {
+        match self {
+            Desk::Local { queue, token } => {
+                user(token)?;
+                token.require_operator().map_err(refusal)?;
+                queue
+                    .request_cancel(id, Some(&token.name), reason.map(str::to_string))
+                    .await
+                    .map_err(refusal)
+            }
+            Desk::Remote(client) => client.cancel_job(id, reason).await.map_err(remote),
+        }
+    }
+
+    pub async fn artifacts(&self, id: &JobId) -> Result<Vec<Artifact>> {
+        match self {
+            Desk::Local { queue, token } => {
+                user(token)?;
+                queue.list_artifacts(id).await.map_err(refusal)
+            }
+            Desk::Remote(client) => client.list_artifacts(id).await.map_err(remote),
+        }
+    }
+
+    /// The artifact named `name` (`logs/steps/step-0001.log`), its first `max_bytes`.
+    pub async fn artifact(&self, id: &JobId, name: &str, max_bytes: u64) -> Result<ArtifactRead> {
+        match self {
+            Desk::Local { queue, token } => {
+                user(token)?;
+                let (artifact, content) = queue.open_artifact(id, name).await.map_err(refusal)?;
+                let (bytes, truncated) = content
+                    .read_start(max_bytes)
+                    .await
+                    .map_err(QueueError::from)
+                    .map_err(refusal)?;
+                Ok(ArtifactRead {
+                    artifact,
+                    bytes,
+                    truncated,
+                })
+            }
+            Desk::Remote(client) => {
+                let artifact = client
+                    .list_artifacts(id)
+                    .await
+                    .map_err(remote)?
+                    .into_iter()
+                    .find(|a| a.name == name)
+                    .ok_or_else(|| {
+                        ErrorBody::new(
+                            ErrorCode::ArtifactNotFound,
+                            format!("artifact {id}/{name} not found"),
+                        )
+                    })?;
+                let mut bytes = client
+                    .download_artifact(id, &artifact.id)
+                    .await
+                    .map_err(remote)?;
+                let limit = usize::try_from(max_bytes).unwrap_or(usize::MAX);
+                let truncated = bytes.len() > limit;
+                bytes.truncate(limit);
+                Ok(ArtifactRead {
+                    artifact,
+                    bytes,
+                    truncated,
+                })
+            }
+        }
+    }
+}
+
+/// The REST API's rule for the routes people use: a user token with a role.
+fn user(token: &TokenRecord) -> Result<()> {
+    match (token.kind, token.role) {
+        (TokenKind::User, Some(_)) => Ok(()),
+        _ => Err(ErrorBody::new(
+            ErrorCode::NotAuthorized,
+            "this is a worker token; this tool needs a user token",
+        )),
+    }
+}
+
+/// A queue refusal as the REST API words it; an internal failure is logged and its
+/// cause kept out of the answer.
+pub fn refusal(error: QueueError) -> ErrorBody {
+    let code = error.code();
+    match error {
+        QueueError::Invalid(errors) => ErrorBody::invalid(errors),
+        error if code.is_internal() => {
+            tracing::error!(%error, "an MCP tool failed");
+            ErrorBody::new(code, "internal error; the server log has the details")
+        }
+        error => ErrorBody::new(code, error.to_string()),
+    }
+}
+
+/// A REST answer as the same body; a server that cannot be reached says so, with what to
+/// check (the client's own words, which never hold the token).
+fn remote(error: ClientError) -> ErrorBody {
+    match error {
+        ClientError::Api {
+            code,
+            message,
+            errors,
+            ..
+        } => ErrorBody {
+            code,
+            message,
+            errors,
+        },
+        other => ErrorBody::new(ErrorCode::InternalError, other.to_string()),
+    }
+}

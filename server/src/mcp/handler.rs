@@ -1,0 +1,96 @@
+//! The MCP server itself: what it tells a client at `initialize`, how a call finds its
+//! caller, and how answers and refusals are shaped for a model to read.
+
+use contract::api::ErrorBody;
+use queue::TokenRecord;
+use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::model::{CallToolResult, ContentBlock, Implementation, ServerCapabilities, ServerConfig};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler, tool_handler};
+use serde::Serialize;
+
+use super::desk::{Desk, Source};
+
+/// The caller of an HTTP request to `/mcp`, put there by the bearer check in front of it.
+#[derive(Clone, Debug)]
+pub struct McpCaller(pub TokenRecord);
+
+const INSTRUCTIONS: &str = "stepwise runs coding-agent tasks on git repositories: a task is an objective and an ordered list of steps, each run as one agent invocation in one workspace, then published (nothing, a branch or a pull request). Submit with queue.enqueue, putting every action the user asked for in its own step; follow with queue.get (a summary line and each step's state) or queue.events; stop with queue.cancel. Job ids are UUIDs.";
+
+/// stepwise as an MCP server, over the queue itself or over a server's REST API.
+#[derive(Clone)]
+pub struct Stepwise {
+    source: Source,
+    tools: ToolRouter<Stepwise>,
+}
+
+impl Stepwise {
+    pub fn new(source: Source) -> Stepwise {
+        Stepwise {
+            source,
+            tools: Self::queue_tools(),
+        }
+    }
+
+    /// The way to the queue for this call, as its caller.
+    pub(super) fn desk(&self, ctx: &RequestContext<RoleServer>) -> Result<Desk, ErrorData> {
+        match &self.source {
+            Source::Remote(client) => Ok(Desk::Remote(client.clone())),
+            Source::Local(queue) => {
+                // The HTTP request's parts travel with the message; the bearer check put
+                // the caller in them. A call without one never passed that check.
+                let caller = ctx
+                    .extensions
+                    .get::<axum::http::request::Parts>()
+                    .and_then(|parts| parts.extensions.get::<McpCaller>())
+                    .ok_or_else(|| {
+                        tracing::error!("an MCP call reached a tool without a caller");
+                        ErrorData::internal_error("the call has no authenticated caller", None)
+                    })?;
+                Ok(Desk::Local {
+                    queue: queue.clone(),
+                    token: caller.0.clone(),
+                })
+            }
+        }
+    }
+}
+
+#[tool_handler(router = self.tools)]
+impl ServerHandler for Stepwise {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("stepwise", env!("CARGO_PKG_VERSION")))
+            .with_instructions(INSTRUCTIONS)
+    }
+}
+
+/// A tool's answer: `summary` as text first (some clients read only text), the value as
+/// `structuredContent` and, as the spec asks, as JSON text too.
+pub fn answer(summary: String, value: &impl Serialize) -> Result<CallToolResult, ErrorData> {
+    let value = serde_json::to_value(value)
+        .map_err(|e| ErrorData::internal_error(format!("cannot write the answer: {e}"), None))?;
+    let mut result = CallToolResult::structured(value);
+    result.content.insert(0, ContentBlock::text(summary));
+    Ok(result)
+}
+
+/// A refusal as a tool error the model can read and act on: the REST API's code and
+/// message as text, and its whole body (every invalid field) as `structuredContent`.
+pub fn refused(error: ErrorBody) -> Result<CallToolResult, ErrorData> {
+    let mut text = format!("refused ({}): {}", error.code, error.message);
+    for field in &error.errors {
+        text.push_str(&format!("\n- {}: {}", field.path, field.message));
+    }
+    let value = serde_json::json!({ "error": error });
+    let mut result = CallToolResult::structured_error(value);
+    result.content.insert(0, ContentBlock::text(text));
+    Ok(result)
+}
+
+/// Runs a tool's body and turns its refusal into a tool error.
+pub fn reply(
+    outcome: Result<CallToolResult, ErrorBody>,
+) -> Result<CallToolResult, ErrorData> {
+    outcome.or_else(refused)
+}

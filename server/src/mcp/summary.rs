@@ -1,0 +1,143 @@
+//! How a job reads to a model: one line of text ("job … running, step 2/3: Implement code
+//! + tests") beside the job itself, and the view MCP answers with (`JobView`): the job,
+//! its steps as the timeline tells them, and that line.
+
+use contract::checklist::ChecklistLabel;
+use contract::timeline::{StepState, Timeline};
+use contract::{Job, JobEvent, JobState, NormalizedTask};
+use serde::Serialize;
+
+/// A job as MCP tools answer it: `structuredContent` is this object.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct JobView {
+    /// The line the text content holds too.
+    pub summary: String,
+    pub job: Job,
+    /// Each step's label and state, in order; absent when the events were not read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub steps: Option<Vec<StepView>>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StepView {
+    pub title: String,
+    pub state: StepState,
+}
+
+/// Where a job is, from its progress events (oldest first).
+pub struct Progress {
+    labels: Vec<String>,
+    timeline: Timeline,
+}
+
+impl Progress {
+    /// `None` for a job whose payload is not a task this build reads.
+    pub fn of(job: &Job, events: &[JobEvent]) -> Option<Progress> {
+        let task = NormalizedTask::from_job(job).ok()?;
+        let labels: Vec<String> = task
+            .resolved_steps()
+            .iter()
+            .map(ChecklistLabel::checklist_label)
+            .collect();
+        let timeline = Timeline::from_events(labels.len(), events);
+        Some(Progress { labels, timeline })
+    }
+
+    fn steps(&self) -> Vec<StepView> {
+        self.labels
+            .iter()
+            .zip(&self.timeline.steps)
+            .map(|(title, step)| StepView {
+                title: title.clone(),
+                state: step.state,
+            })
+            .collect()
+    }
+
+    /// `step 2/3: Implement code + tests`: the step running, else the last one that ran.
+    fn current(&self) -> Option<String> {
+        let i = self.timeline.latest_started()?;
+        Some(format!(
+            "step {}/{}: {}",
+            i + 1,
+            self.labels.len(),
+            self.labels[i]
+        ))
+    }
+
+    fn done(&self) -> usize {
+        self.timeline
+            .steps
+            .iter()
+            .filter(|s| s.state == StepState::Succeeded)
+            .count()
+    }
+}
+
+impl JobView {
+    pub fn new(job: Job, progress: Option<&Progress>) -> JobView {
+        JobView {
+            summary: line(&job, progress),
+            steps: progress.map(Progress::steps),
+            job,
+        }
+    }
+}
+
+/// One line a model can act on: the id, the state and what it is doing or how it ended.
+pub fn line(job: &Job, progress: Option<&Progress>) -> String {
+    let head = format!("job {} {}", job.id, job.status);
+    let steps = progress.map(|p| p.labels.len()).unwrap_or(0);
+    let detail = match job.status {
+        JobState::Queued => Some(format!(
+            "{steps} step{} waiting for a worker",
+            if steps == 1 { "" } else { "s" }
+        )),
+        JobState::Running if job.cancel_requested_at.is_some() => {
+            Some("cancel requested, waiting for the worker to stop".to_string())
+        }
+        JobState::Running => progress.map(|p| {
+            p.current()
+                .unwrap_or_else(|| "preparing the workspace".to_string())
+        }),
+        JobState::Succeeded => Some(
+            job.result_summary
+                .clone()
+                .filter(|s| !s.trim().is_empty())
+                .unwrap_or_else(|| {
+                    let done = progress.map(Progress::done).unwrap_or(steps);
+                    format!("{done}/{steps} steps done")
+                }),
+        ),
+        JobState::Failed | JobState::DeadLetter => job
+            .error_message
+            .clone()
+            .or_else(|| progress.and_then(Progress::current)),
+        JobState::Cancelled => job
+            .cancel_reason
+            .clone()
+            .map(|reason| format!("reason: {reason}")),
+    };
+    match detail {
+        Some(detail) => format!("{head}, {}", first_line(&detail)),
+        None => head,
+    }
+}
+
+/// The first non-blank line of `text`, at most 200 characters: a model reads the rest in
+/// the structured content.
+fn first_line(text: &str) -> String {
+    const WIDTH: usize = 200;
+    let line = text
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("");
+    if line.chars().count() <= WIDTH {
+        line.to_string()
+    } else {
+        format!("{}…", line.chars().take(WIDTH - 1).collect::<String>())
+    }
+}

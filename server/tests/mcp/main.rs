@@ -1,0 +1,104 @@
+//! stepwise as an MCP server, driven by the official TypeScript SDK as a real client over
+//! both transports: streamable HTTP at `/mcp`, and stdio through `stepwise mcp`, which
+//! reaches the server over REST. Jobs run through the scripted agent.
+
+mod client;
+mod http;
+mod stdio;
+
+use std::time::{Duration, Instant};
+
+use contract::JobState;
+use queue::{Role, TokenKind};
+use serde_json::{Value, json};
+use worker::runner::{Shutdown, WorkerConfig, run};
+use worker::testing::{remote, stage_config};
+
+use client::McpClient;
+use stepwise::testing::server::{TestServer, start};
+
+/// Every tool a user token reaches.
+const QUEUE_TOOLS: [&str; 7] = [
+    "queue.enqueue",
+    "queue.get",
+    "queue.list",
+    "queue.events",
+    "queue.cancel",
+    "queue.artifacts",
+    "queue.artifact",
+];
+
+struct Setup {
+    server: TestServer,
+    /// An operator's token.
+    operator: String,
+    /// A bare remote the jobs work on.
+    remote: String,
+    shutdown: Shutdown,
+    _tmp: tempfile::TempDir,
+}
+
+/// A server with an operator token and a worker running jobs through the scripted agent.
+async fn setup() -> Setup {
+    let server = start().await;
+    let tmp = tempfile::tempdir().unwrap();
+    let remote = remote(tmp.path());
+    let mut config = WorkerConfig::new(stage_config(tmp.path()));
+    config.claim_wait = Duration::from_secs(2);
+    let shutdown = Shutdown::default();
+    tokio::spawn(run(
+        server.worker("mcp-worker").await,
+        config,
+        shutdown.clone(),
+    ));
+    let operator = server
+        .token("mcp-operator", TokenKind::User, Some(Role::Operator))
+        .await;
+    Setup {
+        server,
+        operator,
+        remote,
+        shutdown,
+        _tmp: tmp,
+    }
+}
+
+impl Drop for Setup {
+    fn drop(&mut self) {
+        self.shutdown.stop.cancel();
+        self.shutdown.hand_back.cancel();
+    }
+}
+
+impl Setup {
+    async fn client(&self, transport: &str) -> McpClient {
+        McpClient::connected(transport, &self.server.url(), &self.operator).await
+    }
+
+    /// `queue.enqueue` arguments for a task on the test remote, run by the scripted agent.
+    fn task(&self, steps: Value) -> Value {
+        json!({
+            "repository": self.remote,
+            "objective": "Greet",
+            "steps": steps,
+            "runtime": "claude",
+            "publish": "none",
+        })
+    }
+}
+
+/// Calls `queue.get` until the job's state passes `done`; the last result.
+async fn until(client: &mut McpClient, id: &str, done: impl Fn(JobState) -> bool) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let result = client.call("queue.get", json!({ "jobId": id })).await;
+        let status: JobState =
+            serde_json::from_value(result["structuredContent"]["job"]["status"].clone())
+                .unwrap_or_else(|_| panic!("no job in {result}"));
+        if done(status) {
+            return result;
+        }
+        assert!(Instant::now() < deadline, "still {status}: {result}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
