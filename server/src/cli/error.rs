@@ -29,6 +29,8 @@ pub enum CliError {
     Usage(String),
     #[error(transparent)]
     Jobs(#[from] JobsCliError),
+    #[error("the MCP server stopped: {0}")]
+    Mcp(String),
     #[cfg(feature = "bench")]
     #[error("the benchmark stopped: {0}")]
     Bench(String),

@@ -5,6 +5,7 @@ pub mod db;
 pub mod defaults;
 pub mod error;
 mod jobs;
+mod mcp;
 mod migrate;
 mod serve;
 mod signal;
@@ -49,6 +50,11 @@ enum Command {
     /// Read and cancel jobs on a running server: list, show, cancel, events (--follow).
     #[command(subcommand)]
     Jobs(JobsCommand),
+    /// Serve MCP over stdio, for an agent or IDE that starts it as a process.
+    ///
+    /// Reaches --server (STEPWISE_SERVER) over REST with --token (STEPWISE_TOKEN), like the
+    /// `jobs` commands. The server itself serves MCP over HTTP at /mcp.
+    Mcp(mcp::McpArgs),
     /// Run tasks: claim jobs from a server and run their steps with the agent CLIs here.
     ///
     /// Takes --server (STEPWISE_SERVER) and a worker token, --token (STEPWISE_WORKER_TOKEN).
@@ -92,6 +98,7 @@ impl Cli {
             #[cfg(feature = "bench")]
             Command::Bench(BenchCommand::Worker(args)) => crate::bench::worker::run(args).await,
             Command::Worker(args) => worker::run(args).await,
+            Command::Mcp(args) => mcp::run(args).await,
         }
     }
 }

@@ -4,11 +4,11 @@
 
 use std::sync::Arc;
 
+use axum::Router;
 use axum::extract::{Request, State};
 use axum::http::header::WWW_AUTHENTICATE;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use axum::Router;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 
@@ -47,9 +47,10 @@ async fn bearer_only(State(state): State<AppState>, mut request: Request, next: 
                 "a valid token is required: send `Authorization: Bearer <token>` (a user token; a worker token for the worker tools)",
             )
             .into_response();
-            response
-                .headers_mut()
-                .insert(WWW_AUTHENTICATE, axum::http::HeaderValue::from_static("Bearer"));
+            response.headers_mut().insert(
+                WWW_AUTHENTICATE,
+                axum::http::HeaderValue::from_static("Bearer"),
+            );
             response
         }
         Err(error) => error.into_response(),

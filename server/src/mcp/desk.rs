@@ -154,7 +154,6 @@ impl Desk {
                 let (bytes, truncated) = content
                     .read_start(max_bytes)
                     .await
-                    .map_err(QueueError::from)
                     .map_err(refusal)?;
                 Ok(ArtifactRead {
                     artifact,

@@ -89,8 +89,6 @@ pub fn refused(error: ErrorBody) -> Result<CallToolResult, ErrorData> {
 }
 
 /// Runs a tool's body and turns its refusal into a tool error.
-pub fn reply(
-    outcome: Result<CallToolResult, ErrorBody>,
-) -> Result<CallToolResult, ErrorData> {
+pub fn reply(outcome: Result<CallToolResult, ErrorBody>) -> Result<CallToolResult, ErrorData> {
     outcome.or_else(refused)
 }

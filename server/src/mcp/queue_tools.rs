@@ -133,7 +133,10 @@ impl Stepwise {
     /// and an ordered list of steps, each run as one agent invocation in the same
     /// workspace, then published once. Put every action the user asked for in its own
     /// step, in order; do not merge two actions into one step or leave one out.
-    #[tool(name = "queue.enqueue", annotations(destructive_hint = false, open_world_hint = true))]
+    #[tool(
+        name = "queue.enqueue",
+        annotations(destructive_hint = false, open_world_hint = true)
+    )]
     async fn enqueue(
         &self,
         Parameters(args): Parameters<EnqueueArgs>,
@@ -217,8 +220,7 @@ impl Stepwise {
                 let next = items.last().map_or(after, |e| e.id);
                 let mut text: Vec<String> = items.iter().map(event_line).collect();
                 text.push(format!("next: {next}"));
-                answer(text.join("\n"), &json!({ "items": items, "next": next }))
-                    .map_err(internal)
+                answer(text.join("\n"), &json!({ "items": items, "next": next })).map_err(internal)
             }
             .await,
         )
@@ -227,7 +229,10 @@ impl Stepwise {
     /// Cancel a job, as the dashboard's cancel does: a queued job is cancelled at once; a
     /// running one is asked to stop and its worker stops the running step. Cancelling a
     /// cancelled job changes nothing; a job that already ended otherwise is refused.
-    #[tool(name = "queue.cancel", annotations(destructive_hint = true, idempotent_hint = true))]
+    #[tool(
+        name = "queue.cancel",
+        annotations(destructive_hint = true, idempotent_hint = true)
+    )]
     async fn cancel(
         &self,
         Parameters(args): Parameters<CancelArgs>,
@@ -370,7 +375,10 @@ fn job_request(args: EnqueueArgs) -> Result<Value, ErrorBody> {
             .iter()
             .filter(|(_, given)| *given)
             .map(|(name, _)| {
-                FieldError::new(*name, "give either `request` or the task's fields, not both")
+                FieldError::new(
+                    *name,
+                    "give either `request` or the task's fields, not both",
+                )
             })
             .collect();
         if !errors.is_empty() {

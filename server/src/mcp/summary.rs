@@ -1,6 +1,6 @@
-//! How a job reads to a model: one line of text ("job … running, step 2/3: Implement code
-//! + tests") beside the job itself, and the view MCP answers with (`JobView`): the job,
-//! its steps as the timeline tells them, and that line.
+//! How a job reads to a model: one line of text (`job … running, step 2/3: Implement
+//! code and tests`) beside the job itself, and the view MCP answers with (`JobView`): the
+//! job, its steps as the timeline tells them, and that line.
 
 use contract::checklist::ChecklistLabel;
 use contract::timeline::{StepState, Timeline};

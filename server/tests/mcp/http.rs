@@ -27,7 +27,9 @@ async fn tools_list_shows_every_tool_with_a_described_schema() {
         assert_eq!(schema["type"], "object", "{name}");
         for (field, property) in schema["properties"].as_object().unwrap() {
             assert!(
-                property["description"].as_str().is_some_and(|d| !d.is_empty()),
+                property["description"]
+                    .as_str()
+                    .is_some_and(|d| !d.is_empty()),
                 "{name}.{field} has no description: {property}"
             );
         }
@@ -62,7 +64,11 @@ async fn mcp_without_a_valid_bearer_token_is_refused_with_401() {
         "params": { "protocolVersion": "2025-06-18", "capabilities": {},
                     "clientInfo": { "name": "curl", "version": "0" } }
     });
-    for auth in [None, Some("Bearer swu_not_a_token"), Some("Basic Zm9vOmJhcg==")] {
+    for auth in [
+        None,
+        Some("Bearer swu_not_a_token"),
+        Some("Basic Zm9vOmJhcg=="),
+    ] {
         let mut request = http
             .post(&url)
             .header("accept", "application/json, text/event-stream")
@@ -80,7 +86,15 @@ async fn mcp_without_a_valid_bearer_token_is_refused_with_401() {
     let mut client = McpClient::new("http", &s.server.url(), None);
     let refused = client.op(json!({ "op": "connect" })).await;
     assert!(refused["error"]["message"].as_str().is_some(), "{refused}");
-    assert!(s.server.queue().list_jobs(&Default::default()).await.unwrap().jobs.is_empty());
+    assert!(
+        s.server
+            .queue()
+            .list_jobs(&Default::default())
+            .await
+            .unwrap()
+            .jobs
+            .is_empty()
+    );
 }
 
 #[tokio::test]
@@ -139,8 +153,19 @@ async fn enqueue_refuses_every_invalid_field_by_name_as_a_tool_error() {
     let result = client
         .call("queue.enqueue", json!({ "request": {}, "objective": "x" }))
         .await;
-    assert!(is_error(&result) && text(&result).contains("objective"), "{result}");
-    assert!(s.server.queue().list_jobs(&Default::default()).await.unwrap().jobs.is_empty());
+    assert!(
+        is_error(&result) && text(&result).contains("objective"),
+        "{result}"
+    );
+    assert!(
+        s.server
+            .queue()
+            .list_jobs(&Default::default())
+            .await
+            .unwrap()
+            .jobs
+            .is_empty()
+    );
 }
 
 #[tokio::test]
@@ -153,11 +178,17 @@ async fn a_job_runs_to_success_and_the_tools_tell_its_steps_events_and_artifacts
             s.task(json!(["@fake say hello", "@fake write out.txt done"])),
         )
         .await;
-    let id = queued["structuredContent"]["job"]["id"].as_str().unwrap().to_string();
+    let id = queued["structuredContent"]["job"]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let done = until(&mut client, &id, |s| s.is_terminal()).await;
     let view = &done["structuredContent"];
     assert_eq!(view["job"]["status"], "succeeded", "{done}");
-    assert!(text(&done).starts_with(&format!("job {id} succeeded")), "{done}");
+    assert!(
+        text(&done).starts_with(&format!("job {id} succeeded")),
+        "{done}"
+    );
     let states: Vec<&str> = view["steps"]
         .as_array()
         .unwrap()
@@ -173,7 +204,10 @@ async fn a_job_runs_to_success_and_the_tools_tell_its_steps_events_and_artifacts
         .iter()
         .map(|e| e["kind"].as_str().unwrap())
         .collect();
-    assert!(kinds.contains(&"job.created") && kinds.contains(&"job.completed"), "{kinds:?}");
+    assert!(
+        kinds.contains(&"job.created") && kinds.contains(&"job.completed"),
+        "{kinds:?}"
+    );
     // Reading on from `next` gives nothing new.
     let next = events["structuredContent"]["next"].clone();
     let more = client
@@ -190,7 +224,10 @@ async fn a_job_runs_to_success_and_the_tools_tell_its_steps_events_and_artifacts
         .unwrap_or_else(|| panic!("no step log in {artifacts}"))["name"]
         .clone();
     let read = client
-        .call("queue.artifact", json!({ "jobId": id, "name": log, "maxBytes": 5 }))
+        .call(
+            "queue.artifact",
+            json!({ "jobId": id, "name": log, "maxBytes": 5 }),
+        )
         .await;
     assert!(!is_error(&read), "{read}");
     assert_eq!(read["structuredContent"]["truncated"], true, "{read}");
@@ -209,19 +246,34 @@ async fn queue_cancel_stops_a_running_job_as_rest_cancel_does() {
     let queued = client
         .call(
             "queue.enqueue",
-            s.task(json!(["@fake ignore-term\n@fake say started\n@fake sleep 60", "@fake say never"])),
+            s.task(json!([
+                "@fake ignore-term\n@fake say started\n@fake sleep 60",
+                "@fake say never"
+            ])),
         )
         .await;
-    let id = queued["structuredContent"]["job"]["id"].as_str().unwrap().to_string();
+    let id = queued["structuredContent"]["job"]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let running = until(&mut client, &id, |s| s == JobState::Running).await;
     assert!(text(&running).contains("running"), "{running}");
     let asked = client
-        .call("queue.cancel", json!({ "jobId": id, "reason": "changed my mind" }))
+        .call(
+            "queue.cancel",
+            json!({ "jobId": id, "reason": "changed my mind" }),
+        )
         .await;
     assert!(!is_error(&asked), "{asked}");
-    assert!(!asked["structuredContent"]["job"]["cancelRequestedAt"].is_null(), "{asked}");
+    assert!(
+        !asked["structuredContent"]["job"]["cancelRequestedAt"].is_null(),
+        "{asked}"
+    );
     let done = until(&mut client, &id, |s| s.is_terminal()).await;
-    assert_eq!(done["structuredContent"]["job"]["status"], "cancelled", "{done}");
+    assert_eq!(
+        done["structuredContent"]["job"]["status"], "cancelled",
+        "{done}"
+    );
     assert!(text(&done).contains("changed my mind"), "{done}");
     // Again: unchanged, as over REST.
     let again = client.call("queue.cancel", json!({ "jobId": id })).await;
@@ -232,18 +284,27 @@ async fn queue_cancel_stops_a_running_job_as_rest_cancel_does() {
 async fn roles_are_the_rest_apis_a_viewer_reads_and_a_worker_token_gets_no_user_tools() {
     let s = setup().await;
     let url = s.server.url();
-    let viewer = s.server.token("v", TokenKind::User, Some(Role::Viewer)).await;
+    let viewer = s
+        .server
+        .token("v", TokenKind::User, Some(Role::Viewer))
+        .await;
     let mut client = McpClient::connected("http", &url, &viewer).await;
     let refused = client.call("queue.enqueue", s.task(json!([]))).await;
     assert!(is_error(&refused), "{refused}");
-    assert_eq!(refused["structuredContent"]["error"]["code"], "not_authorized");
+    assert_eq!(
+        refused["structuredContent"]["error"]["code"],
+        "not_authorized"
+    );
     let listed = client.call("queue.list", json!({})).await;
     assert!(!is_error(&listed), "{listed}");
 
     let worker = s.server.token("w", TokenKind::Worker, None).await;
     let mut client = McpClient::connected("http", &url, &worker).await;
     let refused = client.call("queue.list", json!({})).await;
-    assert_eq!(refused["structuredContent"]["error"]["code"], "not_authorized", "{refused}");
+    assert_eq!(
+        refused["structuredContent"]["error"]["code"], "not_authorized",
+        "{refused}"
+    );
 }
 
 #[tokio::test]
@@ -253,7 +314,10 @@ async fn a_job_id_that_is_not_one_reads_as_an_unknown_job() {
     for id in ["nope", "<script>", "00000000-0000-0000-0000-000000000000"] {
         let result = client.call("queue.get", json!({ "jobId": id })).await;
         assert!(is_error(&result), "{result}");
-        assert_eq!(result["structuredContent"]["error"]["code"], "job_not_found", "{result}");
+        assert_eq!(
+            result["structuredContent"]["error"]["code"], "job_not_found",
+            "{result}"
+        );
     }
     let bad = client
         .call("queue.list", json!({ "status": "sleeping" }))
