@@ -1,9 +1,10 @@
 //! The error codes of every front door (REST, the dashboard's server functions, MCP), each
 //! with the one HTTP status it answers with, so a refusal reads the same however it came;
 //! and the request and response bodies of the REST API (`jobs`: the routes people use;
-//! `worker`: the worker routes').
+//! `worker`: the worker routes'), and a job as an MCP task resource (`resources`).
 
 pub mod jobs;
+pub mod resources;
 pub mod worker;
 
 use std::fmt;

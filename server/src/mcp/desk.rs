@@ -151,10 +151,7 @@ impl Desk {
             Desk::Local { queue, token } => {
                 user(token)?;
                 let (artifact, content) = queue.open_artifact(id, name).await.map_err(refusal)?;
-                let (bytes, truncated) = content
-                    .read_start(max_bytes)
-                    .await
-                    .map_err(refusal)?;
+                let (bytes, truncated) = content.read_start(max_bytes).await.map_err(refusal)?;
                 Ok(ArtifactRead {
                     artifact,
                     bytes,

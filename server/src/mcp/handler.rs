@@ -4,7 +4,11 @@
 use contract::api::ErrorBody;
 use queue::TokenRecord;
 use rmcp::handler::server::router::tool::ToolRouter;
-use rmcp::model::{CallToolResult, ContentBlock, Implementation, ServerCapabilities, ServerConfig};
+use rmcp::model::{
+    CallToolResult, ContentBlock, Implementation, ListResourceTemplatesResult, ListResourcesResult,
+    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities,
+    ServerConfig,
+};
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, tool_handler};
 use serde::Serialize;
@@ -15,7 +19,7 @@ use super::desk::{Desk, Source};
 #[derive(Clone, Debug)]
 pub struct McpCaller(pub TokenRecord);
 
-const INSTRUCTIONS: &str = "stepwise runs coding-agent tasks on git repositories: a task is an objective and an ordered list of steps, each run as one agent invocation in one workspace, then published (nothing, a branch or a pull request). Submit with queue.enqueue, putting every action the user asked for in its own step; follow with queue.get (a summary line and each step's state) or queue.events; stop with queue.cancel. Job ids are UUIDs.";
+const INSTRUCTIONS: &str = "stepwise runs coding-agent tasks on git repositories: a task is an objective and an ordered list of steps, each run as one agent invocation in one workspace, then published (nothing, a branch or a pull request). Submit with queue.enqueue, putting every action the user asked for in its own step; follow with queue.get (a summary line and each step's state) or queue.events; stop with queue.cancel. Job ids are UUIDs. Every job is also a resource, stepwise://tasks/{id}.";
 
 /// stepwise as an MCP server, over the queue itself or over a server's REST API.
 #[derive(Clone)]
@@ -59,9 +63,41 @@ impl Stepwise {
 #[tool_handler(router = self.tools)]
 impl ServerHandler for Stepwise {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        let capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_resources()
+            .build();
+        ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("stepwise", env!("CARGO_PKG_VERSION")))
             .with_instructions(INSTRUCTIONS)
+    }
+
+    async fn list_resources(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let desk = self.desk(&ctx)?;
+        super::resources::list(&desk, request.and_then(|r| r.cursor)).await
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        // The same check as every other call, though the templates are no secret.
+        self.desk(&ctx)?;
+        Ok(super::resources::templates())
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let desk = self.desk(&ctx)?;
+        Ok(super::resources::read(&desk, &request.uri).await?.into())
     }
 }
 

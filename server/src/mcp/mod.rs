@@ -1,11 +1,13 @@
 //! MCP: stepwise as a Model Context Protocol server, so other agents hand it work, watch it
 //! and cancel it. One handler serves both transports: streamable HTTP at `/mcp` inside the
 //! server (mounted by `http::mcp`), calling the queue service as the REST API does, and
-//! stdio (`stepwise mcp`), calling a server's REST API as the CLI does.
+//! stdio (`stepwise mcp`), calling a server's REST API as the CLI does. Jobs are tools'
+//! subjects (`queue_tools`) and resources in seed 003's task shape (`resources`).
 
 mod desk;
 mod handler;
 mod queue_tools;
+mod resources;
 mod summary;
 
 pub use desk::Source;

@@ -4,6 +4,7 @@
 
 mod client;
 mod http;
+mod resources;
 mod stdio;
 
 use std::time::{Duration, Instant};
