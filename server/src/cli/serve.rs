@@ -10,7 +10,7 @@ use super::error::CliError;
 use super::signal::shutdown_signal;
 use crate::http::auth::bootstrap_admin;
 use crate::http::site::router;
-use crate::http::{Limits, session};
+use crate::http::{AppState, Limits, session};
 
 /// A line for the person who started the server. A closed stdout (a supervisor that drops
 /// it, a reader that stopped reading) must not bring the server down, as `println!` would.
@@ -31,12 +31,12 @@ pub async fn run(config: Config) -> Result<(), CliError> {
 
     // Stops the HTTP server; its streams end at once (the rest drains gracefully).
     let http_stop = CancellationToken::new();
-    let app = router(
-        &config.site(),
-        queue.clone(),
-        Limits::default(),
-        http_stop.clone(),
-    );
+    let state = AppState {
+        queue: queue.clone(),
+        limits: Limits::default(),
+        closing: http_stop.clone(),
+    };
+    let app = router(&config.site(), state.clone(), crate::mcp::router(state));
     let listener = tokio::net::TcpListener::bind(config.addr)
         .await
         .map_err(|source| CliError::Bind {

@@ -81,21 +81,26 @@ impl From<QueueError> for ApiError {
     }
 }
 
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
+impl ApiError {
+    /// The body the client gets. An internal error's cause goes to the log, not into the
+    /// body: it may hold paths, SQL or other internals.
+    pub fn into_body(self) -> ErrorBody {
         if self.code.is_internal() {
-            // The cause stays in the log: it may hold paths, SQL or other internals.
             tracing::error!(code = %self.code, error = %self.message, "request failed");
-            let body = ErrorBody::new(self.code, "internal error; the server log has the details");
-            return (self.status_code(), Json(body)).into_response();
+            return ErrorBody::new(self.code, "internal error; the server log has the details");
         }
-        let status = self.status_code();
-        let body = ErrorBody {
+        ErrorBody {
             code: self.code.as_str().to_string(),
             message: self.message,
             errors: self.errors,
-        };
-        (status, Json(body)).into_response()
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status = self.status_code();
+        (status, Json(self.into_body())).into_response()
     }
 }
 

@@ -1,12 +1,11 @@
 //! Everything `stepwise serve` answers over HTTP: the REST API (`api`), token auth (`auth`),
-//! the dashboard's login (`session`), MCP over streamable HTTP (`mcp`) and the whole site on
-//! one router (`site`). The shared
+//! the dashboard's login (`session`) and the whole site on one router (`site`), with MCP's
+//! routes (`crate::mcp`, which builds on these) beside it. The shared
 //! pieces (`error`, `state`, `secret`) are leaves, so none of these import each other back.
 
 pub mod api;
 pub mod auth;
 pub mod error;
-pub mod mcp;
 pub mod secret;
 pub mod session;
 pub mod site;

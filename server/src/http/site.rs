@@ -10,10 +10,9 @@ use axum::response::Redirect;
 use axum::routing::get;
 use leptos::prelude::*;
 use leptos_axum::{AxumRouteListing, LeptosRoutes, generate_route_list};
-use tokio_util::sync::CancellationToken;
 use tower_http::trace::TraceLayer;
 
-use super::state::{AppState, Limits};
+use super::state::AppState;
 
 /// What the pages need from the server's configuration.
 #[derive(Debug, Clone)]
@@ -36,24 +35,13 @@ fn page_routes() -> Vec<AxumRouteListing> {
     ROUTES.get_or_init(|| generate_route_list(app::App)).clone()
 }
 
-/// The site over `queue`: the API, the login, the pages and their server functions, each
-/// request traced by its path. `closing` ends the event streams when serving stops.
-pub fn router(
-    site: &SiteConfig,
-    queue: queue::Queue,
-    limits: Limits,
-    closing: CancellationToken,
-) -> Router {
-    let max_artifact_bytes = queue.config().max_artifact_bytes;
-    let state = AppState {
-        queue,
-        limits,
-        closing,
-    };
+/// The site over `state`: the API, the login, the pages and their server functions, and
+/// `mcp` (`crate::mcp::router`, passed in because MCP builds on this module and not the
+/// other way), each request traced by its path.
+pub fn router(site: &SiteConfig, state: AppState, mcp: Router) -> Router {
+    let max_artifact_bytes = state.queue.config().max_artifact_bytes;
     let api = super::api::router(max_artifact_bytes).with_state(state.clone());
     let login = super::session::router().with_state(state.clone());
-    // Beside the API, outside the login gate: MCP clients send a bearer token, never a cookie.
-    let mcp = super::mcp::router(state.clone());
     let options = LeptosOptions::builder()
         .output_name("stepwise")
         .site_root(site.site_root.display().to_string())
@@ -101,6 +89,8 @@ pub fn router(
             super::session::gate,
         ))
         .merge(api)
+        // Beside the API, outside the login gate: MCP clients send a bearer token, never a
+        // cookie.
         .merge(mcp)
         // The span names the path only: a query may carry a login code.
         .layer(

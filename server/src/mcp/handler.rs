@@ -32,7 +32,7 @@ impl Stepwise {
     pub fn new(source: Source) -> Stepwise {
         Stepwise {
             source,
-            tools: Self::queue_tools(),
+            tools: Self::queue_tools() + Self::worker_tools(),
         }
     }
 
@@ -40,7 +40,7 @@ impl Stepwise {
     pub(super) fn desk(&self, ctx: &RequestContext<RoleServer>) -> Result<Desk, ErrorData> {
         match &self.source {
             Source::Remote(client) => Ok(Desk::Remote(client.clone())),
-            Source::Local(queue) => {
+            Source::Local(state) => {
                 // The HTTP request's parts travel with the message; the bearer check put
                 // the caller in them. A call without one never passed that check.
                 let caller = ctx
@@ -52,7 +52,7 @@ impl Stepwise {
                         ErrorData::internal_error("the call has no authenticated caller", None)
                     })?;
                 Ok(Desk::Local {
-                    queue: queue.clone(),
+                    state: state.clone(),
                     token: caller.0.clone(),
                 })
             }

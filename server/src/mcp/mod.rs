@@ -1,14 +1,18 @@
 //! MCP: stepwise as a Model Context Protocol server, so other agents hand it work, watch it
 //! and cancel it. One handler serves both transports: streamable HTTP at `/mcp` inside the
-//! server (mounted by `http::mcp`), calling the queue service as the REST API does, and
+//! server (`http.rs`: the site's router serves it), calling the queue service as the REST
+//! API does (and its worker routes' own rules, from `crate::http`), and
 //! stdio (`stepwise mcp`), calling a server's REST API as the CLI does. Jobs are tools'
-//! subjects (`queue_tools`) and resources in seed 003's task shape (`resources`).
+//! subjects (`queue_tools`; a worker's in `worker_tools`) and resources in seed 003's task shape (`resources`).
 
 mod desk;
 mod handler;
+mod http;
 mod queue_tools;
 mod resources;
 mod summary;
+mod worker_tools;
 
 pub use desk::Source;
 pub use handler::{McpCaller, Stepwise};
+pub use http::router;

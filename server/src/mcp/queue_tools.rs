@@ -346,7 +346,7 @@ fn parse_status(text: Option<&str>) -> Result<Option<JobState>, ErrorBody> {
     }
 }
 
-fn internal(error: ErrorData) -> ErrorBody {
+pub(super) fn internal(error: ErrorData) -> ErrorBody {
     ErrorBody::new(ErrorCode::InternalError, error.message)
 }
 

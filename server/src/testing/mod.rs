@@ -46,7 +46,7 @@ pub async fn fixture(artifact_limit: u64) -> Fixture {
     };
     let router = router(artifact_limit)
         .with_state(state.clone())
-        .merge(crate::http::mcp::router(state));
+        .merge(crate::mcp::router(state));
     Fixture {
         queue,
         router,

@@ -114,12 +114,14 @@ pub async fn test_site_with(
         .await
         .unwrap();
     (
-        router(
-            &config.site(),
-            queue.clone(),
-            limits,
-            CancellationToken::new(),
-        ),
+        {
+            let state = crate::http::AppState {
+                queue: queue.clone(),
+                limits,
+                closing: CancellationToken::new(),
+            };
+            router(&config.site(), state.clone(), crate::mcp::router(state))
+        },
         queue,
     )
 }

@@ -6,6 +6,7 @@ mod client;
 mod http;
 mod resources;
 mod stdio;
+mod worker_tools;
 
 use std::time::{Duration, Instant};
 
@@ -29,6 +30,15 @@ const QUEUE_TOOLS: [&str; 7] = [
     "queue.artifact",
 ];
 
+/// Every tool a worker token reaches.
+const WORKER_TOOLS: [&str; 5] = [
+    "queue.claim",
+    "queue.heartbeat",
+    "queue.complete",
+    "queue.fail",
+    "queue.upload_artifact",
+];
+
 struct Setup {
     server: TestServer,
     /// An operator's token.
@@ -41,17 +51,24 @@ struct Setup {
 
 /// A server with an operator token and a worker running jobs through the scripted agent.
 async fn setup() -> Setup {
+    setup_with(true).await
+}
+
+/// A server with an operator token, and a worker running jobs if `worker`.
+async fn setup_with(worker: bool) -> Setup {
     let server = start().await;
     let tmp = tempfile::tempdir().unwrap();
     let remote = remote(tmp.path());
     let mut config = WorkerConfig::new(stage_config(tmp.path()));
     config.claim_wait = Duration::from_secs(2);
     let shutdown = Shutdown::default();
-    tokio::spawn(run(
-        server.worker("mcp-worker").await,
-        config,
-        shutdown.clone(),
-    ));
+    if worker {
+        tokio::spawn(run(
+            server.worker("mcp-worker").await,
+            config,
+            shutdown.clone(),
+        ));
+    }
     let operator = server
         .token("mcp-operator", TokenKind::User, Some(Role::Operator))
         .await;

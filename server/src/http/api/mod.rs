@@ -7,7 +7,7 @@ mod jobs;
 mod json;
 mod openapi;
 mod stream;
-mod worker;
+pub(crate) mod worker;
 
 use axum::Router;
 

@@ -1,6 +1,8 @@
 //! What workers do with jobs they hold: claim, heartbeat, report events, finish, and
 //! acknowledge a cancel. Every write carries the fence (the worker + the attempt it claimed).
 //! The bodies are the contract's (`contract::api`), which the worker's client sends.
+//! MCP's worker tools go through `claim_job` and `heartbeat_job` too, so a claim or a
+//! heartbeat follows the same rules whichever door it came through.
 
 use std::time::Duration;
 
@@ -53,6 +55,17 @@ async fn claim(
     worker: Worker,
     ApiJson(body): ApiJson<ClaimBody>,
 ) -> Result<Json<Claimed>, ApiError> {
+    let job = claim_job(&state, &worker, body).await?;
+    Ok(Json(Claimed { job }))
+}
+
+/// The next job `worker` may run, leased to it, or `None` when none came within the
+/// body's wait: the body narrowed by the token's scope, the lease and the wait bounded.
+pub(crate) async fn claim_job(
+    state: &AppState,
+    worker: &Worker,
+    body: ClaimBody,
+) -> Result<Option<Job>, ApiError> {
     worker.check_worker_id(body.worker_id.as_deref())?;
     let capabilities =
         Worker::narrow(body.capabilities, &worker.token.capabilities).unwrap_or_default();
@@ -83,18 +96,17 @@ async fn claim(
     };
     request.validate()?;
     seen(
-        &state,
+        state,
         &request.worker_id,
         Some(&request.capabilities),
         body.worker_version.as_deref(),
     )
     .await?;
-    let job = if wait.is_zero() {
+    Ok(if wait.is_zero() {
         state.queue.claim(&request).await?
     } else {
         state.queue.claim_wait(&request, wait).await?
-    };
-    Ok(Json(Claimed { job }))
+    })
 }
 
 #[utoipa::path(post, path = "/api/queue/jobs/{id}/heartbeat", tag = "workers", params(("id" = String, Path, description = "the job id")), request_body = HeartbeatBody,
@@ -105,10 +117,20 @@ async fn heartbeat(
     JobPath(id): JobPath,
     ApiJson(body): ApiJson<HeartbeatBody>,
 ) -> Result<Json<Job>, ApiError> {
+    Ok(Json(heartbeat_job(&state, &worker, &id, body).await?))
+}
+
+/// Renews `worker`'s lease on job `id` for the body's lease (or the default).
+pub(crate) async fn heartbeat_job(
+    state: &AppState,
+    worker: &Worker,
+    id: &contract::JobId,
+    body: HeartbeatBody,
+) -> Result<Job, ApiError> {
     let fence = worker.fence(body.worker_id.as_deref(), body.attempt)?;
     let lease = lease(&state.limits, body.lease_seconds)?;
-    seen(&state, worker.worker_id(), None, None).await?;
-    Ok(Json(state.queue.heartbeat(&id, &fence, lease).await?))
+    seen(state, worker.worker_id(), None, None).await?;
+    Ok(state.queue.heartbeat(id, &fence, lease).await?)
 }
 
 /// Notes that the worker is alive. Bookkeeping: a failure to write it is logged, never

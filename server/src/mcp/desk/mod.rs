@@ -6,8 +6,13 @@
 use contract::api::{ErrorBody, ErrorCode};
 use contract::job::task;
 use contract::{Artifact, Job, JobEvent, JobId, JobState};
-use queue::{JobFilter, Queue, QueueError, TokenKind, TokenRecord};
+use queue::{JobFilter, TokenKind, TokenRecord};
 use worker::client::{ClientError, QueueClient};
+
+use crate::http::AppState;
+use crate::http::error::ApiError;
+
+mod worker_side;
 
 pub type Result<T> = std::result::Result<T, ErrorBody>;
 
@@ -19,14 +24,16 @@ const PROGRESS_EVENTS: u32 = 1000;
 #[derive(Clone)]
 pub enum Source {
     /// Inside the server: the caller is the bearer token of each HTTP request.
-    Local(Queue),
+    Local(AppState),
     /// Outside it: every call is a REST request made with the token the process was given.
     Remote(QueueClient),
 }
 
-/// One call's way to the queue, as one caller.
+/// One call's way to the queue, as one caller. Made once per call and never moved, so
+/// the size of its variants does not matter.
+#[allow(clippy::large_enum_variant)]
 pub enum Desk {
-    Local { queue: Queue, token: TokenRecord },
+    Local { state: AppState, token: TokenRecord },
     Remote(QueueClient),
 }
 
@@ -41,10 +48,11 @@ impl Desk {
     /// Submits a job request (the REST API's JSON envelope), as an operator.
     pub async fn submit(&self, request: &serde_json::Value) -> Result<Job> {
         match self {
-            Desk::Local { queue, token } => {
+            Desk::Local { state, token } => {
                 user(token)?;
                 token.require_operator().map_err(refusal)?;
-                queue
+                state
+                    .queue
                     .create_job(request, Some(&token.name))
                     .await
                     .map_err(refusal)
@@ -55,9 +63,9 @@ impl Desk {
 
     pub async fn job(&self, id: &JobId) -> Result<Job> {
         match self {
-            Desk::Local { queue, token } => {
+            Desk::Local { state, token } => {
                 user(token)?;
-                queue.get_job(id).await.map_err(refusal)
+                state.queue.get_job(id).await.map_err(refusal)
             }
             Desk::Remote(client) => client.get_job(id).await.map_err(remote),
         }
@@ -71,7 +79,7 @@ impl Desk {
         cursor: Option<String>,
     ) -> Result<(Vec<Job>, Option<String>)> {
         match self {
-            Desk::Local { queue, token } => {
+            Desk::Local { state, token } => {
                 user(token)?;
                 let filter = JobFilter {
                     status,
@@ -79,7 +87,7 @@ impl Desk {
                     limit,
                     after: cursor,
                 };
-                let page = queue.list_jobs(&filter).await.map_err(refusal)?;
+                let page = state.queue.list_jobs(&filter).await.map_err(refusal)?;
                 Ok((page.jobs, page.next_cursor))
             }
             Desk::Remote(client) => client
@@ -92,9 +100,13 @@ impl Desk {
     /// The job's events after `after`, oldest first.
     pub async fn events(&self, id: &JobId, after: i64, limit: u32) -> Result<Vec<JobEvent>> {
         match self {
-            Desk::Local { queue, token } => {
+            Desk::Local { state, token } => {
                 user(token)?;
-                queue.list_events(id, after, limit).await.map_err(refusal)
+                state
+                    .queue
+                    .list_events(id, after, limit)
+                    .await
+                    .map_err(refusal)
             }
             Desk::Remote(client) => client
                 .list_events(id, Some(after), Some(limit))
@@ -106,9 +118,10 @@ impl Desk {
     /// The events that tell a job's progress (every kind but log lines), oldest first.
     pub async fn progress_events(&self, id: &JobId) -> Result<Vec<JobEvent>> {
         match self {
-            Desk::Local { queue, token } => {
+            Desk::Local { state, token } => {
                 user(token)?;
-                queue
+                state
+                    .queue
                     .list_events_except(id, task::STEP_LOG, 0, PROGRESS_EVENTS)
                     .await
                     .map_err(refusal)
@@ -123,10 +136,11 @@ impl Desk {
     /// Cancels a job as the REST route does: at once when queued, on request when running.
     pub async fn cancel(&self, id: &JobId, reason: Option<&str>) -> Result<Job> {
         match self {
-            Desk::Local { queue, token } => {
+            Desk::Local { state, token } => {
                 user(token)?;
                 token.require_operator().map_err(refusal)?;
-                queue
+                state
+                    .queue
                     .request_cancel(id, Some(&token.name), reason.map(str::to_string))
                     .await
                     .map_err(refusal)
@@ -137,9 +151,9 @@ impl Desk {
 
     pub async fn artifacts(&self, id: &JobId) -> Result<Vec<Artifact>> {
         match self {
-            Desk::Local { queue, token } => {
+            Desk::Local { state, token } => {
                 user(token)?;
-                queue.list_artifacts(id).await.map_err(refusal)
+                state.queue.list_artifacts(id).await.map_err(refusal)
             }
             Desk::Remote(client) => client.list_artifacts(id).await.map_err(remote),
         }
@@ -148,9 +162,10 @@ impl Desk {
     /// The artifact named `name` (`logs/steps/step-0001.log`), its first `max_bytes`.
     pub async fn artifact(&self, id: &JobId, name: &str, max_bytes: u64) -> Result<ArtifactRead> {
         match self {
-            Desk::Local { queue, token } => {
+            Desk::Local { state, token } => {
                 user(token)?;
-                let (artifact, content) = queue.open_artifact(id, name).await.map_err(refusal)?;
+                let (artifact, content) =
+                    state.queue.open_artifact(id, name).await.map_err(refusal)?;
                 let (bytes, truncated) = content.read_start(max_bytes).await.map_err(refusal)?;
                 Ok(ArtifactRead {
                     artifact,
@@ -201,21 +216,13 @@ fn user(token: &TokenRecord) -> Result<()> {
 
 /// A queue refusal as the REST API words it; an internal failure is logged and its
 /// cause kept out of the answer.
-pub fn refusal(error: QueueError) -> ErrorBody {
-    let code = error.code();
-    match error {
-        QueueError::Invalid(errors) => ErrorBody::invalid(errors),
-        error if code.is_internal() => {
-            tracing::error!(%error, "an MCP tool failed");
-            ErrorBody::new(code, "internal error; the server log has the details")
-        }
-        error => ErrorBody::new(code, error.to_string()),
-    }
+pub fn refusal(error: impl Into<ApiError>) -> ErrorBody {
+    error.into().into_body()
 }
 
 /// A REST answer as the same body; a server that cannot be reached says so, with what to
 /// check (the client's own words, which never hold the token).
-fn remote(error: ClientError) -> ErrorBody {
+pub(super) fn remote(error: ClientError) -> ErrorBody {
     match error {
         ClientError::Api {
             code,

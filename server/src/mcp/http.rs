@@ -12,13 +12,14 @@ use axum::response::{IntoResponse, Response};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 
-use super::auth::bearer_token;
-use super::error::ApiError;
-use super::state::AppState;
-use crate::mcp::{McpCaller, Source, Stepwise};
+use super::desk::Source;
+use super::handler::{McpCaller, Stepwise};
+use crate::http::AppState;
+use crate::http::auth::bearer_token;
+use crate::http::error::ApiError;
 
 pub fn router(state: AppState) -> Router {
-    let handler = Stepwise::new(Source::Local(state.queue.clone()));
+    let handler = Stepwise::new(Source::Local(state.clone()));
     let config = StreamableHttpServerConfig::default()
         // rmcp's Host allowlist guards servers that trust any local caller against DNS
         // rebinding. This one trusts only a bearer token, which a rebinding page does not
