@@ -36,22 +36,38 @@ pub(crate) fn answer(
     let offers_bash = body["tools"]
         .as_array()
         .is_some_and(|tools| tools.iter().any(|t| t["name"] == "Bash"));
-    let (block, deltas, stop, text) = match turn {
-        Turn::Shell(command) if offers_bash => {
-            let input = json!({ "command": command, "description": "Run the scripted command" })
-                .to_string();
+    let offered = |wanted: &str| {
+        let names = body["tools"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|t| t["name"].as_str());
+        crate::offered_tool(names, wanted).map(str::to_string)
+    };
+    let tool = match turn {
+        Turn::Shell(command) if offers_bash => Some((
+            "Bash".to_string(),
+            json!({ "command": command, "description": "Run the scripted command" }),
+        )),
+        Turn::Tool { name, input } => offered(name).map(|name| (name, input.clone())),
+        _ => None,
+    };
+    let (block, deltas, stop, text) = match tool {
+        Some((name, input)) => {
+            let input = input.to_string();
             let (a, b) = input.split_at(input.len() / 2);
             let deltas: Vec<Value> = [a, b]
                 .iter()
                 .map(|p| json!({ "type": "input_json_delta", "partial_json": p }))
                 .collect();
-            let block = json!({ "type": "tool_use", "id": format!("toolu_{number}"), "name": "Bash", "input": {} });
+            let block = json!({ "type": "tool_use", "id": format!("toolu_{number}"), "name": name, "input": {} });
             (block, deltas, "tool_use", None)
         }
-        _ => {
+        None => {
             let text = match turn {
                 Turn::Reply(text) => text.clone(),
                 Turn::Shell(_) => "The request offered no Bash tool.".into(),
+                Turn::Tool { name, .. } => format!("The request offered no tool {name}."),
             };
             let deltas = pieces(&text)
                 .into_iter()

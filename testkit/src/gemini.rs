@@ -93,6 +93,9 @@ pub(crate) fn answer(
             let text = match turn {
                 Turn::Reply(text) => text.clone(),
                 Turn::Shell(_) => "The request offered no run_shell_command tool.".into(),
+                Turn::Tool { name, .. } => {
+                    format!("This server cannot call {name} over this API yet.")
+                }
             };
             let parts = pieces(&text);
             let count = parts.len();

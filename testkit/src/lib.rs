@@ -7,8 +7,12 @@
 //!   @model shell COMMAND   the first turn answers with a call of the CLI's shell tool
 //!                          (codex `exec_command`, claude `Bash`, gemini
 //!                          `run_shell_command`) running COMMAND in the workspace
+//!   @model tool NAME JSON  the first turn answers with a call of the offered tool whose
+//!                          name ends with NAME (an MCP tool, which the CLI renames with
+//!                          its own prefix and may spell with `_` for `.`), with the
+//!                          arguments JSON; claude only, for now
 //!   @model reply TEXT      the final message, once the tool result is back (or at once
-//!                          with no `shell`), streamed in several pieces
+//!                          with no `shell` or `tool`), streamed in several pieces
 //!
 //! Every answer reports token usage ([`Usage`]), distinct per request, and the request's
 //! record keeps what was reported, so a test can hold a CLI's totals against it.
@@ -135,6 +139,8 @@ impl ModelServer {
 pub(crate) enum Turn {
     /// Call the shell tool with this command.
     Shell(String),
+    /// Call the offered tool whose name ends with `name`, with `input`.
+    Tool { name: String, input: Value },
     /// The final message.
     Reply(String),
 }
@@ -274,10 +280,39 @@ fn turn(body: &Value, api: Api) -> Turn {
         Api::Gemini => gemini::has_tool_result(body),
         Api::Unknown => false,
     };
-    match directive("shell ") {
-        Some(command) if !answered => Turn::Shell(command),
-        _ => Turn::Reply(directive("reply ").unwrap_or_else(|| "Done.".into())),
+    if !answered {
+        if let Some(command) = directive("shell ") {
+            return Turn::Shell(command);
+        }
+        if let Some((name, input)) = directive("tool ")
+            .as_deref()
+            .and_then(|t| t.split_once(' '))
+        {
+            return Turn::Tool {
+                name: name.to_string(),
+                input: serde_json::from_str(input).unwrap_or(Value::Null),
+            };
+        }
     }
+    Turn::Reply(directive("reply ").unwrap_or_else(|| "Done.".into()))
+}
+
+/// The name of the tool in `offered` that `wanted` names: the one ending with it, where
+/// any character but a letter or a digit matches any other such (CLIs spell an MCP tool
+/// `mcp__server__queue_enqueue` or keep its dots).
+pub(crate) fn offered_tool<'a>(
+    offered: impl IntoIterator<Item = &'a str>,
+    wanted: &str,
+) -> Option<&'a str> {
+    let plain = |s: &str| -> String {
+        s.chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+            .collect()
+    };
+    let wanted = plain(wanted);
+    offered
+        .into_iter()
+        .find(|name| plain(name).ends_with(&wanted))
 }
 
 /// `text` cut in about three pieces at spaces, each piece keeping its spaces, so the

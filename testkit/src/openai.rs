@@ -48,6 +48,9 @@ pub(crate) fn answer(
             let text = match turn {
                 Turn::Reply(text) => text.clone(),
                 Turn::Shell(_) => "The request offered no shell tool I know.".into(),
+                Turn::Tool { name, .. } => {
+                    format!("This server cannot call {name} over this API yet.")
+                }
             };
             let msg = format!("msg_{number}");
             events.push((

@@ -2,6 +2,7 @@
 //! both transports: streamable HTTP at `/mcp`, and stdio through `stepwise mcp`, which
 //! reaches the server over REST. Jobs run through the scripted agent.
 
+mod agent;
 mod client;
 mod http;
 mod resources;

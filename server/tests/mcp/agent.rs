@@ -1,0 +1,126 @@
+//! A real agent CLI as the MCP client: Claude Code, pinned in agents/, with stepwise
+//! registered as an HTTP MCP server in its configuration, and the scripted model server
+//! telling the model to call `queue.enqueue`. The job must appear with the steps the model
+//! sent, and the tool's answer must reach the model.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde_json::json;
+use testkit::ModelServer;
+use tokio::io::AsyncWriteExt;
+use tokio::process::Command;
+
+use super::setup_with;
+
+fn claude() -> PathBuf {
+    let bin = std::env::var_os("STEPWISE_AGENTS_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../agents/node_modules/.bin")
+        });
+    let claude = bin.join("claude");
+    assert!(
+        claude.exists(),
+        "claude is not in {}: run `npm ci` in agents/ (scripts/test.sh does)",
+        bin.display()
+    );
+    claude
+}
+
+#[tokio::test]
+async fn claude_code_enqueues_a_task_through_stepwise_mcp_with_the_steps_the_model_sent() {
+    let s = setup_with(false).await;
+    let model = ModelServer::start().await;
+    let home = tempfile::tempdir().unwrap();
+    let config = home.path().join("mcp.json");
+    let servers = json!({ "mcpServers": { "stepwise": {
+        "type": "http",
+        "url": format!("{}/mcp", s.server.url()),
+        "headers": { "Authorization": format!("Bearer {}", s.operator) },
+    } } });
+    std::fs::write(&config, servers.to_string()).unwrap();
+    let arguments = json!({
+        "repository": s.remote,
+        "objective": "Plan the team offsite",
+        "steps": ["Research three venues", "Send the shortlist to the team"],
+        "runtime": "claude",
+        "publish": "none",
+    });
+    let prompt = format!(
+        "Queue the offsite task.\n@model tool queue.enqueue {arguments}\n@model reply Queued it."
+    );
+    let mut child = Command::new(claude())
+        .args(["-p", "--mcp-config"])
+        .arg(&config)
+        .args([
+            "--strict-mcp-config",
+            "--permission-mode",
+            "bypassPermissions",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+        ])
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", home.path())
+        .env("IS_SANDBOX", "1")
+        // Claude Code defers MCP tools behind its ToolSearch tool when it may; the script
+        // calls the tool straight away, as a model does once the tool is loaded.
+        .env("ENABLE_TOOL_SEARCH", "false")
+        .env("ANTHROPIC_BASE_URL", model.url())
+        .env("ANTHROPIC_API_KEY", "sk-ant-test-0000")
+        .current_dir(home.path())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("claude starts");
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(prompt.as_bytes()).await.unwrap();
+    drop(stdin);
+    let out = tokio::time::timeout(Duration::from_secs(120), child.wait_with_output())
+        .await
+        .expect("claude finished within 2 minutes")
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "claude failed:\n{stdout}\n{stderr}");
+
+    let jobs = s
+        .server
+        .queue()
+        .list_jobs(&Default::default())
+        .await
+        .unwrap()
+        .jobs;
+    assert_eq!(jobs.len(), 1, "no job from claude:\n{stdout}\n{stderr}");
+    let job = &jobs[0];
+    let steps: Vec<&str> = job.payload["task"]["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["instructions"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        steps,
+        ["Research three venues", "Send the shortlist to the team"]
+    );
+    assert_eq!(job.payload["task"]["instructions"], "Plan the team offsite");
+    assert_eq!(job.created_by_user_id.as_deref(), Some("mcp-operator"));
+
+    // The tool's answer went back to the model, which then replied. Claude Code gives the
+    // model the structured content alone when there is one, so the summary line is there.
+    let requests = model.requests();
+    let called = requests
+        .iter()
+        .flat_map(|r| testkit::texts(&r.body))
+        .any(|t| t.contains(&format!("job {} queued, 2 steps waiting", job.id)));
+    assert!(
+        called,
+        "the tool's answer never reached the model: {:#?}",
+        requests.last().map(|r| &r.body["messages"])
+    );
+    assert!(stdout.contains("Queued it."), "{stdout}");
+}
