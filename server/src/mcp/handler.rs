@@ -7,13 +7,14 @@ use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::model::{
     CallToolResult, ContentBlock, Implementation, ListResourceTemplatesResult, ListResourcesResult,
     PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities,
-    ServerConfig,
+    ServerConfig, SubscribeRequestParams, UnsubscribeRequestParams,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, tool_handler};
 use serde::Serialize;
 
 use super::desk::{Desk, Source};
+use super::watch::{Subscriptions, task_of};
 
 /// The caller of an HTTP request to `/mcp`, put there by the bearer check in front of it.
 #[derive(Clone, Debug)]
@@ -21,11 +22,13 @@ pub struct McpCaller(pub TokenRecord);
 
 const INSTRUCTIONS: &str = "stepwise runs coding-agent tasks on git repositories: a task is an objective and an ordered list of steps, each run as one agent invocation in one workspace, then published (nothing, a branch or a pull request). Submit with queue.enqueue, putting every action the user asked for in its own step; follow with queue.get (a summary line and each step's state) or queue.events; stop with queue.cancel. Job ids are UUIDs. Every job is also a resource, stepwise://tasks/{id}.";
 
-/// stepwise as an MCP server, over the queue itself or over a server's REST API.
+/// stepwise as an MCP server, over the queue itself or over a server's REST API. One per
+/// MCP session (its clones share the session's subscriptions).
 #[derive(Clone)]
 pub struct Stepwise {
     source: Source,
     tools: ToolRouter<Stepwise>,
+    subscriptions: Subscriptions,
 }
 
 impl Stepwise {
@@ -33,6 +36,7 @@ impl Stepwise {
         Stepwise {
             source,
             tools: Self::queue_tools() + Self::worker_tools(),
+            subscriptions: Subscriptions::default(),
         }
     }
 
@@ -66,6 +70,7 @@ impl ServerHandler for Stepwise {
         let capabilities = ServerCapabilities::builder()
             .enable_tools()
             .enable_resources()
+            .enable_resources_subscribe()
             .build();
         ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("stepwise", env!("CARGO_PKG_VERSION")))
@@ -98,6 +103,30 @@ impl ServerHandler for Stepwise {
     ) -> Result<ReadResourceResponse, ErrorData> {
         let desk = self.desk(&ctx)?;
         Ok(super::resources::read(&desk, &request.uri).await?.into())
+    }
+
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let desk = self.desk(&ctx)?;
+        let id = task_of(&request.uri)?;
+        // The caller must be able to read it, and it must exist.
+        super::resources::read(&desk, &request.uri).await?;
+        self.subscriptions
+            .start(desk, id, request.uri, ctx.peer.clone());
+        Ok(())
+    }
+
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.desk(&ctx)?;
+        self.subscriptions.stop(&request.uri);
+        Ok(())
     }
 }
 

@@ -19,7 +19,7 @@ use crate::http::auth::bearer_token;
 use crate::http::error::ApiError;
 
 pub fn router(state: AppState) -> Router {
-    let handler = Stepwise::new(Source::Local(state.clone()));
+    let source = Source::Local(state.clone());
     let config = StreamableHttpServerConfig::default()
         // rmcp's Host allowlist guards servers that trust any local caller against DNS
         // rebinding. This one trusts only a bearer token, which a rebinding page does not
@@ -28,7 +28,8 @@ pub fn router(state: AppState) -> Router {
         .with_sse_keep_alive(Some(state.limits.keep_alive))
         .with_cancellation_token(state.closing.child_token());
     let service = StreamableHttpService::new(
-        move || Ok(handler.clone()),
+        // A handler per session: its subscriptions are that session's.
+        move || Ok(Stepwise::new(source.clone())),
         Arc::new(LocalSessionManager::default()),
         config,
     );

@@ -92,3 +92,54 @@ async fn over_http_tasks_are_listed_and_read_in_seed_003s_shape() {
 async fn over_stdio_tasks_are_listed_and_read_in_seed_003s_shape() {
     tasks_are_listed_and_read_in_seed_003s_shape("stdio").await;
 }
+
+async fn a_subscriber_hears_each_change_of_its_task(transport: &str) {
+    let s = setup().await;
+    let mut client = s.client(transport).await;
+    let queued = client
+        .call(
+            "queue.enqueue",
+            s.task(json!(["@fake sleep 1\n@fake say one", "@fake say two"])),
+        )
+        .await;
+    let id = queued["structuredContent"]["job"]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let uri = format!("stepwise://tasks/{id}");
+    client.ok(json!({ "op": "subscribe", "uri": uri })).await;
+    until(&mut client, &id, |s| s.is_terminal()).await;
+    // The last update may still be on its way.
+    let mut heard = Vec::new();
+    for _ in 0..50 {
+        let batch = client.ok(json!({ "op": "notifications" })).await;
+        heard.extend(batch.as_array().unwrap().iter().cloned());
+        if heard.len() >= 3 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(heard.len() >= 3, "too few updates: {heard:?}");
+    for note in &heard {
+        assert_eq!(note["method"], "notifications/resources/updated");
+        assert_eq!(note["params"]["uri"], uri.as_str());
+    }
+    // Only a task can be subscribed to, and only one that exists.
+    for bad in [
+        "stepwise://tasks",
+        "stepwise://tasks/00000000-0000-0000-0000-000000000000",
+    ] {
+        let refused = client.op(json!({ "op": "subscribe", "uri": bad })).await;
+        assert!(refused["error"]["message"].is_string(), "{bad}: {refused}");
+    }
+}
+
+#[tokio::test]
+async fn over_http_a_subscriber_hears_each_change_of_its_task() {
+    a_subscriber_hears_each_change_of_its_task("http").await;
+}
+
+#[tokio::test]
+async fn over_stdio_a_subscriber_hears_each_change_of_its_task() {
+    a_subscriber_hears_each_change_of_its_task("stdio").await;
+}

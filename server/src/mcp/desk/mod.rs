@@ -32,6 +32,7 @@ pub enum Source {
 /// One call's way to the queue, as one caller. Made once per call and never moved, so
 /// the size of its variants does not matter.
 #[allow(clippy::large_enum_variant)]
+#[derive(Clone)]
 pub enum Desk {
     Local { state: AppState, token: TokenRecord },
     Remote(QueueClient),
