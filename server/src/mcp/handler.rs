@@ -5,9 +5,10 @@ use contract::api::ErrorBody;
 use queue::TokenRecord;
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::model::{
-    CallToolResult, ContentBlock, Implementation, ListResourceTemplatesResult, ListResourcesResult,
-    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities,
-    ServerConfig, SubscribeRequestParams, UnsubscribeRequestParams,
+    CallToolResult, CancelTaskParams, ContentBlock, GetTaskParams, GetTaskResult, Implementation,
+    ListResourceTemplatesResult, ListResourcesResult, PaginatedRequestParams,
+    ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig,
+    SubscribeRequestParams, UnsubscribeRequestParams, UpdateTaskParams,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, tool_handler};
@@ -47,9 +48,8 @@ impl Stepwise {
             Source::Local(state) => {
                 // The HTTP request's parts travel with the message; the bearer check put
                 // the caller in them. A call without one never passed that check.
-                let caller = ctx
-                    .extensions
-                    .get::<axum::http::request::Parts>()
+                let parts = ctx.extensions.get::<axum::http::request::Parts>();
+                let caller = parts
                     .and_then(|parts| parts.extensions.get::<McpCaller>())
                     .ok_or_else(|| {
                         tracing::error!("an MCP call reached a tool without a caller");
@@ -58,6 +58,7 @@ impl Stepwise {
                 Ok(Desk::Local {
                     state: state.clone(),
                     token: caller.0.clone(),
+                    base: parts.and_then(base_url),
                 })
             }
         }
@@ -71,6 +72,7 @@ impl ServerHandler for Stepwise {
             .enable_tools()
             .enable_resources()
             .enable_resources_subscribe()
+            .enable_tasks()
             .build();
         ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("stepwise", env!("CARGO_PKG_VERSION")))
@@ -119,6 +121,30 @@ impl ServerHandler for Stepwise {
         Ok(())
     }
 
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        super::tasks::get(&self.desk(&ctx)?, &request.task_id).await
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        super::tasks::cancel(&self.desk(&ctx)?, &request.task_id).await
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        super::tasks::update(&self.desk(&ctx)?, &request.task_id).await
+    }
+
     async fn unsubscribe(
         &self,
         request: UnsubscribeRequestParams,
@@ -128,6 +154,32 @@ impl ServerHandler for Stepwise {
         self.subscriptions.stop(&request.uri);
         Ok(())
     }
+}
+
+/// The address the client reached: its `Host`, with the scheme a proxy in front says it
+/// used (`X-Forwarded-Proto`), else `http`. Only ever shown back to that client.
+fn base_url(parts: &axum::http::request::Parts) -> Option<String> {
+    let header = |name: &str| {
+        parts
+            .headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::trim)
+    };
+    let host = header("host")?;
+    let plain = |s: &str| {
+        !s.is_empty()
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || ".-:[]".contains(c))
+    };
+    if !plain(host) {
+        return None;
+    }
+    let scheme = match header("x-forwarded-proto") {
+        Some("https") => "https",
+        _ => "http",
+    };
+    Some(format!("{scheme}://{host}"))
 }
 
 /// A tool's answer: `summary` as text first (some clients read only text), the value as

@@ -11,6 +11,7 @@ mod http;
 mod queue_tools;
 mod resources;
 mod summary;
+mod tasks;
 mod watch;
 mod worker_tools;
 

@@ -7,7 +7,7 @@ use contract::{
     FieldError, JobEvent, JobId, JobRequest, JobState, PublishMode, RuntimeMode, StepInput,
 };
 use rmcp::handler::server::wrapper::Parameters;
-use rmcp::model::CallToolResult;
+use rmcp::model::{CallToolResponse, CallToolResult};
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, tool, tool_router};
 use schemars::JsonSchema;
@@ -15,8 +15,9 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::desk::{Desk, refusal};
-use super::handler::{Stepwise, answer, reply};
+use super::handler::{Stepwise, answer, refused, reply};
 use super::summary::{JobView, Progress, line};
+use super::tasks;
 
 /// The most of an artifact `queue.artifact` returns, and its default.
 const MAX_ARTIFACT_BYTES: u64 = 1 << 20;
@@ -141,18 +142,25 @@ impl Stepwise {
         &self,
         Parameters(args): Parameters<EnqueueArgs>,
         ctx: RequestContext<RoleServer>,
-    ) -> Result<CallToolResult, ErrorData> {
+    ) -> Result<CallToolResponse, ErrorData> {
         let desk = self.desk(&ctx)?;
-        reply(
-            async {
-                let request = job_request(args)?;
-                let job = desk.submit(&request).await?;
-                let progress = Progress::of(&job, &[]);
-                let view = JobView::new(job, progress.as_ref());
-                answer(format!("queued: {}", view.summary), &view).map_err(internal)
+        let submitted = async {
+            let request = job_request(args)?;
+            let job = desk.submit(&request).await?;
+            let progress = Progress::of(&job, &[]);
+            Ok(JobView::new(job, progress.as_ref()).linked(&desk))
+        }
+        .await;
+        match submitted {
+            // A client that reads tasks follows the job as one, by its id.
+            Ok(view) if tasks::client_reads_tasks(&ctx) => {
+                Ok(CallToolResponse::Task(tasks::created(&view)))
             }
-            .await,
-        )
+            Ok(view) => {
+                answer(format!("queued: {}", view.summary), &view).map(CallToolResponse::Complete)
+            }
+            Err(error) => refused(error).map(CallToolResponse::Complete),
+        }
     }
 
     /// Read one job: a summary line ("job … running, step 2/3: …"), the job, and each
@@ -244,7 +252,7 @@ impl Stepwise {
                 let id = parse_id(&args.job_id)?;
                 let reason = args.reason.as_deref().filter(|r| !r.trim().is_empty());
                 let job = desk.cancel(&id, reason).await?;
-                let view = JobView::new(job, None);
+                let view = JobView::new(job, None).linked(&desk);
                 answer(view.summary.clone(), &view).map_err(internal)
             }
             .await,
@@ -324,7 +332,7 @@ pub(super) async fn job_view(desk: &Desk, id: &JobId) -> Result<JobView, ErrorBo
     let job = desk.job(id).await?;
     let events = desk.progress_events(id).await?;
     let progress = Progress::of(&job, &events);
-    Ok(JobView::new(job, progress.as_ref()))
+    Ok(JobView::new(job, progress.as_ref()).linked(desk))
 }
 
 /// Text that is not a job id gets the answer an unknown id gets, as over REST.

@@ -2,10 +2,13 @@
 //! code and tests`) beside the job itself, and the view MCP answers with (`JobView`): the
 //! job, its steps as the timeline tells them, and that line.
 
+use contract::api::resources::task_uri;
 use contract::checklist::ChecklistLabel;
 use contract::timeline::{StepState, Timeline};
 use contract::{Job, JobEvent, JobState, NormalizedTask};
 use serde::Serialize;
+
+use super::desk::Desk;
 
 /// A job as MCP tools answer it: `structuredContent` is this object.
 #[derive(Debug, Clone, Serialize)]
@@ -17,6 +20,11 @@ pub struct JobView {
     /// Each step's label and state, in order; absent when the events were not read.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub steps: Option<Vec<StepView>>,
+    /// Its page in the dashboard, when the server's address is known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub page: Option<String>,
+    /// Its task resource, `stepwise://tasks/{id}`.
+    pub resource: String,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -81,8 +89,16 @@ impl JobView {
         JobView {
             summary: line(&job, progress),
             steps: progress.map(Progress::steps),
+            page: None,
+            resource: task_uri(&job),
             job,
         }
+    }
+
+    /// With the link to its page, as `desk`'s caller reaches the server.
+    pub fn linked(mut self, desk: &Desk) -> JobView {
+        self.page = desk.page_url(&self.job.id);
+        self
     }
 }
 

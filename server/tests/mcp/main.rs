@@ -7,6 +7,7 @@ mod client;
 mod http;
 mod resources;
 mod stdio;
+mod tasks;
 mod worker_tools;
 
 use std::time::{Duration, Instant};

@@ -34,7 +34,12 @@ pub enum Source {
 #[allow(clippy::large_enum_variant)]
 #[derive(Clone)]
 pub enum Desk {
-    Local { state: AppState, token: TokenRecord },
+    Local {
+        state: AppState,
+        token: TokenRecord,
+        /// Where the caller reached the server (`https://host`), for links to pages.
+        base: Option<String>,
+    },
     Remote(QueueClient),
 }
 
@@ -46,10 +51,19 @@ pub struct ArtifactRead {
 }
 
 impl Desk {
+    /// The dashboard page of job `id`, when the server's address is known.
+    pub fn page_url(&self, id: &JobId) -> Option<String> {
+        let base = match self {
+            Desk::Local { base, .. } => base.clone()?,
+            Desk::Remote(client) => client.base_url().as_str().to_string(),
+        };
+        Some(format!("{}/tasks/queue/{id}", base.trim_end_matches('/')))
+    }
+
     /// Submits a job request (the REST API's JSON envelope), as an operator.
     pub async fn submit(&self, request: &serde_json::Value) -> Result<Job> {
         match self {
-            Desk::Local { state, token } => {
+            Desk::Local { state, token, .. } => {
                 user(token)?;
                 token.require_operator().map_err(refusal)?;
                 state
@@ -64,7 +78,7 @@ impl Desk {
 
     pub async fn job(&self, id: &JobId) -> Result<Job> {
         match self {
-            Desk::Local { state, token } => {
+            Desk::Local { state, token, .. } => {
                 user(token)?;
                 state.queue.get_job(id).await.map_err(refusal)
             }
@@ -80,7 +94,7 @@ impl Desk {
         cursor: Option<String>,
     ) -> Result<(Vec<Job>, Option<String>)> {
         match self {
-            Desk::Local { state, token } => {
+            Desk::Local { state, token, .. } => {
                 user(token)?;
                 let filter = JobFilter {
                     status,
@@ -101,7 +115,7 @@ impl Desk {
     /// The job's events after `after`, oldest first.
     pub async fn events(&self, id: &JobId, after: i64, limit: u32) -> Result<Vec<JobEvent>> {
         match self {
-            Desk::Local { state, token } => {
+            Desk::Local { state, token, .. } => {
                 user(token)?;
                 state
                     .queue
@@ -119,7 +133,7 @@ impl Desk {
     /// The events that tell a job's progress (every kind but log lines), oldest first.
     pub async fn progress_events(&self, id: &JobId) -> Result<Vec<JobEvent>> {
         match self {
-            Desk::Local { state, token } => {
+            Desk::Local { state, token, .. } => {
                 user(token)?;
                 state
                     .queue
@@ -137,7 +151,7 @@ impl Desk {
     /// Cancels a job as the REST route does: at once when queued, on request when running.
     pub async fn cancel(&self, id: &JobId, reason: Option<&str>) -> Result<Job> {
         match self {
-            Desk::Local { state, token } => {
+            Desk::Local { state, token, .. } => {
                 user(token)?;
                 token.require_operator().map_err(refusal)?;
                 state
@@ -152,7 +166,7 @@ impl Desk {
 
     pub async fn artifacts(&self, id: &JobId) -> Result<Vec<Artifact>> {
         match self {
-            Desk::Local { state, token } => {
+            Desk::Local { state, token, .. } => {
                 user(token)?;
                 state.queue.list_artifacts(id).await.map_err(refusal)
             }
@@ -163,7 +177,7 @@ impl Desk {
     /// The artifact named `name` (`logs/steps/step-0001.log`), its first `max_bytes`.
     pub async fn artifact(&self, id: &JobId, name: &str, max_bytes: u64) -> Result<ArtifactRead> {
         match self {
-            Desk::Local { state, token } => {
+            Desk::Local { state, token, .. } => {
                 user(token)?;
                 let (artifact, content) =
                     state.queue.open_artifact(id, name).await.map_err(refusal)?;

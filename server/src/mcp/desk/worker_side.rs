@@ -13,7 +13,7 @@ use crate::http::auth::Worker;
 impl Desk {
     pub async fn claim(&self, body: ClaimBody) -> Result<Option<Job>> {
         match self {
-            Desk::Local { state, token } => claim_job(state, &worker(token)?, body)
+            Desk::Local { state, token, .. } => claim_job(state, &worker(token)?, body)
                 .await
                 .map_err(refusal),
             Desk::Remote(client) => client.claim(&body).await.map_err(remote),
@@ -27,7 +27,7 @@ impl Desk {
         lease_seconds: Option<u64>,
     ) -> Result<Job> {
         match self {
-            Desk::Local { state, token } => {
+            Desk::Local { state, token, .. } => {
                 let body = HeartbeatBody {
                     worker_id: None,
                     attempt: Some(attempt),
@@ -46,7 +46,7 @@ impl Desk {
 
     pub async fn complete(&self, id: &JobId, attempt: u32, summary: Option<String>) -> Result<Job> {
         match self {
-            Desk::Local { state, token } => {
+            Desk::Local { state, token, .. } => {
                 let fence = worker(token)?.fence(None, Some(attempt)).map_err(refusal)?;
                 state
                     .queue
@@ -69,7 +69,7 @@ impl Desk {
         retryable: bool,
     ) -> Result<Job> {
         match self {
-            Desk::Local { state, token } => {
+            Desk::Local { state, token, .. } => {
                 let fence = worker(token)?.fence(None, Some(attempt)).map_err(refusal)?;
                 state
                     .queue
@@ -93,7 +93,7 @@ impl Desk {
         bytes: Vec<u8>,
     ) -> Result<Artifact> {
         match self {
-            Desk::Local { state, token } => {
+            Desk::Local { state, token, .. } => {
                 let fence = worker(token)?.fence(None, Some(attempt)).map_err(refusal)?;
                 state
                     .queue
