@@ -1,10 +1,11 @@
 //! Hostile input as part of the suite, on both backends: generated garbage and hostile text
-//! sent to every route, server function and page (the server must not answer 5xx, must
+//! sent to every route, server function, page and MCP tool (the server must not answer 5xx, must
 //! refuse in the API's error shape, must never let text become markup), secrets seeded
 //! through every path a worker writes, and NUL bytes in what an agent prints.
 
 mod garbage;
 mod live;
+mod mcp;
 mod nul;
 mod pages;
 mod routes;
@@ -119,6 +120,16 @@ impl Site {
     /// One request through the socket. An event stream that opened is not read (it would
     /// not end); everything else is read whole.
     pub async fn send(&self, request: Request<Body>) -> Answer {
+        self.send_reading(request, false).await
+    }
+
+    /// [`send`](Self::send), reading an event stream too: MCP answers a POST with one that
+    /// ends after the answer.
+    pub async fn send_all(&self, request: Request<Body>) -> Answer {
+        self.send_reading(request, true).await
+    }
+
+    async fn send_reading(&self, request: Request<Body>, streams: bool) -> Answer {
         let what = format!("{} {}", request.method(), request.uri());
         let (parts, body) = request.into_parts();
         let body = axum::body::to_bytes(body, usize::MAX).await.unwrap();
@@ -138,7 +149,7 @@ impl Site {
         let streaming = headers
             .get(axum::http::header::CONTENT_TYPE)
             .is_some_and(|t| t.as_bytes().starts_with(b"text/event-stream"));
-        let body = if streaming {
+        let body = if streaming && !streams {
             String::new()
         } else {
             let bytes = response
