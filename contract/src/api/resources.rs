@@ -160,7 +160,7 @@ impl TaskResource {
             .unwrap_or_default();
         TaskResource {
             uri: task_uri(job),
-            name: first_line(&objective),
+            name: first_line(&objective, NAME_CHARS),
             description: objective,
             completion_criteria: None,
             state: TaskResourceState {
@@ -191,18 +191,22 @@ impl TaskResource {
     }
 }
 
-/// The first non-blank line, at most 120 characters.
-fn first_line(text: &str) -> String {
-    const WIDTH: usize = 120;
+/// How long a task's `name` may be: its objective's first line, cut.
+const NAME_CHARS: usize = 120;
+
+/// The first non-blank line of `text`, cut to `width` characters with `…`: a line to name
+/// something by, the whole text being elsewhere.
+pub fn first_line(text: &str, width: usize) -> String {
     let line = text
         .lines()
         .map(str::trim)
         .find(|l| !l.is_empty())
         .unwrap_or("");
-    if line.chars().count() <= WIDTH {
+    if line.chars().count() <= width {
         line.to_string()
     } else {
-        format!("{}…", line.chars().take(WIDTH - 1).collect::<String>())
+        let cut: String = line.chars().take(width.saturating_sub(1)).collect();
+        format!("{cut}…")
     }
 }
 

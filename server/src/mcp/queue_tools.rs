@@ -172,13 +172,7 @@ impl Stepwise {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
         let desk = self.desk(&ctx)?;
-        reply(
-            async {
-                let view = job_view(&desk, &parse_id(&args.job_id)?).await?;
-                answer(view.summary.clone(), &view).map_err(internal)
-            }
-            .await,
-        )
+        reply(async { show(job_view(&desk, &parse_id(&args.job_id)?).await?) }.await)
     }
 
     /// List jobs, newest first, optionally only those in one state; pages with `cursor`.
@@ -252,8 +246,7 @@ impl Stepwise {
                 let id = parse_id(&args.job_id)?;
                 let reason = args.reason.as_deref().filter(|r| !r.trim().is_empty());
                 let job = desk.cancel(&id, reason).await?;
-                let view = JobView::new(job, None).linked(&desk);
-                answer(view.summary.clone(), &view).map_err(internal)
+                show(JobView::new(job, None).linked(&desk))
             }
             .await,
         )
@@ -325,6 +318,11 @@ impl Stepwise {
             .await,
         )
     }
+}
+
+/// A job as a tool's answer: its summary line, and the view as structured content.
+pub(super) fn show(view: JobView) -> Result<CallToolResult, ErrorBody> {
+    answer(view.summary.clone(), &view).map_err(internal)
 }
 
 /// A job with the summary line and steps its progress events tell.

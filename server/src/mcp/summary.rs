@@ -2,13 +2,17 @@
 //! code and tests`) beside the job itself, and the view MCP answers with (`JobView`): the
 //! job, its steps as the timeline tells them, and that line.
 
-use contract::api::resources::task_uri;
+use contract::api::resources::{first_line, task_uri};
 use contract::checklist::ChecklistLabel;
 use contract::timeline::{StepState, Timeline};
 use contract::{Job, JobEvent, JobState, NormalizedTask};
 use serde::Serialize;
 
 use super::desk::Desk;
+
+/// How much of a detail (a result, an error) the summary line holds: a model reads the
+/// rest in the structured content.
+const DETAIL_CHARS: usize = 200;
 
 /// A job as MCP tools answer it: `structuredContent` is this object.
 #[derive(Debug, Clone, Serialize)]
@@ -137,23 +141,7 @@ pub fn line(job: &Job, progress: Option<&Progress>) -> String {
             .map(|reason| format!("reason: {reason}")),
     };
     match detail {
-        Some(detail) => format!("{head}, {}", first_line(&detail)),
+        Some(detail) => format!("{head}, {}", first_line(&detail, DETAIL_CHARS)),
         None => head,
-    }
-}
-
-/// The first non-blank line of `text`, at most 200 characters: a model reads the rest in
-/// the structured content.
-fn first_line(text: &str) -> String {
-    const WIDTH: usize = 200;
-    let line = text
-        .lines()
-        .map(str::trim)
-        .find(|l| !l.is_empty())
-        .unwrap_or("");
-    if line.chars().count() <= WIDTH {
-        line.to_string()
-    } else {
-        format!("{}…", line.chars().take(WIDTH - 1).collect::<String>())
     }
 }

@@ -14,7 +14,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::handler::{Stepwise, answer, reply};
-use super::queue_tools::{internal, parse_id};
+use super::queue_tools::{internal, parse_id, show};
 use super::summary::JobView;
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -152,8 +152,7 @@ impl Stepwise {
                 let job = desk
                     .heartbeat(&id, args.attempt, args.lease_seconds)
                     .await?;
-                let view = JobView::new(job, None);
-                answer(view.summary.clone(), &view).map_err(internal)
+                show(JobView::new(job, None))
             }
             .await,
         )
@@ -173,8 +172,7 @@ impl Stepwise {
                 let job = desk
                     .complete(&id, args.attempt, args.result_summary)
                     .await?;
-                let view = JobView::new(job, None);
-                answer(view.summary.clone(), &view).map_err(internal)
+                show(JobView::new(job, None))
             }
             .await,
         )
@@ -195,8 +193,7 @@ impl Stepwise {
                 let job = desk
                     .fail(&id, args.attempt, args.error_message, args.retryable)
                     .await?;
-                let view = JobView::new(job, None);
-                answer(view.summary.clone(), &view).map_err(internal)
+                show(JobView::new(job, None))
             }
             .await,
         )
