@@ -54,13 +54,15 @@ pub use defaults::{Defaults, RuntimeDefaults};
 pub use error::FieldError;
 pub use job::{Artifact, EventLevel, Job, JobEvent, JobState, NewEvent, StepUsage};
 pub use job_id::{JobId, ParseJobIdError};
-pub use model::{NormalizedTask, Payload, PublishSettings, RuntimeSettings, Step, TaskSpec};
+pub use model::{
+    Completion, NormalizedTask, Payload, PublishSettings, RuntimeSettings, Step, TaskSpec,
+};
 pub use modes::{ParseModeError, PublishMode, RuntimeMode};
 pub use normalize::{normalize, normalize_request};
 pub use prompt::prompt;
 pub use steps::{ResolvedStep, generated_step_id};
 pub use timeline::{StageState, StepProgress, StepState, Timeline};
 pub use wire::{
-    AUTO_SKILL, AuthRefs, ContainerSpec, GitSettings, JobRequest, JobType, PayloadInput,
-    PublishInput, RuntimeInput, SkillSelection, StepInput, TaskInput,
+    AUTO_SKILL, AuthRefs, CompletionInput, ContainerSpec, GitSettings, JobRequest, JobType,
+    PayloadInput, PublishInput, RuntimeInput, SkillSelection, StepInput, TaskInput,
 };

@@ -14,6 +14,11 @@ pub const BRANCH_CHARS: usize = 255;
 pub const PR_TITLE_CHARS: usize = 256;
 pub const STEP_TITLE_CHARS: usize = 200;
 pub const STEPS: usize = 100;
+/// How many times a task may run its agent before it must meet its completion criteria.
+pub const MAX_ITERATIONS: RangeInclusive<u32> = 1..=200;
+pub const DEFAULT_MAX_ITERATIONS: u32 = 10;
+/// A task's completion criteria, as typed.
+pub const CRITERIA_CHARS: usize = 10_000;
 /// Skill ids, step ids and capabilities share this bound: they become directory names,
 /// artifact paths and labels, where short is what keeps them readable.
 pub const ID_CHARS: usize = 64;

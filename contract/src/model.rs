@@ -48,6 +48,19 @@ pub struct TaskSpec {
     /// Empty means one implicit step (see [`NormalizedTask::resolved_steps`]).
     pub steps: Vec<Step>,
     pub container: ContainerSpec,
+    /// When the task is done (seed 003). Left out of the JSON when absent, so the tasks
+    /// stored before it existed read the same.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completion: Option<Completion>,
+}
+
+/// What "done" means for a task: its criteria in words, and how many times its agent may
+/// run to meet them. Stored and shown today; checking them in a loop comes next.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Completion {
+    pub criteria: Option<String>,
+    pub max_iterations: u32,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -129,6 +129,20 @@ pub struct TaskInput {
     pub steps: Vec<StepInput>,
     #[serde(skip_serializing_if = "is_default", serialize_with = "set_fields_only")]
     pub container: ContainerSpec,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub completion: Option<CompletionInput>,
+}
+
+/// A task's completion criteria as a client sends them; see
+/// [`Completion`](crate::model::Completion).
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct CompletionInput {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub criteria: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_iterations: Option<u32>,
 }
 
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]

@@ -27,7 +27,7 @@ pub struct TaskResource {
     pub name: String,
     /// The whole objective.
     pub description: String,
-    /// What "done" means, once tasks carry completion criteria; `null` until then.
+    /// What "done" means, in words, when the task says.
     pub completion_criteria: Option<String>,
     pub state: TaskResourceState,
     pub progress: TaskResourceProgress,
@@ -162,7 +162,10 @@ impl TaskResource {
             uri: task_uri(job),
             name: first_line(&objective, NAME_CHARS),
             description: objective,
-            completion_criteria: None,
+            completion_criteria: task
+                .as_ref()
+                .and_then(|t| t.payload.task.completion.as_ref())
+                .and_then(|c| c.criteria.clone()),
             state: TaskResourceState {
                 iteration: timeline
                     .latest_started()

@@ -1,7 +1,5 @@
 //! The job envelope: type, priority, attempts, affinity, payload.
 
-use std::ops::RangeInclusive;
-
 use serde_json::{Map, Value};
 
 use super::payload::payload;
@@ -26,16 +24,16 @@ pub fn envelope(w: &mut Walker, raw: &Value, defaults: &Defaults) -> Option<Norm
     };
     w.reject_unknown(map, "", FIELDS);
     job_type(w, map);
-    let priority = bounded(
-        w,
+    let priority = w.bounded(
         map,
+        "priority",
         "priority",
         limits::PRIORITY,
         limits::DEFAULT_PRIORITY,
     );
-    let max_attempts = bounded(
-        w,
+    let max_attempts = w.bounded(
         map,
+        "maxAttempts",
         "maxAttempts",
         limits::MAX_ATTEMPTS,
         limits::DEFAULT_MAX_ATTEMPTS,
@@ -69,34 +67,6 @@ fn job_type(w: &mut Walker, map: &Map<String, Value>) {
                 short(t)
             ),
         );
-    }
-}
-
-fn bounded<T>(
-    w: &mut Walker,
-    map: &Map<String, Value>,
-    key: &str,
-    range: RangeInclusive<T>,
-    default: T,
-) -> T
-where
-    T: Copy + TryFrom<i64> + PartialOrd + std::fmt::Display,
-{
-    let Some(v) = field(map, key) else {
-        return default;
-    };
-    let Ok(n) = w.integer(v, key) else {
-        return default;
-    };
-    match T::try_from(n) {
-        Ok(n) if range.contains(&n) => n,
-        _ => {
-            w.error(
-                key,
-                format!("must be between {} and {}", range.start(), range.end()),
-            );
-            default
-        }
     }
 }
 

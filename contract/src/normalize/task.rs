@@ -5,10 +5,10 @@ use serde_json::{Map, Value};
 use super::settings::{container, git, publish, runtime};
 use super::skill::skill;
 use super::step_list::{has_steps, steps};
-use super::walk::{Checked, Walker, field};
+use super::walk::{Checked, Walker, field, join};
 use crate::defaults::Defaults;
 use crate::limits;
-use crate::model::TaskSpec;
+use crate::model::{Completion, TaskSpec};
 use crate::modes::RuntimeMode;
 use crate::rules;
 use crate::wire::SkillSelection;
@@ -21,7 +21,12 @@ const FIELDS: &[&str] = &[
     "publish",
     "steps",
     "container",
+    "completion",
 ];
+const COMPLETION_FIELDS: &[&str] = &["criteria", "maxIterations"];
+/// Checks by command, which completion loops will run; refused until they do, rather than
+/// stored and never run.
+const COMPLETION_CHECKS: &[&str] = &["command", "outputPattern", "timeoutSeconds"];
 
 pub fn task(
     w: &mut Walker,
@@ -46,6 +51,7 @@ pub fn task(
     let publish = publish(w, field(map, "publish"), defaults);
     let steps = steps(w, field(map, "steps"));
     let container = container(w, field(map, "container"));
+    let completion = completion(w, field(map, "completion"));
     if container.enabled && has_steps(field(map, "steps")) {
         w.error(
             "task.steps",
@@ -61,6 +67,42 @@ pub fn task(
         publish,
         steps,
         container,
+        completion,
+    })
+}
+
+/// `{criteria?, maxIterations?}`; `null` or absent is no completion criteria.
+fn completion(w: &mut Walker, v: Option<&Value>) -> Option<Completion> {
+    const PATH: &str = "task.completion";
+    let map = w.object(v?, PATH)?;
+    for key in COMPLETION_CHECKS.iter().filter(|k| field(map, k).is_some()) {
+        w.error(
+            join(PATH, key),
+            "not supported yet: stepwise does not run completion checks yet; give the criteria in words and maxIterations",
+        );
+    }
+    let accepted: Vec<&str> = [COMPLETION_FIELDS, COMPLETION_CHECKS].concat();
+    w.reject_unknown(map, PATH, &accepted);
+    let criteria = w
+        .opt_text(map, "criteria", "task.completion.criteria")
+        .ok()
+        .flatten()
+        .and_then(|text| {
+            w.check(text, "task.completion.criteria", |t| {
+                rules::max_chars(t, limits::CRITERIA_CHARS)
+            })
+            .ok()
+        });
+    let max_iterations = w.bounded(
+        map,
+        "maxIterations",
+        "task.completion.maxIterations",
+        limits::MAX_ITERATIONS,
+        limits::DEFAULT_MAX_ITERATIONS,
+    );
+    Some(Completion {
+        criteria,
+        max_iterations,
     })
 }
 

@@ -184,6 +184,37 @@ impl Walker {
             .map_err(|()| Reported)
     }
 
+    /// The integer at `key` of `map` (reported at `path`) within `range`; `default` when
+    /// absent, and after an error.
+    pub fn bounded<T>(
+        &mut self,
+        map: &Map<String, Value>,
+        key: &str,
+        path: &str,
+        range: std::ops::RangeInclusive<T>,
+        default: T,
+    ) -> T
+    where
+        T: Copy + TryFrom<i64> + PartialOrd + std::fmt::Display,
+    {
+        let Some(v) = field(map, key) else {
+            return default;
+        };
+        let Ok(n) = self.integer(v, path) else {
+            return default;
+        };
+        match T::try_from(n) {
+            Ok(n) if range.contains(&n) => n,
+            _ => {
+                self.error(
+                    path,
+                    format!("must be between {} and {}", range.start(), range.end()),
+                );
+                default
+            }
+        }
+    }
+
     /// Reports `message` at `path` when `check` fails; `Ok` carries the value on.
     pub fn check<T>(
         &mut self,

@@ -3,6 +3,7 @@
 mod capabilities;
 mod checklist;
 mod common;
+mod completion;
 mod defaults;
 mod envelope;
 mod payload;

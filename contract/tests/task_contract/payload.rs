@@ -492,7 +492,7 @@ fn unknown_fields_are_rejected_everywhere() {
         (
             task_with("title", json!("x")),
             "task.title",
-            "instructions, skill, runtime, git, publish, steps, container",
+            "instructions, skill, runtime, git, publish, steps, container, completion",
         ),
         (
             task_with("runtime", json!({ "modle": "x" })),

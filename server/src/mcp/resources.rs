@@ -102,10 +102,14 @@ pub async fn read(desk: &Desk, uri: &str) -> Result<ReadResourceResult, ErrorDat
 }
 
 /// One task as seed 003 shapes it; `artifacts` lists its artifacts too.
-async fn task(desk: &Desk, job: &Job, artifacts: bool) -> Result<TaskResource, ErrorData> {
-    let events = desk.progress_events(&job.id).await.map_err(protocol)?;
+pub(super) async fn task_resource(
+    desk: &Desk,
+    job: &Job,
+    artifacts: bool,
+) -> Result<TaskResource, ErrorBody> {
+    let events = desk.progress_events(&job.id).await?;
     let listed = if artifacts {
-        desk.artifacts(&job.id).await.map_err(protocol)?
+        desk.artifacts(&job.id).await?
     } else {
         Vec::new()
     };
@@ -118,32 +122,37 @@ async fn task(desk: &Desk, job: &Job, artifacts: bool) -> Result<TaskResource, E
     ))
 }
 
-/// `status=running`: seed 003's task states, each read as the job states it covers.
+async fn task(desk: &Desk, job: &Job, artifacts: bool) -> Result<TaskResource, ErrorData> {
+    task_resource(desk, job, artifacts).await.map_err(protocol)
+}
+
+/// Seed 003's task state, read as the job state it lists (`failed` lists the jobs that
+/// failed outright; those whose attempts ran out are `dead_letter` jobs).
+pub(super) fn task_status(text: &str) -> Result<Option<JobState>, String> {
+    match text.trim() {
+        "" => Ok(None),
+        "pending" => Ok(Some(JobState::Queued)),
+        "running" => Ok(Some(JobState::Running)),
+        "completed" => Ok(Some(JobState::Succeeded)),
+        "failed" => Ok(Some(JobState::Failed)),
+        "cancelled" => Ok(Some(JobState::Cancelled)),
+        other => Err(format!(
+            "unknown status {other:?}; use pending, running, completed, failed or cancelled"
+        )),
+    }
+}
+
+/// `status=running`.
 fn status_filter(query: &str) -> Result<Option<JobState>, ErrorData> {
     let mut status = None;
     for (key, value) in form_urlencoded::parse(query.as_bytes()) {
-        match (key.as_ref(), value.as_ref()) {
-            ("status", "") => {}
-            ("status", "pending") => status = Some(JobState::Queued),
-            ("status", "running") => status = Some(JobState::Running),
-            ("status", "completed") => status = Some(JobState::Succeeded),
-            ("status", "failed") => status = Some(JobState::Failed),
-            ("status", "cancelled") => status = Some(JobState::Cancelled),
-            ("status", other) => {
-                return Err(ErrorData::invalid_params(
-                    format!(
-                        "unknown status {other:?}; use pending, running, completed, failed or cancelled"
-                    ),
-                    None,
-                ));
-            }
-            (other, _) => {
-                return Err(ErrorData::invalid_params(
-                    format!("unknown parameter {other:?}; the list takes only status"),
-                    None,
-                ));
-            }
+        if key != "status" {
+            return Err(ErrorData::invalid_params(
+                format!("unknown parameter {key:?}; the list takes only status"),
+                None,
+            ));
         }
+        status = task_status(&value).map_err(|e| ErrorData::invalid_params(e, None))?;
     }
     Ok(status)
 }

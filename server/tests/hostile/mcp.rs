@@ -60,6 +60,13 @@ fn tool_calls(site: &Site) -> Vec<(&'static str, Value)> {
             json!({ "jobId": job, "name": "logs/step-1.log", "maxBytes": 10 }),
         ),
         (
+            "tasks.start",
+            json!({ "objective": "Fix it", "completionCriteria": "tests pass", "maxIterations": 3, "steps": ["one"] }),
+        ),
+        ("tasks.status", json!({ "taskId": job })),
+        ("tasks.list", json!({ "status": "running", "limit": 5 })),
+        ("tasks.cancel", json!({ "taskId": job, "reason": "x" })),
+        (
             "queue.claim",
             json!({ "capabilities": ["codex"], "waitSeconds": 0 }),
         ),
@@ -195,7 +202,7 @@ async fn mcp_tools(backend: Backend) {
         let session = session(&site, &token).await;
         let mut id = 1;
         for (name, valid) in tool_calls(&site) {
-            // A third of the cases a route gets, for each of 14 tools and 3 tokens.
+            // A third of the cases a route gets, for each of 18 tools and 3 tokens.
             for case in 0..crate::cases().div_ceil(3) {
                 let arguments = match case % 3 {
                     0 => garbage.mutate(&valid),

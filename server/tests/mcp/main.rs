@@ -7,6 +7,7 @@ mod client;
 mod http;
 mod resources;
 mod stdio;
+mod task_tools;
 mod tasks;
 mod worker_tools;
 
@@ -22,7 +23,11 @@ use client::McpClient;
 use stepwise::testing::server::{TestServer, start};
 
 /// Every tool a user token reaches.
-const QUEUE_TOOLS: [&str; 7] = [
+const QUEUE_TOOLS: [&str; 11] = [
+    "tasks.start",
+    "tasks.status",
+    "tasks.list",
+    "tasks.cancel",
     "queue.enqueue",
     "queue.get",
     "queue.list",

@@ -1,0 +1,226 @@
+//! Seed 003's operations on tasks, as tools: start one with its completion criteria, read
+//! its status, list them, cancel one. A task is a job, answered in seed 003's task shape
+//! (the resource `stepwise://tasks/{id}`). Until tasks run in loops, its iterations are its
+//! steps, and its criteria and iteration limit are stored and shown.
+
+use contract::api::ErrorBody;
+use contract::api::resources::TaskResource;
+use contract::{CompletionInput, FieldError};
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::{CallToolResponse, CallToolResult};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, tool, tool_router};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::json;
+
+use super::handler::{Stepwise, answer, refused, reply};
+use super::queue_tools::{internal, parse_id};
+use super::request::{EnqueueArgs, StepsArg, job_request};
+use super::resources::{task_resource, task_status};
+use super::summary::{JobView, Progress};
+use super::tasks;
+
+/// How many tasks `tasks.list` reads when not told, and at most.
+const DEFAULT_LIST: u32 = 20;
+const MAX_LIST: u32 = 50;
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct StartArgs {
+    /// What the task is for; every step's prompt starts with it.
+    pub objective: String,
+    /// What "done" means, in words (seed 003's completion_criteria), shown with the task.
+    #[serde(default)]
+    pub completion_criteria: Option<String>,
+    /// How many times the agent may run to meet the criteria (1 to 200; 10 when left out).
+    #[serde(default)]
+    pub max_iterations: Option<u32>,
+    /// The git repository to work in (the server's default when left out).
+    #[serde(default)]
+    pub repository: Option<String>,
+    /// The steps, in order: a list of instructions or a markdown checklist. Put every
+    /// action the user asked for in its own step; none runs the objective as one step.
+    #[serde(default)]
+    pub steps: Option<StepsArg>,
+    /// The agent CLI: `codex`, `claude` or `gemini` (the server's default when left out).
+    #[serde(default)]
+    pub runtime: Option<String>,
+    /// The model the agent uses; the runtime's default when left out.
+    #[serde(default)]
+    pub model: Option<String>,
+    /// What happens to the changes at the end: `none`, `branch` or `pr`.
+    #[serde(default)]
+    pub publish: Option<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TaskArgs {
+    /// The task's id (the job's id, a UUID).
+    pub task_id: String,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TaskListArgs {
+    /// Only tasks in this state: pending, running, completed, failed or cancelled.
+    #[serde(default)]
+    pub status: Option<String>,
+    /// How many tasks, newest first (1 to 50; 20 when left out).
+    #[serde(default)]
+    pub limit: Option<u32>,
+    /// The `nextCursor` of the previous answer, to read on.
+    #[serde(default)]
+    pub cursor: Option<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TaskCancelArgs {
+    /// The task's id.
+    pub task_id: String,
+    /// Why, shown on the task; optional.
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+#[tool_router(router = task_tools, vis = "pub(super)")]
+impl Stepwise {
+    /// Start a task (seed 003): an objective with its completion criteria, as a job in
+    /// the queue. Put every action the user asked for in its own step. Answers the task in
+    /// seed 003's shape; follow it with tasks.status.
+    #[tool(
+        name = "tasks.start",
+        annotations(destructive_hint = false, open_world_hint = true)
+    )]
+    async fn start(
+        &self,
+        Parameters(args): Parameters<StartArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let desk = self.desk(&ctx)?;
+        let started = async {
+            if args.objective.trim().is_empty() {
+                return Err(ErrorBody::invalid(vec![FieldError::new(
+                    "objective",
+                    "required: what the task is for",
+                )]));
+            }
+            let completion = CompletionInput {
+                criteria: args.completion_criteria,
+                max_iterations: args.max_iterations,
+            };
+            let fields = EnqueueArgs {
+                request: None,
+                repository: args.repository,
+                objective: Some(args.objective),
+                steps: args.steps,
+                runtime: args.runtime,
+                model: args.model,
+                effort: None,
+                publish: args.publish,
+            };
+            let job = desk.submit(&job_request(fields, Some(completion))?).await?;
+            let task = task_resource(&desk, &job, false).await?;
+            let progress = Progress::of(&job, &[]);
+            Ok((task, JobView::new(job, progress.as_ref()).linked(&desk)))
+        }
+        .await;
+        match started {
+            Ok((_, view)) if tasks::client_reads_tasks(&ctx) => {
+                Ok(CallToolResponse::Task(tasks::created(&view)))
+            }
+            Ok((task, _)) => show_task(task).map(CallToolResponse::Complete),
+            Err(error) => refused(error).map(CallToolResponse::Complete),
+        }
+    }
+
+    /// A task's status in seed 003's shape: state (iteration, status, last action, next
+    /// steps, error), progress (percentage, artifacts) and metadata.
+    #[tool(name = "tasks.status", annotations(read_only_hint = true))]
+    async fn status(
+        &self,
+        Parameters(args): Parameters<TaskArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let desk = self.desk(&ctx)?;
+        reply(
+            async {
+                let job = desk.job(&parse_id(&args.task_id)?).await?;
+                show_task(task_resource(&desk, &job, true).await?).map_err(internal)
+            }
+            .await,
+        )
+    }
+
+    /// List tasks, newest first, optionally only those in one state; pages with `cursor`.
+    #[tool(name = "tasks.list", annotations(read_only_hint = true))]
+    async fn list_tasks(
+        &self,
+        Parameters(args): Parameters<TaskListArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let desk = self.desk(&ctx)?;
+        reply(
+            async {
+                let status = task_status(args.status.as_deref().unwrap_or_default())
+                    .map_err(|e| ErrorBody::invalid(vec![FieldError::new("status", e)]))?;
+                let limit = match args.limit {
+                    None => DEFAULT_LIST,
+                    Some(n) if (1..=MAX_LIST).contains(&n) => n,
+                    Some(_) => {
+                        return Err(ErrorBody::invalid(vec![FieldError::new(
+                            "limit",
+                            format!("must be between 1 and {MAX_LIST}"),
+                        )]));
+                    }
+                };
+                let (jobs, next_cursor) = desk.jobs(status, Some(limit), args.cursor).await?;
+                let mut items = Vec::with_capacity(jobs.len());
+                for job in &jobs {
+                    items.push(task_resource(&desk, job, false).await?);
+                }
+                let mut text: Vec<String> =
+                    items.iter().map(|t| t.progress.message.clone()).collect();
+                if text.is_empty() {
+                    text.push("no tasks".to_string());
+                }
+                answer(
+                    text.join("\n"),
+                    &json!({ "items": items, "nextCursor": next_cursor }),
+                )
+                .map_err(internal)
+            }
+            .await,
+        )
+    }
+
+    /// Cancel a task, as queue.cancel does: at once when pending; a running one is asked
+    /// to stop and its worker stops the running step.
+    #[tool(
+        name = "tasks.cancel",
+        annotations(destructive_hint = true, idempotent_hint = true)
+    )]
+    async fn cancel_task_tool(
+        &self,
+        Parameters(args): Parameters<TaskCancelArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let desk = self.desk(&ctx)?;
+        reply(
+            async {
+                let id = parse_id(&args.task_id)?;
+                let reason = args.reason.as_deref().filter(|r| !r.trim().is_empty());
+                let job = desk.cancel(&id, reason).await?;
+                show_task(task_resource(&desk, &job, false).await?).map_err(internal)
+            }
+            .await,
+        )
+    }
+}
+
+/// A task as a tool's answer: its progress message, and the task as structured content.
+fn show_task(task: TaskResource) -> Result<CallToolResult, ErrorData> {
+    answer(task.progress.message.clone(), &task)
+}

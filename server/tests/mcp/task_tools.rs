@@ -1,0 +1,139 @@
+//! Seed 003's operations as tools: tasks.start, tasks.status, tasks.list, tasks.cancel.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use super::client::{McpClient, is_error, text};
+use super::setup;
+
+/// Calls `tasks.status` until the task's status is `want`; the last task.
+async fn until_status(client: &mut McpClient, id: &str, want: &str) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let result = client.call("tasks.status", json!({ "taskId": id })).await;
+        let task = result["structuredContent"].clone();
+        if task["state"]["status"] == want {
+            return task;
+        }
+        assert!(Instant::now() < deadline, "not {want}: {result}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_task_started_with_its_criteria_runs_and_reads_in_seed_003s_shape() {
+    let s = setup().await;
+    let mut client = s.client("http").await;
+    let started = client
+        .call(
+            "tasks.start",
+            json!({
+                "objective": "Greet the team",
+                "completionCriteria": "  both greetings are in the log ",
+                "maxIterations": 3,
+                "repository": s.remote,
+                "steps": "- [ ] @fake say hello\n- [ ] @fake say again",
+                "runtime": "claude",
+                "publish": "none",
+            }),
+        )
+        .await;
+    assert!(!is_error(&started), "{started}");
+    let task = &started["structuredContent"];
+    assert_eq!(
+        task["completion_criteria"], "both greetings are in the log",
+        "{task}"
+    );
+    assert_eq!(task["name"], "Greet the team");
+    let id = task["uri"]
+        .as_str()
+        .unwrap()
+        .rsplit('/')
+        .next()
+        .unwrap()
+        .to_string();
+    // The criteria and the limit are stored with the job.
+    let job = s
+        .server
+        .queue()
+        .get_job(&id.parse().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(
+        job.payload["task"]["completion"],
+        json!({ "criteria": "both greetings are in the log", "maxIterations": 3 })
+    );
+
+    let done = until_status(&mut client, &id, "completed").await;
+    assert_eq!(done["progress"]["percentage"], 100, "{done}");
+    assert_eq!(done["state"]["last_action"], "@fake say again", "{done}");
+    let listed = client
+        .call("tasks.list", json!({ "status": "completed" }))
+        .await;
+    assert_eq!(
+        listed["structuredContent"]["items"][0]["uri"], done["uri"],
+        "{listed}"
+    );
+    assert!(text(&listed).contains(&id), "{listed}");
+}
+
+#[tokio::test]
+async fn tasks_cancel_stops_a_running_task() {
+    let s = setup().await;
+    let mut client = s.client("http").await;
+    let started = client
+        .call(
+            "tasks.start",
+            json!({
+                "objective": "Wait",
+                "repository": s.remote,
+                "steps": ["@fake ignore-term\n@fake say started\n@fake sleep 60"],
+                "runtime": "claude",
+                "publish": "none",
+            }),
+        )
+        .await;
+    let id = started["structuredContent"]["uri"]
+        .as_str()
+        .unwrap()
+        .rsplit('/')
+        .next()
+        .unwrap()
+        .to_string();
+    until_status(&mut client, &id, "running").await;
+    let asked = client
+        .call("tasks.cancel", json!({ "taskId": id, "reason": "not now" }))
+        .await;
+    assert!(!is_error(&asked), "{asked}");
+    let done = until_status(&mut client, &id, "cancelled").await;
+    assert_eq!(done["state"]["status"], "cancelled");
+}
+
+#[tokio::test]
+async fn tasks_start_refuses_what_the_contract_refuses_by_field() {
+    let s = setup().await;
+    let mut client = s.client("http").await;
+    let refused = client
+        .call(
+            "tasks.start",
+            json!({ "objective": "x", "maxIterations": 0 }),
+        )
+        .await;
+    assert!(is_error(&refused), "{refused}");
+    assert!(
+        text(&refused).contains("task.completion.maxIterations"),
+        "{refused}"
+    );
+    let blank = client
+        .call("tasks.start", json!({ "objective": " " }))
+        .await;
+    assert!(
+        is_error(&blank) && text(&blank).contains("objective"),
+        "{blank}"
+    );
+    let bad = client
+        .call("tasks.list", json!({ "status": "sleeping" }))
+        .await;
+    assert!(is_error(&bad) && text(&bad).contains("status"), "{bad}");
+}
