@@ -16,6 +16,10 @@
 //!   single step of a task without steps is not subject to this rule.
 //! - **Steps with an enabled container** are rejected (FR-014): container execution runs
 //!   one command and has no notion of steps yet.
+//! - **Completion** (`task.completion`, seed 003) takes `criteria` in words and
+//!   `maxIterations` (1 to 200, default 10). A check by command (`command`,
+//!   `outputPattern`, `timeoutSeconds`) is refused by name until tasks run in loops:
+//!   stored and never run, it would be a promise the worker does not keep.
 //! - Missing step ids become `step-{index+1}`, so events and artifacts of a resubmitted
 //!   task line up; duplicates (including a generated id colliding with an explicit one)
 //!   are errors.
