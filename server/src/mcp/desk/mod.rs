@@ -29,8 +29,8 @@ pub enum Source {
     Remote(QueueClient),
 }
 
-/// One call's way to the queue, as one caller. Made once per call and never moved, so
-/// the size of its variants does not matter.
+/// One call's way to the queue, as one caller. Made once per call (or per subscription),
+/// so the size of its variants does not matter.
 #[allow(clippy::large_enum_variant)]
 #[derive(Clone)]
 pub enum Desk {
