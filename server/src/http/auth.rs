@@ -143,6 +143,17 @@ pub struct User {
 }
 
 impl User {
+    /// The rule of the routes people use, whichever door a token came through (REST or
+    /// MCP): a user token with a role.
+    pub fn from_token(token: TokenRecord) -> Result<User, ApiError> {
+        match (token.kind, token.role) {
+            (TokenKind::User, Some(_)) => Ok(User { token }),
+            _ => Err(ApiError::forbidden(
+                "this is a worker token; this needs a user token",
+            )),
+        }
+    }
+
     /// The id recorded as `createdByUserId` / `cancelRequestedByUserId`: the token's name.
     pub fn user_id(&self) -> &str {
         &self.token.name
@@ -163,12 +174,7 @@ impl FromRequestParts<AppState> for User {
                 "a valid user token is required: send `Authorization: Bearer <token>`",
             )
         })?;
-        match (token.kind, token.role) {
-            (TokenKind::User, Some(_)) => Ok(User { token }),
-            _ => Err(ApiError::forbidden(
-                "this is a worker token; this route needs a user token",
-            )),
-        }
+        User::from_token(token)
     }
 }
 
@@ -180,6 +186,17 @@ pub struct Worker {
 }
 
 impl Worker {
+    /// The rule of the worker's routes and tools: a worker token, whose name is the
+    /// worker's id.
+    pub fn from_token(token: TokenRecord) -> Result<Worker, ApiError> {
+        if token.kind != TokenKind::Worker {
+            return Err(ApiError::worker_not_authorized(
+                "this is a user token; the worker's routes and tools need a worker token",
+            ));
+        }
+        Ok(Worker { token })
+    }
+
     pub fn worker_id(&self) -> &str {
         &self.token.name
     }
@@ -231,12 +248,7 @@ impl FromRequestParts<AppState> for Worker {
                 "a valid worker token is required: send `Authorization: Bearer <token>`",
             )
         })?;
-        if token.kind != TokenKind::Worker {
-            return Err(ApiError::worker_not_authorized(
-                "this is a user token; worker routes need a worker token",
-            ));
-        }
-        Ok(Worker { token })
+        Worker::from_token(token)
     }
 }
 

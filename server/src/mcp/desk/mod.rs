@@ -6,10 +6,11 @@
 use contract::api::{ErrorBody, ErrorCode};
 use contract::job::task;
 use contract::{Artifact, Job, JobEvent, JobId, JobState};
-use queue::{JobFilter, TokenKind, TokenRecord};
+use queue::{JobFilter, TokenRecord};
 use worker::client::{ClientError, QueueClient};
 
 use crate::http::AppState;
+use crate::http::auth::User;
 use crate::http::error::ApiError;
 
 mod worker_side;
@@ -64,8 +65,7 @@ impl Desk {
     pub async fn submit(&self, request: &serde_json::Value) -> Result<Job> {
         match self {
             Desk::Local { state, token, .. } => {
-                user(token)?;
-                token.require_operator().map_err(refusal)?;
+                user(token)?.require_operator().map_err(refusal)?;
                 state
                     .queue
                     .create_job(request, Some(&token.name))
@@ -152,8 +152,7 @@ impl Desk {
     pub async fn cancel(&self, id: &JobId, reason: Option<&str>) -> Result<Job> {
         match self {
             Desk::Local { state, token, .. } => {
-                user(token)?;
-                token.require_operator().map_err(refusal)?;
+                user(token)?.require_operator().map_err(refusal)?;
                 state
                     .queue
                     .request_cancel(id, Some(&token.name), reason.map(str::to_string))
@@ -219,14 +218,8 @@ impl Desk {
 }
 
 /// The REST API's rule for the routes people use: a user token with a role.
-fn user(token: &TokenRecord) -> Result<()> {
-    match (token.kind, token.role) {
-        (TokenKind::User, Some(_)) => Ok(()),
-        _ => Err(ErrorBody::new(
-            ErrorCode::NotAuthorized,
-            "this is a worker token; this tool needs a user token",
-        )),
-    }
+fn user(token: &TokenRecord) -> Result<User> {
+    User::from_token(token.clone()).map_err(ApiError::into_body)
 }
 
 /// A queue refusal as the REST API words it; an internal failure is logged and its

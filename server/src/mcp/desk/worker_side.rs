@@ -2,9 +2,9 @@
 //! only, under the worker routes' own rules (`crate::http::api::worker`): the token's
 //! scope narrows a claim, and every write is fenced by the attempt it claimed.
 
-use contract::api::{ClaimBody, ErrorBody, ErrorCode, HeartbeatBody};
+use contract::api::{ClaimBody, HeartbeatBody};
 use contract::{Artifact, Job, JobId};
-use queue::{TokenKind, TokenRecord};
+use queue::TokenRecord;
 
 use super::{Desk, Result, refusal, remote};
 use crate::http::api::worker::{claim_job, heartbeat_job};
@@ -111,13 +111,5 @@ impl Desk {
 
 /// The worker routes' rule: a worker token, whose name is the worker's id.
 fn worker(token: &TokenRecord) -> Result<Worker> {
-    match token.kind {
-        TokenKind::Worker => Ok(Worker {
-            token: token.clone(),
-        }),
-        TokenKind::User => Err(ErrorBody::new(
-            ErrorCode::WorkerNotAuthorized,
-            "this is a user token; the worker tools need a worker token",
-        )),
-    }
+    Worker::from_token(token.clone()).map_err(refusal)
 }
