@@ -1,5 +1,5 @@
 //! What the queue does with text it is about to store, decided once for every front door
-//! and both backends. PostgreSQL cannot hold U+0000 (NUL) in `text` or `jsonb` and SQLite
+//! and both backends (and, at the end, how a text is cut to one line to be shown). PostgreSQL cannot hold U+0000 (NUL) in `text` or `jsonb` and SQLite
 //! can, so without one rule the same request would be stored on one and fail on the other.
 //!
 //! - Text someone typed or configured (a task and everything in it, a cancel reason, a list
@@ -71,6 +71,32 @@ pub fn cut_to_bytes(text: &str, max_bytes: usize) -> &str {
         end -= 1;
     }
     &text[..end]
+}
+
+/// The first non-blank line of `text`, cut to at most `width` characters with `…`: a
+/// line to name or sum something up by (a table row, a task's name, a summary), the whole
+/// text being elsewhere.
+pub fn first_line(text: &str, width: usize) -> String {
+    let line = text
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("");
+    if line.chars().count() <= width {
+        line.to_string()
+    } else {
+        let cut: String = line.chars().take(width.saturating_sub(1)).collect();
+        let cut_mid_word = line
+            .chars()
+            .nth(cut.chars().count())
+            .is_some_and(|c| !c.is_whitespace());
+        // Half a word reads as a typo; end on the last whole one when there is one.
+        let cut = match cut.rfind(char::is_whitespace) {
+            Some(space) if cut_mid_word => &cut[..space],
+            _ => cut.as_str(),
+        };
+        format!("{}…", cut.trim_end())
+    }
 }
 
 #[cfg(test)]

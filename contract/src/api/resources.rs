@@ -10,6 +10,7 @@ use crate::checklist::ChecklistLabel;
 use crate::job::{Artifact, Job, JobEvent, JobState};
 use crate::model::NormalizedTask;
 use crate::states::StepState;
+use crate::text::first_line;
 use crate::timeline::Timeline;
 
 /// The URI scheme and prefix of a task resource; a task is `{TASKS_URI}/{id}`.
@@ -196,22 +197,6 @@ impl TaskResource {
 
 /// How long a task's `name` may be: its objective's first line, cut.
 const NAME_CHARS: usize = 120;
-
-/// The first non-blank line of `text`, cut to `width` characters with `…`: a line to name
-/// something by, the whole text being elsewhere.
-pub fn first_line(text: &str, width: usize) -> String {
-    let line = text
-        .lines()
-        .map(str::trim)
-        .find(|l| !l.is_empty())
-        .unwrap_or("");
-    if line.chars().count() <= width {
-        line.to_string()
-    } else {
-        let cut: String = line.chars().take(width.saturating_sub(1)).collect();
-        format!("{cut}…")
-    }
-}
 
 #[cfg(test)]
 mod tests {

@@ -2,8 +2,9 @@
 //! code and tests`) beside the job itself, and the view MCP answers with (`JobView`): the
 //! job, its steps as the timeline tells them, and that line.
 
-use contract::api::resources::{first_line, task_uri};
+use contract::api::resources::task_uri;
 use contract::checklist::ChecklistLabel;
+use contract::text::first_line;
 use contract::timeline::{StepState, Timeline};
 use contract::{Job, JobEvent, JobState, NormalizedTask};
 use serde::Serialize;

@@ -5,6 +5,7 @@
 use std::fmt::Write as _;
 
 use chrono::{DateTime, Datelike, Timelike, Utc};
+use contract::text::first_line;
 use contract::{Job, JobEvent};
 use serde_json::Value;
 
@@ -51,30 +52,6 @@ fn steps(job: &Job) -> &[Value] {
 /// A task without steps runs as one implicit step.
 fn step_count(job: &Job) -> usize {
     steps(job).len().max(1)
-}
-
-/// The first non-blank line, cut to at most `width` characters.
-fn first_line(text: &str, width: usize) -> String {
-    let line = text
-        .lines()
-        .map(str::trim)
-        .find(|l| !l.is_empty())
-        .unwrap_or("");
-    if line.chars().count() <= width {
-        line.to_string()
-    } else {
-        let cut: String = line.chars().take(width.saturating_sub(1)).collect();
-        let cut_mid_word = line
-            .chars()
-            .nth(cut.chars().count())
-            .is_some_and(|c| !c.is_whitespace());
-        // Half a word reads as a typo; end on the last whole one when there is one.
-        let cut = match cut.rfind(char::is_whitespace) {
-            Some(space) if cut_mid_word => &cut[..space],
-            _ => cut.as_str(),
-        };
-        format!("{}…", cut.trim_end())
-    }
 }
 
 /// Jobs as an aligned table: id, status, created, repository, steps, usage, objective.
