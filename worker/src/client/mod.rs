@@ -2,24 +2,21 @@
 //! what the worker loop and the `stepwise` CLI use to reach a server. HTTP only, speaking
 //! the contract's wire types.
 //!
-//! Past 500 lines only by its own tests (about 90 lines at the end), which drive the
-//! client against a stub server and read best beside the calls they check.
+//! The routes people use are here, the worker's in `worker_routes.rs`; past 500 lines
+//! only by its own tests (about 90 lines at the end).
 
 mod error;
 mod sse;
 mod stream;
+mod worker_routes;
 
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use contract::api::worker::upload;
-use contract::api::{
-    ArtifactList, CancelBody, ClaimBody, Claimed, CompleteBody, EventBody, EventList, FailBody,
-    FenceBody, HeartbeatBody, JobList,
-};
-use contract::{Artifact, Job, JobEvent, JobId, JobState, NewEvent};
+use contract::api::{ArtifactList, CancelBody, EventList, JobList};
+use contract::{Artifact, Job, JobEvent, JobId, JobState};
 use reqwest::header::{self, HeaderValue};
 use reqwest::{Method, RequestBuilder, Response, Url};
 use serde::de::DeserializeOwned;
@@ -271,116 +268,6 @@ impl QueueClient {
         EventStream::new(self.clone(), segments, after)
     }
 
-    /// `POST /jobs/claim` (worker token): the next job this worker may run, leased to it,
-    /// or `None` when there is none (after waiting up to `waitSeconds`). `capabilities`
-    /// are the tools this machine has, which the worker token's own list narrows further;
-    /// `waitSeconds` long-polls (the server caps it, 30 s by default).
-    pub async fn claim(&self, body: &ClaimBody) -> Result<Option<Job>> {
-        let url = self.url(&["jobs", "claim"]);
-        let builder = self.request(Method::POST, &url).json(body);
-        let claimed: Claimed = self.fetch(builder, &url).await?;
-        Ok(claimed.job)
-    }
-
-    /// `POST /jobs/{id}/heartbeat` (worker token): renews the lease; the returned job
-    /// tells whether a cancel was requested meanwhile.
-    pub async fn heartbeat(
-        &self,
-        id: &JobId,
-        attempt: u32,
-        lease_seconds: Option<u64>,
-    ) -> Result<Job> {
-        let url = self.job_url(id, &["heartbeat"]);
-        let body = HeartbeatBody {
-            worker_id: None,
-            attempt: Some(attempt),
-            lease_seconds,
-        };
-        self.fetch(self.request(Method::POST, &url).json(&body), &url)
-            .await
-    }
-
-    /// `POST /jobs/{id}/complete` (worker token).
-    pub async fn complete(&self, id: &JobId, attempt: u32, summary: Option<&str>) -> Result<Job> {
-        let url = self.job_url(id, &["complete"]);
-        let body = CompleteBody {
-            worker_id: None,
-            attempt: Some(attempt),
-            result_summary: summary.map(str::to_string),
-        };
-        self.fetch(self.request(Method::POST, &url).json(&body), &url)
-            .await
-    }
-
-    /// `POST /jobs/{id}/fail` (worker token): `retryable` requeues the job while attempts
-    /// remain; otherwise it fails for good.
-    pub async fn fail(
-        &self,
-        id: &JobId,
-        attempt: u32,
-        message: &str,
-        retryable: bool,
-    ) -> Result<Job> {
-        let url = self.job_url(id, &["fail"]);
-        let body = FailBody {
-            worker_id: None,
-            attempt: Some(attempt),
-            error_message: message.to_string(),
-            retryable,
-        };
-        self.fetch(self.request(Method::POST, &url).json(&body), &url)
-            .await
-    }
-
-    /// `POST /jobs/{id}/events` (worker token): appends to the job's timeline. Kinds
-    /// starting with `job.` are the queue's own and are refused.
-    pub async fn append_event(
-        &self,
-        id: &JobId,
-        attempt: u32,
-        event: &NewEvent,
-    ) -> Result<JobEvent> {
-        let url = self.job_url(id, &["events"]);
-        let body = EventBody::new(attempt, event.clone());
-        let builder = self.request(Method::POST, &url).json(&body);
-        self.fetch(builder, &url).await
-    }
-
-    /// `POST /jobs/{id}/cancel/ack` (worker token): the worker stopped; the job is cancelled.
-    pub async fn ack_cancel(&self, id: &JobId, attempt: u32) -> Result<Job> {
-        let url = self.job_url(id, &["cancel", "ack"]);
-        let body = FenceBody {
-            worker_id: None,
-            attempt: Some(attempt),
-        };
-        self.fetch(self.request(Method::POST, &url).json(&body), &url)
-            .await
-    }
-
-    /// `POST /jobs/{id}/artifacts/upload` (worker token): stores `bytes` under the
-    /// relative path `name` (`logs/execute.log`); the same name again replaces it.
-    pub async fn upload_artifact(
-        &self,
-        id: &JobId,
-        attempt: u32,
-        name: &str,
-        content_type: &str,
-        bytes: Vec<u8>,
-    ) -> Result<Artifact> {
-        let url = self.job_url(id, &["artifacts", "upload"]);
-        let file_name = name.rsplit('/').next().unwrap_or(name).to_string();
-        let form = reqwest::multipart::Form::new()
-            .text(upload::ATTEMPT, attempt.to_string())
-            .text(upload::NAME, name.to_string())
-            .text(upload::CONTENT_TYPE, content_type.to_string())
-            .part(
-                upload::FILE,
-                reqwest::multipart::Part::bytes(bytes).file_name(file_name),
-            );
-        let builder = self.request(Method::POST, &url).multipart(form);
-        self.fetch(builder, &url).await
-    }
-
     /// `GET /jobs/{id}/artifacts`.
     pub async fn list_artifacts(&self, id: &JobId) -> Result<Vec<Artifact>> {
         let url = self.job_url(id, &["artifacts"]);
@@ -533,6 +420,8 @@ fn parse_base(base_url: &str) -> Result<Url> {
 
 #[cfg(test)]
 mod tests {
+    use contract::api::ClaimBody;
+
     use super::*;
 
     const SECRET: &str = "swu_abcdefghijklmnopqrstuvwxyz0123456789";

@@ -1,0 +1,124 @@
+//! The worker routes of the client (worker token): claim, heartbeat, finish, report
+//! events, acknowledge a cancel, upload an artifact. Every write names the attempt the
+//! job was claimed with.
+
+use contract::api::worker::upload;
+use contract::api::{
+    ClaimBody, Claimed, CompleteBody, EventBody, FailBody, FenceBody, HeartbeatBody,
+};
+use contract::{Artifact, Job, JobEvent, JobId, NewEvent};
+use reqwest::Method;
+
+use super::{QueueClient, Result};
+
+impl QueueClient {
+    /// `POST /jobs/claim` (worker token): the next job this worker may run, leased to it,
+    /// or `None` when there is none (after waiting up to `waitSeconds`). `capabilities`
+    /// are the tools this machine has, which the worker token's own list narrows further;
+    /// `waitSeconds` long-polls (the server caps it, 30 s by default).
+    pub async fn claim(&self, body: &ClaimBody) -> Result<Option<Job>> {
+        let url = self.url(&["jobs", "claim"]);
+        let builder = self.request(Method::POST, &url).json(body);
+        let claimed: Claimed = self.fetch(builder, &url).await?;
+        Ok(claimed.job)
+    }
+
+    /// `POST /jobs/{id}/heartbeat` (worker token): renews the lease; the returned job
+    /// tells whether a cancel was requested meanwhile.
+    pub async fn heartbeat(
+        &self,
+        id: &JobId,
+        attempt: u32,
+        lease_seconds: Option<u64>,
+    ) -> Result<Job> {
+        let url = self.job_url(id, &["heartbeat"]);
+        let body = HeartbeatBody {
+            worker_id: None,
+            attempt: Some(attempt),
+            lease_seconds,
+        };
+        self.fetch(self.request(Method::POST, &url).json(&body), &url)
+            .await
+    }
+
+    /// `POST /jobs/{id}/complete` (worker token).
+    pub async fn complete(&self, id: &JobId, attempt: u32, summary: Option<&str>) -> Result<Job> {
+        let url = self.job_url(id, &["complete"]);
+        let body = CompleteBody {
+            worker_id: None,
+            attempt: Some(attempt),
+            result_summary: summary.map(str::to_string),
+        };
+        self.fetch(self.request(Method::POST, &url).json(&body), &url)
+            .await
+    }
+
+    /// `POST /jobs/{id}/fail` (worker token): `retryable` requeues the job while attempts
+    /// remain; otherwise it fails for good.
+    pub async fn fail(
+        &self,
+        id: &JobId,
+        attempt: u32,
+        message: &str,
+        retryable: bool,
+    ) -> Result<Job> {
+        let url = self.job_url(id, &["fail"]);
+        let body = FailBody {
+            worker_id: None,
+            attempt: Some(attempt),
+            error_message: message.to_string(),
+            retryable,
+        };
+        self.fetch(self.request(Method::POST, &url).json(&body), &url)
+            .await
+    }
+
+    /// `POST /jobs/{id}/events` (worker token): appends to the job's timeline. Kinds
+    /// starting with `job.` are the queue's own and are refused.
+    pub async fn append_event(
+        &self,
+        id: &JobId,
+        attempt: u32,
+        event: &NewEvent,
+    ) -> Result<JobEvent> {
+        let url = self.job_url(id, &["events"]);
+        let body = EventBody::new(attempt, event.clone());
+        let builder = self.request(Method::POST, &url).json(&body);
+        self.fetch(builder, &url).await
+    }
+
+    /// `POST /jobs/{id}/cancel/ack` (worker token): the worker stopped; the job is cancelled.
+    pub async fn ack_cancel(&self, id: &JobId, attempt: u32) -> Result<Job> {
+        let url = self.job_url(id, &["cancel", "ack"]);
+        let body = FenceBody {
+            worker_id: None,
+            attempt: Some(attempt),
+        };
+        self.fetch(self.request(Method::POST, &url).json(&body), &url)
+            .await
+    }
+
+    /// `POST /jobs/{id}/artifacts/upload` (worker token): stores `bytes` under the
+    /// relative path `name` (`logs/execute.log`); the same name again replaces it.
+    pub async fn upload_artifact(
+        &self,
+        id: &JobId,
+        attempt: u32,
+        name: &str,
+        content_type: &str,
+        bytes: Vec<u8>,
+    ) -> Result<Artifact> {
+        let url = self.job_url(id, &["artifacts", "upload"]);
+        let file_name = name.rsplit('/').next().unwrap_or(name).to_string();
+        let form = reqwest::multipart::Form::new()
+            .text(upload::ATTEMPT, attempt.to_string())
+            .text(upload::NAME, name.to_string())
+            .text(upload::CONTENT_TYPE, content_type.to_string())
+            .part(
+                upload::FILE,
+                reqwest::multipart::Part::bytes(bytes).file_name(file_name),
+            );
+        let builder = self.request(Method::POST, &url).multipart(form);
+        self.fetch(builder, &url).await
+    }
+}
