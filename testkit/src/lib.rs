@@ -10,7 +10,7 @@
 //!   @model tool NAME JSON  the first turn answers with a call of the offered tool whose
 //!                          name ends with NAME (an MCP tool, which the CLI renames with
 //!                          its own prefix and may spell with `_` for `.`), with the
-//!                          arguments JSON; claude only, for now
+//!                          arguments JSON; claude and codex
 //!   @model reply TEXT      the final message, once the tool result is back (or at once
 //!                          with no `shell` or `tool`), streamed in several pieces
 //!

@@ -1,6 +1,7 @@
 //! The OpenAI Responses API as codex speaks it: `POST /v1/responses`, streamed as
 //! server-sent events (`response.created` … `response.completed` with usage). Tool calls
-//! are `function_call` output items; their results come back as `function_call_output`.
+//! are `function_call` output items (the shell, or an MCP tool codex offers as a function);
+//! their results come back as `function_call_output`.
 
 use axum::response::Response;
 use serde_json::{Value, json};
@@ -17,6 +18,33 @@ fn offers(body: &Value, tool: &str) -> bool {
     body["tools"]
         .as_array()
         .is_some_and(|tools| tools.iter().any(|t| t["name"] == tool))
+}
+
+/// The offered function tool that `wanted` names (an MCP tool, which codex offers under a
+/// name of its own making, inside a `namespace` tool of the server's): its name, and its
+/// namespace if it is in one.
+fn offered(body: &Value, wanted: &str) -> Option<(String, Option<String>)> {
+    let tools = body["tools"].as_array().into_iter().flatten();
+    let mut candidates = Vec::new();
+    for tool in tools {
+        match tool["type"].as_str() {
+            Some("namespace") => {
+                let namespace = tool["name"].as_str().map(str::to_string);
+                for inner in tool["tools"].as_array().into_iter().flatten() {
+                    if let Some(name) = inner["name"].as_str() {
+                        candidates.push((name.to_string(), namespace.clone()));
+                    }
+                }
+            }
+            _ => {
+                if let Some(name) = tool["name"].as_str() {
+                    candidates.push((name.to_string(), None));
+                }
+            }
+        }
+    }
+    let name = crate::offered_tool(candidates.iter().map(|(n, _)| n.as_str()), wanted)?;
+    candidates.iter().find(|(n, _)| n == name).cloned()
 }
 
 pub(crate) fn answer(
@@ -40,6 +68,16 @@ pub(crate) fn answer(
             "name": "shell", "arguments": json!({ "command": ["bash", "-lc", command] }).to_string(),
             "status": "completed",
         })),
+        Turn::Tool { name, input } => offered(body, name).map(|(name, namespace)| {
+            let mut call = json!({
+                "type": "function_call", "id": format!("fc_{number}"), "call_id": format!("call_{number}"),
+                "name": name, "arguments": input.to_string(), "status": "completed",
+            });
+            if let Some(namespace) = namespace {
+                call["namespace"] = json!(namespace);
+            }
+            call
+        }),
         _ => None,
     };
     let item = match item {
@@ -48,9 +86,7 @@ pub(crate) fn answer(
             let text = match turn {
                 Turn::Reply(text) => text.clone(),
                 Turn::Shell(_) => "The request offered no shell tool I know.".into(),
-                Turn::Tool { name, .. } => {
-                    format!("This server cannot call {name} over this API yet.")
-                }
+                Turn::Tool { name, .. } => format!("The request offered no tool {name}."),
             };
             let msg = format!("msg_{number}");
             events.push((

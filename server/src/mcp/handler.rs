@@ -2,15 +2,15 @@
 //! caller, and how answers and refusals are shaped for a model to read.
 
 use contract::api::ErrorBody;
-use queue::TokenRecord;
+use queue::{TokenKind, TokenRecord};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::model::{
     CallToolResult, CancelTaskParams, ContentBlock, GetTaskParams, GetTaskResult, Implementation,
-    ListResourceTemplatesResult, ListResourcesResult, PaginatedRequestParams,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
     ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig,
-    SubscribeRequestParams, UnsubscribeRequestParams, UpdateTaskParams,
+    SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams, UpdateTaskParams,
 };
-use rmcp::service::RequestContext;
+use rmcp::service::{RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler, tool_handler};
 use serde::Serialize;
 
@@ -30,6 +30,8 @@ pub struct Stepwise {
     source: Source,
     tools: ToolRouter<Stepwise>,
     subscriptions: Subscriptions,
+    /// The kind of the token a remote source calls with, when known.
+    remote_kind: Option<TokenKind>,
 }
 
 impl Stepwise {
@@ -38,6 +40,25 @@ impl Stepwise {
             source,
             tools: Self::queue_tools() + Self::task_tools() + Self::worker_tools(),
             subscriptions: Subscriptions::default(),
+            remote_kind: None,
+        }
+    }
+
+    /// Over a remote source, lists only the tools a token of `kind` may call.
+    pub fn with_token_kind(mut self, kind: Option<TokenKind>) -> Stepwise {
+        self.remote_kind = kind;
+        self
+    }
+
+    /// The kind of token this call is made with, when known.
+    fn caller_kind(&self, ctx: &RequestContext<RoleServer>) -> Option<TokenKind> {
+        match &self.source {
+            Source::Remote(_) => self.remote_kind,
+            Source::Local(_) => ctx
+                .extensions
+                .get::<axum::http::request::Parts>()
+                .and_then(|parts| parts.extensions.get::<McpCaller>())
+                .map(|caller| caller.0.kind),
         }
     }
 
@@ -77,6 +98,21 @@ impl ServerHandler for Stepwise {
         ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("stepwise", env!("CARGO_PKG_VERSION")))
             .with_instructions(INSTRUCTIONS)
+    }
+
+    /// Only the tools the caller's kind of token may call: a model shown a worker's
+    /// tools with a user's token would only be refused. Unknown callers see all.
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let mut tools = self.tools.list_all();
+        if let Some(kind) = self.caller_kind(&ctx) {
+            let worker = Self::worker_tools();
+            tools.retain(|tool| worker.has_route(&tool.name) == (kind == TokenKind::Worker));
+        }
+        Ok(ListToolsResult::with_all_items(tools))
     }
 
     async fn list_resources(
@@ -143,6 +179,19 @@ impl ServerHandler for Stepwise {
         ctx: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
         super::tasks::update(&self.desk(&ctx)?, &request.task_id).await
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        Some(super::watch::accepted(requested))
+    }
+
+    async fn listen(&self, subscription: SubscriptionContext) -> Result<(), ErrorData> {
+        let desk = self.desk(subscription.request_context())?;
+        super::watch::listen(desk, subscription).await;
+        Ok(())
     }
 
     async fn unsubscribe(

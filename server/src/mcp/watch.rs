@@ -1,6 +1,8 @@
-//! Subscriptions to a task resource: `resources/subscribe` on `stepwise://tasks/{id}`
-//! starts a watcher that sends `notifications/resources/updated` whenever the job's state
-//! or steps change, until the client unsubscribes, goes away, or the job ends.
+//! Subscriptions to task resources, `stepwise://tasks/{id}`: a watcher per job sends
+//! `notifications/resources/updated` whenever the job's state or steps change, until the
+//! client unsubscribes, goes away, or the job ends. Clients up to 2025-11-25 ask with
+//! `resources/subscribe`; 2026-07-28 clients with `subscriptions/listen`, whose stream
+//! carries the updates.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -11,7 +13,8 @@ use contract::api::resources::TASKS_URI;
 use contract::job::task;
 use futures_util::StreamExt;
 use queue::NotificationKind;
-use rmcp::model::ResourceUpdatedNotificationParam;
+use rmcp::model::{ResourceUpdatedNotificationParam, SubscriptionFilter};
+use rmcp::service::{SubscriptionContext, SubscriptionSink};
 use rmcp::{ErrorData, Peer, RoleServer};
 use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
@@ -33,9 +36,22 @@ impl Subscriptions {
             old.cancel();
         }
         tokio::spawn(async move {
+            let notify = Notify::Session(peer.clone(), uri);
+            // A client that went away without unsubscribing is noticed at its next update,
+            // or by this check while nothing changes.
+            let gone = async {
+                let mut tick = tokio::time::interval(CHECK_CLIENT);
+                loop {
+                    tick.tick().await;
+                    if peer.is_transport_closed() {
+                        return;
+                    }
+                }
+            };
             tokio::select! {
                 () = stop.cancelled() => {}
-                () = watch(&desk, &id, &uri, &peer) => {}
+                () = gone => {}
+                () = watch(&desk, &id, &notify) => {}
             }
         });
     }
@@ -66,14 +82,30 @@ pub fn task_of(uri: &str) -> Result<JobId, ErrorData> {
         })
 }
 
-/// Sends an update for each change of the job until it has ended or the client is gone.
-async fn watch(desk: &Desk, id: &JobId, uri: &str, peer: &Peer<RoleServer>) {
-    let notify = || async {
-        let sent = peer
-            .notify_resource_updated(ResourceUpdatedNotificationParam::new(uri.to_string()))
-            .await;
-        sent.is_ok()
-    };
+/// How a watcher tells its client of a change of a task resource.
+enum Notify {
+    /// A notification on the session of a `resources/subscribe`.
+    Session(Peer<RoleServer>, String),
+    /// A notification on a `subscriptions/listen` stream.
+    Stream(SubscriptionSink, String),
+}
+
+impl Notify {
+    /// Whether the client could be told.
+    async fn send(&self) -> bool {
+        match self {
+            Notify::Session(peer, uri) => peer
+                .notify_resource_updated(ResourceUpdatedNotificationParam::new(uri.clone()))
+                .await
+                .is_ok(),
+            Notify::Stream(sink, uri) => sink.notify_resource_updated(uri.clone()).await.is_ok(),
+        }
+    }
+}
+
+/// Tells the client at each change of the job until it has ended, or the client can no
+/// longer be reached.
+async fn watch(desk: &Desk, id: &JobId, notify: &Notify) {
     let ended = || async {
         desk.job(id)
             .await
@@ -82,60 +114,88 @@ async fn watch(desk: &Desk, id: &JobId, uri: &str, peer: &Peer<RoleServer>) {
     if ended().await {
         return;
     }
-    // A client that went away without unsubscribing is noticed at its next update, or
-    // by the periodic check while nothing changes.
-    let gone = async {
-        let mut tick = tokio::time::interval(CHECK_CLIENT);
-        loop {
-            tick.tick().await;
-            if peer.is_transport_closed() {
+    match desk {
+        Desk::Local { state, .. } => {
+            let mut notes = state.queue.subscribe();
+            loop {
+                let changed = match notes.recv().await {
+                    Ok(note) => {
+                        note.job_id == *id
+                            && matches!(
+                                note.kind,
+                                NotificationKind::JobChanged | NotificationKind::StepProgress
+                            )
+                    }
+                    Err(RecvError::Lagged(_)) => true,
+                    Err(RecvError::Closed) => return,
+                };
+                if changed && (!notify.send().await || ended().await) {
+                    return;
+                }
+            }
+        }
+        Desk::Remote(client) => {
+            // From the latest event that tells progress: what came before is known.
+            let after = desk
+                .progress_events(id)
+                .await
+                .ok()
+                .and_then(|events| events.last().map(|e| e.id));
+            let mut events = client.stream_events(id, after);
+            while let Some(event) = events.next().await {
+                let Ok(event) = event else { return };
+                if event.kind == task::STEP_LOG {
+                    continue;
+                }
+                if !notify.send().await || ended().await {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// The part of a `subscriptions/listen` filter this server honours: updates of task
+/// resources. Whether the caller may read each task is checked when the stream opens.
+pub fn accepted(requested: &SubscriptionFilter) -> SubscriptionFilter {
+    let tasks = requested
+        .resource_subscriptions
+        .iter()
+        .flatten()
+        .filter(|uri| task_of(uri).is_ok())
+        .cloned();
+    SubscriptionFilter::builder()
+        .resource_subscriptions(tasks)
+        .build()
+}
+
+/// Serves one `subscriptions/listen` stream: an update on it at each change of every
+/// task it names that the caller may read, until the client closes it. A task that
+/// cannot be read (unknown, or not the caller's to read) is never reported on.
+pub async fn listen(desk: Desk, subscription: SubscriptionContext) {
+    let uris = subscription
+        .accepted()
+        .resource_subscriptions
+        .clone()
+        .unwrap_or_default();
+    let sink = subscription.sink().clone();
+    let watches = uris.into_iter().map(|uri| {
+        let (desk, sink) = (&desk, &sink);
+        async move {
+            let Ok(id) = task_of(&uri) else { return };
+            if super::resources::read(desk, &uri).await.is_err() {
                 return;
             }
+            watch(desk, &id, &Notify::Stream(sink.clone(), uri)).await;
         }
-    };
-    let changes = async {
-        match desk {
-            Desk::Local { state, .. } => {
-                let mut notes = state.queue.subscribe();
-                loop {
-                    let changed = match notes.recv().await {
-                        Ok(note) => {
-                            note.job_id == *id
-                                && matches!(
-                                    note.kind,
-                                    NotificationKind::JobChanged | NotificationKind::StepProgress
-                                )
-                        }
-                        Err(RecvError::Lagged(_)) => true,
-                        Err(RecvError::Closed) => return,
-                    };
-                    if changed && (!notify().await || ended().await) {
-                        return;
-                    }
-                }
-            }
-            Desk::Remote(client) => {
-                // From the latest event that tells progress: what came before is known.
-                let after = desk
-                    .progress_events(id)
-                    .await
-                    .ok()
-                    .and_then(|events| events.last().map(|e| e.id));
-                let mut events = client.stream_events(id, after);
-                while let Some(event) = events.next().await {
-                    let Ok(event) = event else { return };
-                    if event.kind == task::STEP_LOG {
-                        continue;
-                    }
-                    if !notify().await || ended().await {
-                        return;
-                    }
-                }
-            }
-        }
+    });
+    let all = async {
+        futures_util::future::join_all(watches).await;
+        // Every job named has ended: the stream stays open until the client closes it.
+        std::future::pending::<()>().await
     };
     tokio::select! {
-        () = gone => {}
-        () = changes => {}
+        () = subscription.cancelled() => {}
+        () = all => {}
     }
 }

@@ -94,12 +94,28 @@ async fn post(
     session: Option<&str>,
     body: Vec<u8>,
 ) -> (StatusCode, Option<String>, Vec<Value>) {
+    post_with(site, token, session, &[], body).await
+}
+
+/// [`post`] with more headers: a 2026-07-28 request names its revision and method in them.
+async fn post_with(
+    site: &Site,
+    token: &str,
+    session: Option<&str>,
+    headers: &[(&str, String)],
+    body: Vec<u8>,
+) -> (StatusCode, Option<String>, Vec<Value>) {
     let mut request = Request::post("/mcp")
         .header("authorization", format!("Bearer {token}"))
         .header("content-type", "application/json")
         .header("accept", "application/json, text/event-stream");
     if let Some(session) = session {
         request = request.header("mcp-session-id", session);
+    }
+    for (name, value) in headers {
+        if axum::http::HeaderValue::from_str(value).is_ok() {
+            request = request.header(*name, value);
+        }
     }
     let answer = site.send_all(request.body(Body::from(body)).unwrap()).await;
     let session = answer
@@ -177,6 +193,68 @@ async fn mcp_garbage(backend: Backend) {
         };
         let (status, _, messages) = post(&site, &site.admin, with, body.clone()).await;
         check(backend, &String::from_utf8_lossy(&body), status, &messages);
+    }
+    // 2026-07-28 requests stand alone: the revision, the client and its capabilities are
+    // in each one's `_meta`, its method and name in headers. Garbage in any part of them.
+    // (`subscriptions/listen` is left out: a valid one is a stream that stays open.)
+    let modern = [
+        ("tools/list", json!({})),
+        (
+            "tools/call",
+            json!({ "name": "queue.get", "arguments": { "jobId": site.job_id } }),
+        ),
+        ("tasks/get", json!({ "taskId": site.job_id })),
+        ("tasks/cancel", json!({ "taskId": site.job_id })),
+        (
+            "tasks/update",
+            json!({ "taskId": site.job_id, "inputResponses": {} }),
+        ),
+        (
+            "resources/read",
+            json!({ "uri": format!("stepwise://tasks/{}", site.job_id) }),
+        ),
+        ("resources/list", json!({})),
+        ("server/discover", json!({})),
+    ];
+    for case in 0..crate::cases() * 2 {
+        let (method, params) = &modern[case % modern.len()];
+        let mut params = params.clone();
+        params["_meta"] = json!({
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientInfo": { "name": "hostile", "version": "0" },
+            "io.modelcontextprotocol/clientCapabilities": {
+                "extensions": { "io.modelcontextprotocol/tasks": {} } },
+        });
+        let request = json!({ "jsonrpc": "2.0", "id": case, "method": method, "params": params });
+        let request = if case % 2 == 0 {
+            garbage.mutate(&request)
+        } else {
+            request
+        };
+        let name = request["params"]["name"]
+            .as_str()
+            .or(request["params"]["taskId"].as_str())
+            .or(request["params"]["uri"].as_str())
+            .unwrap_or_default()
+            .to_string();
+        let headers = [
+            ("mcp-protocol-version", "2026-07-28".to_string()),
+            (
+                "mcp-method",
+                request["method"].as_str().unwrap_or(method).to_string(),
+            ),
+            ("mcp-name", name),
+        ];
+        let body = request.to_string().into_bytes();
+        let (status, _, messages) = post_with(&site, &site.admin, None, &headers, body).await;
+        check(backend, &request.to_string(), status, &messages);
+        if case % 2 == 1 {
+            // Unharmed, it is served: the garbage above is refused for what it is.
+            assert!(
+                messages.iter().any(|m| m.get("result").is_some()),
+                "{backend:?}: {request} → {status} {messages:?}"
+            );
+        }
     }
     // Hostile text where a token or a session id goes is refused, not failed on.
     for text in HOSTILE

@@ -1,5 +1,7 @@
-//! The official TypeScript SDK as the MCP client, run by Node from `client.cjs` and driven
-//! a request at a time: what a user's agent or IDE does, over HTTP or over stdio.
+//! The official TypeScript SDK as the MCP client, run by Node and driven a request at a
+//! time: what a user's agent or IDE does. `client.cjs` is SDK 1.x (protocol revisions up
+//! to 2025-11-25) over HTTP or stdio; `client-modern.mjs` is SDK 2.x speaking 2026-07-28
+//! over HTTP, with the tasks extension package.
 
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -30,9 +32,21 @@ impl McpClient {
     /// A client over `transport` (`http` or `stdio`) to the server at `url`, sending
     /// `token`; not yet connected.
     pub fn new(transport: &str, url: &str, token: Option<&str>) -> McpClient {
+        McpClient::spawn("client.cjs", transport, url, token)
+    }
+
+    /// A 2026-07-28 client over HTTP, through `initialize`'s successor (`server/discover`).
+    pub async fn modern(url: &str, token: &str) -> McpClient {
+        let mut client = McpClient::spawn("client-modern.mjs", "http", url, Some(token));
+        let connected = client.ok(json!({ "op": "connect" })).await;
+        assert_eq!(connected["era"], "modern", "{connected}");
+        client
+    }
+
+    fn spawn(script: &str, transport: &str, url: &str, token: Option<&str>) -> McpClient {
         let mut command = Command::new("node");
         command
-            .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/mcp/client.cjs"))
+            .arg(format!("{}/tests/mcp/{script}", env!("CARGO_MANIFEST_DIR")))
             .env("SDK_DIR", sdk_dir())
             .env("MCP_TRANSPORT", transport)
             .env("MCP_URL", url)

@@ -5,19 +5,23 @@ use queue::{Role, TokenKind};
 use serde_json::json;
 
 use super::client::{McpClient, is_error, text};
-use super::{QUEUE_TOOLS, setup, until};
+use super::{QUEUE_TOOLS, WORKER_TOOLS, names, setup, sorted, until};
 
 #[tokio::test]
 async fn tools_list_shows_every_tool_with_a_described_schema() {
     let s = setup().await;
     let mut client = s.client("http").await;
-    let tools = client.ok(json!({ "op": "tools" })).await;
-    let tools = tools["tools"].as_array().unwrap();
-    let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
-    for name in QUEUE_TOOLS {
-        assert!(names.contains(&name), "{name} is not in {names:?}");
-    }
-    for tool in tools {
+    let listed = client.ok(json!({ "op": "tools" })).await;
+    let tools = listed["tools"].as_array().unwrap().clone();
+    // A token sees the tools of its kind only: a user's, then a worker's.
+    assert_eq!(names(&tools), sorted(&QUEUE_TOOLS));
+    let worker = s.server.token("w-lists", TokenKind::Worker, None).await;
+    let mut worker = McpClient::connected("http", &s.server.url(), &worker).await;
+    let listed = worker.ok(json!({ "op": "tools" })).await;
+    let worker_tools = listed["tools"].as_array().unwrap().clone();
+    assert_eq!(names(&worker_tools), sorted(&WORKER_TOOLS));
+
+    for tool in tools.iter().chain(&worker_tools) {
         let name = &tool["name"];
         assert!(
             tool["description"].as_str().is_some_and(|d| d.len() > 20),

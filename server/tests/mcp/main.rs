@@ -5,6 +5,7 @@
 mod agent;
 mod client;
 mod http;
+mod modern;
 mod resources;
 mod stdio;
 mod task_tools;
@@ -45,6 +46,22 @@ const WORKER_TOOLS: [&str; 5] = [
     "queue.fail",
     "queue.upload_artifact",
 ];
+
+/// The names of listed tools, sorted.
+fn names(tools: &[Value]) -> Vec<String> {
+    let mut names: Vec<String> = tools
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_string())
+        .collect();
+    names.sort();
+    names
+}
+
+fn sorted(names: &[&str]) -> Vec<String> {
+    let mut names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+    names.sort();
+    names
+}
 
 struct Setup {
     server: TestServer,
