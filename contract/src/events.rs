@@ -212,7 +212,13 @@ pub fn reported_usage(
     kind: &str,
     payload: &Map<String, Value>,
 ) -> Result<Option<StepUsage>, FieldError> {
-    if kind != task::STEP_FINISHED && kind != task::STEP_FAILED {
+    if ![
+        task::STEP_FINISHED,
+        task::STEP_FAILED,
+        task::ITERATION_FINISHED,
+    ]
+    .contains(&kind)
+    {
         return Ok(None);
     }
     let reported = ReportedUsage::deserialize(payload)
@@ -254,9 +260,13 @@ kind! {
     StepCancelled = task::STEP_CANCELLED,
     StepLog = task::STEP_LOG,
     Warning = task::WARNING,
+    IterationStarted = task::ITERATION_STARTED,
+    IterationFinished = task::ITERATION_FINISHED,
 }
 
+mod iteration;
 mod queue;
+pub use iteration::*;
 pub use queue::*;
 
 #[cfg(test)]

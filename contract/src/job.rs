@@ -283,10 +283,15 @@ pub mod task {
     /// Something the operator should know that did not stop the task (an effort the CLI
     /// could not take, a step that committed on its own).
     pub const WARNING: &str = "task.warning";
+    /// The completion loop (seed 003): an iteration began (`iteration`, `maxIterations`)
+    /// or ended (with `outcome`, its `check`'s result, `summary` and `usage`). Iteration 0
+    /// checks the steps' work; each later one runs the agent again, then the check.
+    pub const ITERATION_STARTED: &str = "task.iteration.started";
+    pub const ITERATION_FINISHED: &str = "task.iteration.finished";
 
     /// Every task event kind above, for a client that listens to them by name (the event
     /// stream names each event by its kind).
-    pub const ALL: [&str; 9] = [
+    pub const ALL: [&str; 11] = [
         STAGE_STARTED,
         STAGE_FINISHED,
         STEPS_PLAN,
@@ -296,16 +301,20 @@ pub mod task {
         STEP_CANCELLED,
         STEP_LOG,
         WARNING,
+        ITERATION_STARTED,
+        ITERATION_FINISHED,
     ];
 
-    /// The kinds that move a task's step progress (what a jobs list shows as `2/3`); a
-    /// step's log lines and warnings do not.
-    pub const PROGRESS: [&str; 5] = [
+    /// The kinds that move a task's progress (what a jobs list shows as `2/3`); a step's
+    /// log lines and warnings do not.
+    pub const PROGRESS: [&str; 7] = [
         STEPS_PLAN,
         STEP_STARTED,
         STEP_FINISHED,
         STEP_FAILED,
         STEP_CANCELLED,
+        ITERATION_STARTED,
+        ITERATION_FINISHED,
     ];
 
     pub fn is_progress(kind: &str) -> bool {
@@ -330,6 +339,21 @@ pub mod task {
     /// `patches/steps/step-0000.patch` for the step at `index` (0-based).
     pub fn step_patch(index: usize) -> String {
         format!("patches/steps/step-{index:04}.patch")
+    }
+
+    /// `logs/iterations/iteration-0001.log`: the agent's run in iteration `n`.
+    pub fn iteration_log(n: u32) -> String {
+        format!("logs/iterations/iteration-{n:04}.log")
+    }
+
+    /// `logs/iterations/check-0001.log`: the completion check's output in iteration `n`.
+    pub fn check_log(n: u32) -> String {
+        format!("logs/iterations/check-{n:04}.log")
+    }
+
+    /// `patches/iterations/iteration-0001.patch`: what the agent changed in iteration `n`.
+    pub fn iteration_patch(n: u32) -> String {
+        format!("patches/iterations/iteration-{n:04}.patch")
     }
 }
 

@@ -59,7 +59,7 @@ pub use model::{
 };
 pub use modes::{ParseModeError, PublishMode, RuntimeMode};
 pub use normalize::{normalize, normalize_request};
-pub use prompt::prompt;
+pub use prompt::{iteration_prompt, prompt};
 pub use steps::{ResolvedStep, generated_step_id};
 pub use timeline::{StageState, StepProgress, StepState, Timeline};
 pub use wire::{

@@ -19,6 +19,14 @@ pub const MAX_ITERATIONS: RangeInclusive<u32> = 1..=200;
 pub const DEFAULT_MAX_ITERATIONS: u32 = 10;
 /// A task's completion criteria, as typed.
 pub const CRITERIA_CHARS: usize = 10_000;
+/// A completion check's command line, and the pattern its output must match.
+pub const CHECK_COMMAND_CHARS: usize = 4000;
+pub const OUTPUT_PATTERN_CHARS: usize = 1000;
+/// How long one run of a completion check may take, in seconds.
+pub const CHECK_TIMEOUT_SECONDS: RangeInclusive<u32> = 1..=3600;
+pub const DEFAULT_CHECK_TIMEOUT_SECONDS: u32 = 600;
+/// How much of the end of a check's output an event carries and the next prompt quotes.
+pub const CHECK_OUTPUT_TAIL_BYTES: usize = 4096;
 /// Skill ids, step ids and capabilities share this bound: they become directory names,
 /// artifact paths and labels, where short is what keeps them readable.
 pub const ID_CHARS: usize = 64;

@@ -54,13 +54,40 @@ pub struct TaskSpec {
     pub completion: Option<Completion>,
 }
 
-/// What "done" means for a task: its criteria in words, and how many times its agent may
-/// run to meet them. Stored and shown today; checking them in a loop comes next.
+/// What "done" means for a task (seed 003): its criteria in words, and the check that
+/// decides it. With a `command`, the worker runs it in the workspace after the steps; while
+/// it fails, the agent runs again with its output, up to `max_iterations` more times.
+/// Without one, the criteria are shown and nothing checks them.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Completion {
     pub criteria: Option<String>,
     pub max_iterations: u32,
+    /// Run with `bash -c` in the repository; passes on exit code 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    /// A regular expression the check's output must also match to pass.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_pattern: Option<String>,
+    /// How long one run of the check may take;
+    /// [`DEFAULT_CHECK_TIMEOUT_SECONDS`](crate::limits::DEFAULT_CHECK_TIMEOUT_SECONDS) when
+    /// absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_seconds: Option<u32>,
+}
+
+impl Completion {
+    /// The check's command, when the task has one to run.
+    pub fn check(&self) -> Option<&str> {
+        self.command.as_deref()
+    }
+
+    pub fn timeout(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(u64::from(
+            self.timeout_seconds
+                .unwrap_or(crate::limits::DEFAULT_CHECK_TIMEOUT_SECONDS),
+        ))
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -2,12 +2,20 @@
 //! agents and with anyone diffing prompts across versions: change it only deliberately,
 //! and keep the byte-for-byte tests in step.
 
-use crate::model::NormalizedTask;
+use crate::model::{Completion, NormalizedTask};
 use crate::steps::ResolvedStep;
 use crate::wire::AUTO_SKILL;
 
 pub const NO_STEP_INSTRUCTIONS: &str =
     "(no step-specific instructions; continue based on objective)";
+
+const WORKSPACE: [&str; 5] = [
+    "WORKSPACE:",
+    "- Repo is checked out and on the effective working branch already.",
+    "- Do NOT commit or push. Publish is handled by MoonMind publish stage.",
+    "- Skills are available under: .agents/skills/ and .gemini/skills/ (symlinks to job skills workspace).",
+    "- Write logs to stdout/stderr; MoonMind captures them.",
+];
 
 /// The prompt for `step`, the `total`-step run's step number `step.index + 1`.
 /// Lines are joined with `\n`; there is no trailing newline.
@@ -24,18 +32,15 @@ pub fn prompt(task: &NormalizedTask, step: &ResolvedStep, total: usize) -> Strin
         task.payload.task.instructions.clone(),
         String::new(),
         header,
-        step.instructions.clone().unwrap_or_else(|| NO_STEP_INSTRUCTIONS.to_string()),
+        step.instructions
+            .clone()
+            .unwrap_or_else(|| NO_STEP_INSTRUCTIONS.to_string()),
         String::new(),
         "EFFECTIVE SKILL:".to_string(),
         step.effective_skill.clone(),
         String::new(),
-        "WORKSPACE:".to_string(),
-        "- Repo is checked out and on the effective working branch already.".to_string(),
-        "- Do NOT commit or push. Publish is handled by MoonMind publish stage.".to_string(),
-        "- Skills are available under: .agents/skills/ and .gemini/skills/ (symlinks to job skills workspace)."
-            .to_string(),
-        "- Write logs to stdout/stderr; MoonMind captures them.".to_string(),
     ];
+    lines.extend(WORKSPACE.iter().map(|l| l.to_string()));
     if step.effective_skill != AUTO_SKILL {
         lines.push(String::new());
         lines.push("SKILL USAGE:".to_string());
@@ -44,5 +49,40 @@ pub fn prompt(task: &NormalizedTask, step: &ResolvedStep, total: usize) -> Strin
             step.effective_skill
         ));
     }
+    lines.join("\n")
+}
+
+/// The prompt of iteration `n` of the completion loop (seed 003): the objective, what
+/// "done" means, the check, and the end of its last output (`check_tail`, which the worker
+/// has redacted). Lines are joined with `\n`; there is no trailing newline.
+pub fn iteration_prompt(
+    task: &NormalizedTask,
+    completion: &Completion,
+    n: u32,
+    check_tail: &str,
+) -> String {
+    let mut lines = vec![
+        "MOONMIND TASK OBJECTIVE:".to_string(),
+        task.payload.task.instructions.clone(),
+        String::new(),
+        format!("COMPLETION ITERATION {n}/{}:", completion.max_iterations),
+        "The task's steps have run, but its completion check does not pass yet. Change the \
+         repository so that it passes; do not change the check."
+            .to_string(),
+    ];
+    if let Some(criteria) = &completion.criteria {
+        lines.push(format!("Completion criteria: {criteria}"));
+    }
+    if let Some(command) = &completion.command {
+        lines.push(format!("Check command (run in the repository): {command}"));
+    }
+    if let Some(pattern) = &completion.output_pattern {
+        lines.push(format!("Its output must also match: {pattern}"));
+    }
+    lines.push(String::new());
+    lines.push("LAST CHECK OUTPUT (the end of it):".to_string());
+    lines.push(check_tail.to_string());
+    lines.push(String::new());
+    lines.extend(WORKSPACE.iter().map(|l| l.to_string()));
     lines.join("\n")
 }

@@ -286,6 +286,20 @@ pub fn single_line(v: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// A regular expression a check's output must match. Where the regex engine is built in
+/// (the `patterns` feature: the queue, the worker), it must compile; the browser's build
+/// takes any text and leaves the verdict to the server.
+pub fn pattern(v: &str) -> Result<(), String> {
+    #[cfg(feature = "patterns")]
+    if let Err(e) = regex::Regex::new(v) {
+        let why = e.to_string();
+        let why = why.lines().last().unwrap_or("invalid").trim();
+        return Err(format!("not a valid regular expression: {why}"));
+    }
+    let _ = v;
+    Ok(())
+}
+
 pub fn max_chars(v: &str, max: usize) -> Result<(), String> {
     if v.chars().count() > max {
         return Err(format!(

@@ -11,7 +11,10 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use crate::events::{StageFinished, StageStarted, StepIndex, TaskEvent, reported_usage};
+use crate::events::{
+    CheckResult, IterationFinished, IterationStarted, StageFinished, StageStarted, StepIndex,
+    TaskEvent, reported_usage,
+};
 use crate::job::{JobEvent, task};
 pub use crate::states::{StageState, StepState};
 use crate::usage::StepUsage;
@@ -43,6 +46,20 @@ impl StepProgress {
     }
 }
 
+/// One iteration of the completion loop as its events tell it.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct IterationProgress {
+    pub iteration: u32,
+    pub max_iterations: u32,
+    /// `succeeded` once it got as far as its check, which `check` says passed or not.
+    pub state: StepState,
+    pub started_at: Option<DateTime<Utc>>,
+    pub ended_at: Option<DateTime<Utc>>,
+    pub check: Option<CheckResult>,
+    pub usage: Option<StepUsage>,
+}
+
 /// A task's steps and stages, folded from its events in the order they were appended.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -51,6 +68,9 @@ pub struct Timeline {
     pub steps: Vec<StepProgress>,
     /// In the order of [`task::STAGES`].
     pub stages: [StageState; 3],
+    /// The completion loop's iterations, in order; none for a task without a check.
+    #[serde(default)]
+    pub iterations: Vec<IterationProgress>,
 }
 
 impl Timeline {
@@ -61,7 +81,7 @@ impl Timeline {
     ) -> Timeline {
         let mut timeline = Timeline {
             steps: vec![StepProgress::default(); step_count],
-            stages: Default::default(),
+            ..Timeline::default()
         };
         for event in events {
             timeline.apply(event);
@@ -73,9 +93,48 @@ impl Timeline {
     pub fn apply(&mut self, event: &JobEvent) {
         if let Some(state) = state_after(&event.kind) {
             self.apply_step(event, state);
+        } else if let Some(started) = IterationStarted::read(event) {
+            let at = self.iteration(started.iteration);
+            *at = IterationProgress {
+                iteration: started.iteration,
+                max_iterations: started.max_iterations,
+                state: StepState::Running,
+                started_at: Some(event.created_at),
+                ..IterationProgress::default()
+            };
+        } else if let Some(finished) = IterationFinished::read(event) {
+            let usage = reported_usage(&event.kind, &event.payload).ok().flatten();
+            let at = self.iteration(finished.iteration);
+            at.iteration = finished.iteration;
+            at.max_iterations = finished.max_iterations;
+            at.state = finished.outcome;
+            at.ended_at = Some(event.created_at);
+            at.check = finished.check;
+            at.usage = usage;
         } else {
             self.apply_stage(event);
         }
+    }
+
+    /// Iteration `n`, added in its place when first seen.
+    fn iteration(&mut self, n: u32) -> &mut IterationProgress {
+        let i = match self.iterations.binary_search_by_key(&n, |it| it.iteration) {
+            Ok(i) => i,
+            Err(i) => {
+                let new = IterationProgress {
+                    iteration: n,
+                    ..IterationProgress::default()
+                };
+                self.iterations.insert(i, new);
+                i
+            }
+        };
+        &mut self.iterations[i]
+    }
+
+    /// The latest iteration, when the task has a completion loop that has begun.
+    pub fn latest_iteration(&self) -> Option<&IterationProgress> {
+        self.iterations.last()
     }
 
     fn apply_step(&mut self, event: &JobEvent, state: StepState) {

@@ -143,6 +143,12 @@ pub struct CompletionInput {
     pub criteria: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_iterations: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output_pattern: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeout_seconds: Option<u32>,
 }
 
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]

@@ -23,10 +23,13 @@ const FIELDS: &[&str] = &[
     "container",
     "completion",
 ];
-const COMPLETION_FIELDS: &[&str] = &["criteria", "maxIterations"];
-/// Checks by command, which completion loops will run; refused until they do, rather than
-/// stored and never run.
-const COMPLETION_CHECKS: &[&str] = &["command", "outputPattern", "timeoutSeconds"];
+const COMPLETION_FIELDS: &[&str] = &[
+    "criteria",
+    "maxIterations",
+    "command",
+    "outputPattern",
+    "timeoutSeconds",
+];
 
 pub fn task(
     w: &mut Walker,
@@ -71,28 +74,25 @@ pub fn task(
     })
 }
 
-/// `{criteria?, maxIterations?}`; `null` or absent is no completion criteria.
+/// `{criteria?, maxIterations?, command?, outputPattern?, timeoutSeconds?}`; `null` or
+/// absent is no completion criteria. The pattern and the timeout belong to the command.
 fn completion(w: &mut Walker, v: Option<&Value>) -> Option<Completion> {
     const PATH: &str = "task.completion";
     let map = w.object(v?, PATH)?;
-    for key in COMPLETION_CHECKS.iter().filter(|k| field(map, k).is_some()) {
-        w.error(
-            join(PATH, key),
-            "not supported yet: stepwise does not run completion checks yet; give the criteria in words and maxIterations",
-        );
-    }
-    let accepted: Vec<&str> = [COMPLETION_FIELDS, COMPLETION_CHECKS].concat();
-    w.reject_unknown(map, PATH, &accepted);
-    let criteria = w
-        .opt_text(map, "criteria", "task.completion.criteria")
-        .ok()
-        .flatten()
-        .and_then(|text| {
-            w.check(text, "task.completion.criteria", |t| {
-                rules::max_chars(t, limits::CRITERIA_CHARS)
-            })
+    w.reject_unknown(map, PATH, COMPLETION_FIELDS);
+    let text = |w: &mut Walker, key: &str, chars: usize| {
+        let path = join(PATH, key);
+        w.opt_text(map, key, &path)
             .ok()
-        });
+            .flatten()
+            .and_then(|text| w.check(text, &path, |t| rules::max_chars(t, chars)).ok())
+    };
+    let criteria = text(w, "criteria", limits::CRITERIA_CHARS);
+    let command = text(w, "command", limits::CHECK_COMMAND_CHARS);
+    let output_pattern = text(w, "outputPattern", limits::OUTPUT_PATTERN_CHARS).and_then(|p| {
+        w.check(p, "task.completion.outputPattern", |p| rules::pattern(p))
+            .ok()
+    });
     let max_iterations = w.bounded(
         map,
         "maxIterations",
@@ -100,9 +100,31 @@ fn completion(w: &mut Walker, v: Option<&Value>) -> Option<Completion> {
         limits::MAX_ITERATIONS,
         limits::DEFAULT_MAX_ITERATIONS,
     );
+    let timeout_seconds = field(map, "timeoutSeconds").map(|_| {
+        w.bounded(
+            map,
+            "timeoutSeconds",
+            "task.completion.timeoutSeconds",
+            limits::CHECK_TIMEOUT_SECONDS,
+            limits::DEFAULT_CHECK_TIMEOUT_SECONDS,
+        )
+    });
+    if command.is_none() {
+        for key in ["outputPattern", "timeoutSeconds"] {
+            if field(map, key).is_some() {
+                w.error(
+                    join(PATH, key),
+                    "belongs to the check: give task.completion.command too (a shell command run in the repository after the steps)",
+                );
+            }
+        }
+    }
     Some(Completion {
         criteria,
         max_iterations,
+        command,
+        output_pattern,
+        timeout_seconds,
     })
 }
 

@@ -250,3 +250,61 @@ fn states_travel_as_their_names() {
     let back: Timeline = serde_json::from_value(serde_json::to_value(&timeline).unwrap()).unwrap();
     assert_eq!(back, timeline);
 }
+
+#[test]
+fn the_completion_loop_folds_into_its_iterations_with_each_checks_result() {
+    let check = |passed: bool| {
+        json!({ "passed": passed, "exitCode": if passed { 0 } else { 1 },
+        "outputTail": "3 failed", "durationMs": 40 })
+    };
+    let events = [
+        event(
+            1,
+            task::ITERATION_STARTED,
+            json!({ "iteration": 0, "maxIterations": 3 }),
+            1,
+        ),
+        event(
+            2,
+            task::ITERATION_FINISHED,
+            json!({ "iteration": 0, "maxIterations": 3,
+            "outcome": "succeeded", "check": check(false) }),
+            2,
+        ),
+        event(
+            3,
+            task::ITERATION_STARTED,
+            json!({ "iteration": 1, "maxIterations": 3 }),
+            3,
+        ),
+        event(
+            4,
+            task::ITERATION_FINISHED,
+            json!({ "iteration": 1, "maxIterations": 3,
+            "outcome": "succeeded", "check": check(true),
+            "usage": { "inputTokens": 10, "outputTokens": 2 } }),
+            5,
+        ),
+        // Another kind's payload, or an iteration's without its fields, changes nothing.
+        event(
+            5,
+            task::ITERATION_FINISHED,
+            json!({ "iteration": "two" }),
+            6,
+        ),
+    ];
+    let timeline = Timeline::from_events(1, &events);
+    assert_eq!(timeline.iterations.len(), 2);
+    let first = &timeline.iterations[0];
+    assert_eq!(first.state, StepState::Succeeded);
+    assert!(!first.check.as_ref().unwrap().passed);
+    assert_eq!(first.usage, None);
+    let last = timeline.latest_iteration().unwrap();
+    assert_eq!((last.iteration, last.max_iterations), (1, 3));
+    assert!(last.check.as_ref().unwrap().passed);
+    assert_eq!(last.usage.unwrap().input_tokens, Some(10));
+    assert_eq!(last.started_at, Some(at(3)));
+    assert_eq!(last.ended_at, Some(at(5)));
+    // The steps are untouched.
+    assert_eq!(states(&timeline), [StepState::Pending]);
+}

@@ -14,6 +14,9 @@ fn completion_criteria_are_kept_trimmed_with_ten_iterations_unless_told() {
         Some(Completion {
             criteria: Some("all tests pass".into()),
             max_iterations: 10,
+            command: None,
+            output_pattern: None,
+            timeout_seconds: None,
         })
     );
     let task = ok(&task_with("completion", json!({ "maxIterations": 200 })));
@@ -31,10 +34,36 @@ fn a_task_without_completion_writes_no_completion() {
 }
 
 #[test]
-fn out_of_range_iterations_unknown_fields_and_checks_by_command_are_refused_by_path() {
+fn a_check_by_command_is_kept_with_its_pattern_and_timeout() {
+    let task = ok(&task_with(
+        "completion",
+        json!({ "command": " cargo test ", "outputPattern": "test result: ok",
+                "timeoutSeconds": 120, "maxIterations": 3 }),
+    ));
+    let completion = task.payload.task.completion.unwrap();
+    assert_eq!(completion.check(), Some("cargo test"));
+    assert_eq!(
+        completion.output_pattern.as_deref(),
+        Some("test result: ok")
+    );
+    assert_eq!(completion.timeout(), std::time::Duration::from_secs(120));
+    assert_eq!(completion.max_iterations, 3);
+    // Without a timeout, the default one.
+    let task = ok(&task_with("completion", json!({ "command": "make check" })));
+    let completion = task.payload.task.completion.unwrap();
+    assert_eq!(completion.timeout(), std::time::Duration::from_secs(600));
+    let written = serde_json::to_value(&completion).unwrap();
+    assert_eq!(
+        written,
+        json!({ "criteria": null, "maxIterations": 10, "command": "make check" })
+    );
+}
+
+#[test]
+fn out_of_range_numbers_unknown_fields_and_a_pattern_without_a_command_are_refused_by_path() {
     let raw = task_with(
         "completion",
-        json!({ "maxIterations": 0, "command": "make test", "why": 1, "criteria": 3 }),
+        json!({ "maxIterations": 0, "outputPattern": "ok", "timeoutSeconds": 5, "why": 1, "criteria": 3 }),
     );
     let errors = errors(&raw);
     let mut got = paths(&errors);
@@ -42,28 +71,36 @@ fn out_of_range_iterations_unknown_fields_and_checks_by_command_are_refused_by_p
     assert_eq!(
         got,
         [
-            "task.completion.command",
             "task.completion.criteria",
             "task.completion.maxIterations",
+            "task.completion.outputPattern",
+            "task.completion.timeoutSeconds",
             "task.completion.why",
         ],
         "{errors:?}"
     );
-    let command = errors
+    let pattern = errors
         .iter()
-        .find(|e| e.path == "task.completion.command")
+        .find(|e| e.path == "task.completion.outputPattern")
         .unwrap();
     assert!(
-        command.message.starts_with("not supported yet"),
-        "{command:?}"
+        pattern.message.contains("task.completion.command"),
+        "{pattern:?}"
     );
-    assert_eq!(
-        paths(&crate::common::errors(&task_with(
-            "completion",
-            json!({ "maxIterations": 201 })
-        ))),
-        ["task.completion.maxIterations"]
-    );
+    for bad in [
+        json!({ "maxIterations": 201 }),
+        json!({ "command": "true", "timeoutSeconds": 0 }),
+        json!({ "command": "true", "timeoutSeconds": 3601 }),
+        json!({ "command": "x".repeat(4001) }),
+        json!({ "command": 7 }),
+    ] {
+        let errors = crate::common::errors(&task_with("completion", bad.clone()));
+        assert_eq!(errors.len(), 1, "{bad}: {errors:?}");
+        assert!(
+            errors[0].path.starts_with("task.completion."),
+            "{bad}: {errors:?}"
+        );
+    }
     assert_eq!(
         paths(&crate::common::errors(&task_with(
             "completion",
@@ -71,4 +108,50 @@ fn out_of_range_iterations_unknown_fields_and_checks_by_command_are_refused_by_p
         ))),
         ["task.completion"]
     );
+}
+
+/// Where the regex engine is built in (the queue turns it on, and a workspace build shares
+/// it), a pattern that does not compile is refused, naming why.
+#[cfg(feature = "patterns")]
+#[test]
+fn an_output_pattern_that_is_not_a_regular_expression_is_refused() {
+    let errors = crate::common::errors(&task_with(
+        "completion",
+        json!({ "command": "make test", "outputPattern": "passed (" }),
+    ));
+    assert_eq!(paths(&errors), ["task.completion.outputPattern"]);
+    assert!(
+        errors[0]
+            .message
+            .starts_with("not a valid regular expression"),
+        "{errors:?}"
+    );
+}
+
+#[test]
+fn an_iterations_prompt_holds_the_objective_the_criteria_the_check_and_its_output() {
+    let task = ok(&task_with(
+        "completion",
+        json!({ "command": "cargo test", "outputPattern": "0 failed", "criteria": "all tests pass",
+                "maxIterations": 4 }),
+    ));
+    let completion = task.payload.task.completion.clone().unwrap();
+    let prompt = contract::iteration_prompt(&task, &completion, 2, "test a ... FAILED\n1 failed");
+    let objective = &task.payload.task.instructions;
+    let expected = format!(
+        "MOONMIND TASK OBJECTIVE:\n{objective}\n\n\
+         COMPLETION ITERATION 2/4:\n\
+         The task's steps have run, but its completion check does not pass yet. Change the repository so that it passes; do not change the check.\n\
+         Completion criteria: all tests pass\n\
+         Check command (run in the repository): cargo test\n\
+         Its output must also match: 0 failed\n\n\
+         LAST CHECK OUTPUT (the end of it):\n\
+         test a ... FAILED\n1 failed\n\n\
+         WORKSPACE:\n\
+         - Repo is checked out and on the effective working branch already.\n\
+         - Do NOT commit or push. Publish is handled by MoonMind publish stage.\n\
+         - Skills are available under: .agents/skills/ and .gemini/skills/ (symlinks to job skills workspace).\n\
+         - Write logs to stdout/stderr; MoonMind captures them."
+    );
+    assert_eq!(prompt, expected);
 }

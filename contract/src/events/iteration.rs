@@ -1,0 +1,53 @@
+//! The completion loop's events (seed 003): each iteration's start and end, with how its
+//! check went. Iteration 0 checks what the steps did; each later one runs the agent once
+//! more with the check's output, then checks again.
+
+use serde::{Deserialize, Serialize};
+
+use crate::states::StepState;
+use crate::usage::StepUsage;
+
+/// An iteration began: the check of the steps' work (0), or one more agent run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct IterationStarted {
+    pub iteration: u32,
+    pub max_iterations: u32,
+}
+
+/// How one run of the completion check went.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CheckResult {
+    pub passed: bool,
+    /// The command's exit code; absent when it was stopped (timed out, cancelled).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub timed_out: bool,
+    /// Whether the output matched `outputPattern`; absent without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pattern_matched: Option<bool>,
+    /// The end of what it printed (stdout and stderr as they came), redacted.
+    pub output_tail: String,
+    pub duration_ms: u64,
+}
+
+/// An iteration ended. `outcome` is `succeeded` when it got as far as its check (which
+/// may still have failed: see `check`), `failed` when its agent run failed, `cancelled`
+/// when it was stopped.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct IterationFinished {
+    pub iteration: u32,
+    pub max_iterations: u32,
+    pub outcome: StepState,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check: Option<CheckResult>,
+    /// The agent's final message, or why its run failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
+    /// What the iteration's agent run used (none for iteration 0, which runs no agent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<StepUsage>,
+}
