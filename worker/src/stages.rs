@@ -28,6 +28,8 @@ use crate::runtime::{Binaries, Endpoints};
 use crate::workspace::Workspace;
 
 mod execute;
+mod invoke;
+mod iterate;
 mod prepare;
 mod publish;
 

@@ -1,7 +1,6 @@
-//! Seed 003's operations on tasks, as tools: start one with its completion criteria, read
-//! its status, list them, cancel one. A task is a job, answered in seed 003's task shape
-//! (the resource `stepwise://tasks/{id}`). Until tasks run in loops, its iterations are its
-//! steps, and its criteria and iteration limit are stored and shown.
+//! Seed 003's operations on tasks, as tools: start one with its completion criteria and
+//! check, read its status, list them, cancel one. A task is a job, answered in seed 003's
+//! task shape (the resource `stepwise://tasks/{id}`).
 
 use contract::api::ErrorBody;
 use contract::api::resources::TaskResource;
@@ -33,9 +32,21 @@ pub struct StartArgs {
     /// What "done" means, in words (seed 003's completion_criteria), shown with the task.
     #[serde(default)]
     pub completion_criteria: Option<String>,
-    /// How many times the agent may run to meet the criteria (1 to 200; 10 when left out).
+    /// How many more times the agent may run, after the steps, while the check fails (1 to
+    /// 200; 10 when left out).
     #[serde(default)]
     pub max_iterations: Option<u32>,
+    /// The check: a shell command run in the repository after the steps, passing on exit
+    /// code 0 (`cargo test`, `npm test`). While it fails, the agent runs again with its
+    /// output. Without one, nothing checks the criteria.
+    #[serde(default)]
+    pub check_command: Option<String>,
+    /// A regular expression the check's output must also match to pass.
+    #[serde(default)]
+    pub output_pattern: Option<String>,
+    /// How long one run of the check may take, in seconds (1 to 3600; 600 when left out).
+    #[serde(default)]
+    pub check_timeout_seconds: Option<u32>,
     /// The git repository to work in (the server's default when left out).
     #[serde(default)]
     pub repository: Option<String>,
@@ -110,6 +121,9 @@ impl Stepwise {
             let completion = CompletionInput {
                 criteria: args.completion_criteria,
                 max_iterations: args.max_iterations,
+                command: args.check_command,
+                output_pattern: args.output_pattern,
+                timeout_seconds: args.check_timeout_seconds,
             };
             let fields = EnqueueArgs {
                 request: None,

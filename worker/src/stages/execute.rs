@@ -1,26 +1,19 @@
-//! `moonmind.task.execute`: every step in order, fail fast. A step is one CLI invocation,
-//! from its prompt to its `task.step.*` events, its log and its patch.
+//! `moonmind.task.execute`: every step in order, fail fast, then the completion loop when
+//! the task has a check (`iterate.rs`). A step is one CLI invocation (`invoke.rs`), from
+//! its prompt to its `task.step.*` events, its log and its patch.
 
 use std::time::Duration;
 
 use std::time::Instant;
 
-use contract::events::{
-    StepCancelled, StepEnd, StepFailed, StepFinished, StepLog, StepStarted, StepsPlan, TaskEvent,
-    Warning,
-};
+use contract::events::{StepCancelled, StepEnd, StepFailed, StepFinished, StepStarted, StepsPlan};
 use contract::job::task;
 use contract::{EventLevel, ResolvedStep, StageState, StepUsage, limits};
-use serde_json::Value;
 
-use super::{Log, Report, Run, TaskOutcome};
-use crate::process::{self, Ended};
+use super::{Log, Run, TaskOutcome};
+use crate::process::Ended;
 use crate::publish;
-use crate::runtime::{self, Progress, Reader, StepRun};
 use crate::workspace::Workspace;
-
-/// The most of an agent's final message a step's summary keeps.
-const SUMMARY_CHARS: usize = 500;
 
 enum StepEnded {
     Succeeded,
@@ -72,9 +65,16 @@ impl Run<'_> {
                 }
             }
         }
+        // A task with a completion check loops until it passes, within the same stage.
+        let looped = self.iterate(&ws, &mut log).await;
         self.artifact(log);
-        self.stage_finished(STAGE, StageState::Succeeded, started);
-        Ok(())
+        let state = match &looped {
+            Ok(()) => StageState::Succeeded,
+            Err(TaskOutcome::Cancelled { .. }) => StageState::Cancelled,
+            Err(_) => StageState::Failed,
+        };
+        self.stage_finished(STAGE, state, started);
+        looped
     }
 
     async fn step(
@@ -116,77 +116,21 @@ impl Run<'_> {
             Err(e) => return failed(self, e.to_string(), &usage),
         };
         let prompt = contract::prompt(self.task, step, total);
-        let runtime = &self.task.payload.task.runtime;
-        let invocation = runtime::invocation(
-            &self.config.binaries,
-            &StepRun {
-                runtime,
-                prompt: &prompt,
-                repo: &ws.repo,
-                home: &ws.home,
-                endpoint: self.config.endpoints.get(runtime.mode),
-            },
-        );
-        let mut log = Log::open(ws, task::step_log(step.index));
-        for note in &invocation.notes {
-            log.line(self.redactor, note);
-            let warning = Warning {
-                step: Some(step.into()),
-                ..Warning::default()
-            };
-            self.event(EventLevel::Warn, note, &warning);
-        }
-        let mut verdict: Option<(bool, Option<String>)> = None;
-        let mut last_message: Option<String> = None;
-        let mut reader = Reader::new(runtime.mode);
-        let ended = {
-            let redactor = self.redactor;
-            let reports = self.reports.clone();
-            let index = step.index;
-            let mut take = |progress: Vec<Progress>, shown: Vec<String>| {
-                for progress in progress {
-                    match progress {
-                        Progress::Message(text) => last_message = Some(text),
-                        Progress::Usage(more) => usage = usage + more,
-                        Progress::Finished { ok, summary } => verdict = Some((ok, summary)),
-                        Progress::Piece(_) | Progress::Action(_) | Progress::Error(_) => {}
-                    }
-                }
-                for text in shown {
-                    let _ = reports.send(Report::Event {
-                        kind: StepLog::KIND.into(),
-                        level: EventLevel::Info,
-                        message: redactor.redact_and_cut(&text, limits::EVENT_MESSAGE_BYTES),
-                        payload: Value::Object(StepLog { step_index: index }.payload()),
-                    });
-                }
-            };
-            let ended = process::run(&invocation, self.config.limits, self.cancel, |_, line| {
-                log.line(redactor, line);
-                stage_log.line(redactor, line);
-                let (progress, shown) = reader.readable(line);
-                take(progress, shown);
-            })
+        let invoked = self
+            .invoke(
+                ws,
+                &prompt,
+                task::step_log(step.index),
+                Some(step),
+                stage_log,
+            )
             .await;
-            let rest = reader.finish();
-            let shown = rest.iter().filter_map(Progress::display).collect();
-            take(rest, shown);
-            ended
-        };
-        self.artifact(log);
+        usage = invoked.usage;
         let budget = self.publish_budget(false);
         self.patch_artifact(ws, &task::step_patch(step.index), &before, &budget)
             .await;
-        // Redacted whole, then cut: a secret cut in two would match no pattern.
-        let summary = verdict
-            .as_ref()
-            .and_then(|(_, s)| s.clone())
-            .or(last_message)
-            .map(|s| {
-                let clean = self.redactor.redact(&s);
-                clean.chars().take(SUMMARY_CHARS).collect::<String>()
-            });
-        match ended {
+        let summary = invoked.summary;
+        match invoked.ended {
             Err(e) => failed(self, e.to_string(), &usage),
             Ok(Ended::Stopped {
                 cancelled: true,
@@ -220,8 +164,7 @@ impl Run<'_> {
                 &usage,
             ),
             Ok(Ended::Exited(status)) => {
-                let ok = status.success() && verdict.as_ref().is_none_or(|(ok, _)| *ok);
-                if ok {
+                if invoked.succeeded {
                     self.event(
                         EventLevel::Info,
                         &format!("step {}/{total} finished", step.index + 1),
