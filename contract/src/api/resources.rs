@@ -1,8 +1,10 @@
 //! A job as seed 003 (Ralph) describes a task resource: what MCP serves at
 //! `stepwise://tasks/{id}`. The keys are seed 003's, snake_case, and kept exactly.
 //!
-//! Until completion loops exist, a task's iterations are its steps: `iteration` is the
-//! step running or last run (1-based, 0 before any), `max_iterations` the number of steps.
+//! A task with a completion check counts its loop's iterations: `iteration` is the latest
+//! (0 is the check of the steps' work), `max_iterations` the task's limit. A task without
+//! one counts its steps: `iteration` is the step running or last run (1-based, 0 before
+//! any), `max_iterations` the number of steps.
 
 use serde::{Deserialize, Serialize};
 
@@ -126,12 +128,32 @@ impl TaskResource {
             .filter(|(_, s)| done(&s.state))
             .max_by_key(|(_, s)| s.ended_at)
             .map(|(i, _)| labels[i].clone());
-        let next_steps = labels
+        let completion = task
+            .as_ref()
+            .and_then(|t| t.payload.task.completion.as_ref());
+        let check = completion.and_then(|c| c.check());
+        let mut next_steps: Vec<String> = labels
             .iter()
             .zip(&timeline.steps)
             .filter(|(_, s)| matches!(s.state, StepState::Pending | StepState::Running))
             .map(|(label, _)| label.clone())
             .collect();
+        if let Some(command) = check.filter(|_| !job.status.is_terminal()) {
+            next_steps.push(format!(
+                "run the completion check until it passes: {command}"
+            ));
+        }
+        let latest = timeline.latest_iteration().filter(|_| check.is_some());
+        let checked = timeline
+            .iterations
+            .iter()
+            .rev()
+            .filter(|_| check.is_some())
+            .find_map(|it| it.check.as_ref().map(|c| (it, c)));
+        let last_action = match checked {
+            Some((it, result)) => Some(format!("iteration {}: {}", it.iteration, result.verdict())),
+            None => last_action,
+        };
         let total = labels.len().max(1);
         let percentage = if job.status == JobState::Succeeded {
             100
@@ -163,15 +185,19 @@ impl TaskResource {
             uri: task_uri(job),
             name: first_line(&objective, NAME_CHARS),
             description: objective,
-            completion_criteria: task
-                .as_ref()
-                .and_then(|t| t.payload.task.completion.as_ref())
-                .and_then(|c| c.criteria.clone()),
+            completion_criteria: completion.and_then(|c| c.criteria.clone()),
             state: TaskResourceState {
-                iteration: timeline
-                    .latest_started()
-                    .map_or(0, |i| u32::try_from(i + 1).unwrap_or(u32::MAX)),
-                max_iterations: u32::try_from(labels.len()).unwrap_or(u32::MAX),
+                iteration: match (check, latest) {
+                    (Some(_), Some(it)) => it.iteration,
+                    (Some(_), None) => 0,
+                    (None, _) => timeline
+                        .latest_started()
+                        .map_or(0, |i| u32::try_from(i + 1).unwrap_or(u32::MAX)),
+                },
+                max_iterations: match (check, completion) {
+                    (Some(_), Some(c)) => c.max_iterations,
+                    _ => u32::try_from(labels.len()).unwrap_or(u32::MAX),
+                },
                 status: job.status.into(),
                 last_action,
                 next_steps,
@@ -294,6 +320,50 @@ mod tests {
         assert_eq!(
             resource.state.max_iterations, 1,
             "no steps is one implicit step"
+        );
+    }
+
+    #[test]
+    fn a_task_with_a_check_counts_its_loops_iterations() {
+        let mut job = job(json!([{ "instructions": "Fix it" }]));
+        job.payload["task"]["completion"] = json!({ "criteria": "tests pass",
+            "maxIterations": 3, "command": "make test" });
+        let loop_event = |id: i64, kind: &str, payload: serde_json::Value| JobEvent {
+            payload: payload.as_object().unwrap().clone(),
+            ..event(id, kind, 0)
+        };
+        let events = [
+            event(1, task::STEP_STARTED, 0),
+            event(2, task::STEP_FINISHED, 0),
+            loop_event(
+                3,
+                task::ITERATION_STARTED,
+                json!({ "iteration": 0, "maxIterations": 3 }),
+            ),
+            loop_event(
+                4,
+                task::ITERATION_FINISHED,
+                json!({ "iteration": 0, "maxIterations": 3,
+                "outcome": "succeeded",
+                "check": { "passed": false, "exitCode": 2, "outputTail": "", "durationMs": 5 } }),
+            ),
+            loop_event(
+                5,
+                task::ITERATION_STARTED,
+                json!({ "iteration": 1, "maxIterations": 3 }),
+            ),
+        ];
+        let resource = TaskResource::new(&job, &events, &[], "job … running".into());
+        assert_eq!(resource.completion_criteria.as_deref(), Some("tests pass"));
+        let state = &resource.state;
+        assert_eq!((state.iteration, state.max_iterations), (1, 3));
+        assert_eq!(
+            state.last_action.as_deref(),
+            Some("iteration 0: the check failed (exit code 2)")
+        );
+        assert_eq!(
+            state.next_steps,
+            ["run the completion check until it passes: make test"]
         );
     }
 }

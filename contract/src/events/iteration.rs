@@ -33,6 +33,23 @@ pub struct CheckResult {
     pub duration_ms: u64,
 }
 
+impl CheckResult {
+    /// The result in a few words: "the check passed", "the check failed (exit code 1)".
+    pub fn verdict(&self) -> String {
+        if self.passed {
+            return "the check passed".into();
+        }
+        if self.timed_out {
+            return "the check timed out".into();
+        }
+        match (self.exit_code, self.pattern_matched) {
+            (Some(0), Some(false)) => "the check's output did not match its pattern".into(),
+            (Some(code), _) => format!("the check failed (exit code {code})"),
+            (None, _) => "the check failed".into(),
+        }
+    }
+}
+
 /// An iteration ended. `outcome` is `succeeded` when it got as far as its check (which
 /// may still have failed: see `check`), `failed` when its agent run failed, `cancelled`
 /// when it was stopped.

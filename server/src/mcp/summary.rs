@@ -69,8 +69,23 @@ impl Progress {
             .collect()
     }
 
-    /// `step 2/3: Implement code + tests`: the step running, else the last one that ran.
+    /// `step 2/3: Implement code + tests`: the step running, else the last one that ran;
+    /// once the completion loop has begun, `iteration 2/10: the check failed (exit code 1)`.
     fn current(&self) -> Option<String> {
+        if let Some(it) = self.timeline.latest_iteration() {
+            let what = match (&it.check, it.state) {
+                (Some(check), _) => check.verdict(),
+                (None, StepState::Running) if it.iteration == 0 => {
+                    "checking the steps' work".to_string()
+                }
+                (None, StepState::Running) => "the agent runs again".to_string(),
+                (None, state) => state.to_string(),
+            };
+            return Some(format!(
+                "iteration {}/{}: {what}",
+                it.iteration, it.max_iterations
+            ));
+        }
         let i = self.timeline.latest_started()?;
         Some(format!(
             "step {}/{}: {}",

@@ -111,6 +111,57 @@ async fn tasks_cancel_stops_a_running_task() {
 }
 
 #[tokio::test]
+async fn a_task_started_with_a_check_loops_until_it_passes_and_counts_its_iterations() {
+    let s = setup().await;
+    let mut client = s.client("http").await;
+    let started = client
+        .call(
+            "tasks.start",
+            json!({
+                "objective": "Count\n@fake write runs.txt run",
+                "completionCriteria": "three runs",
+                "checkCommand": "test $(wc -l < runs.txt) -ge 3",
+                "maxIterations": 4,
+                "repository": s.remote,
+                "runtime": "claude",
+                "publish": "none",
+            }),
+        )
+        .await;
+    assert!(!is_error(&started), "{started}");
+    let task = &started["structuredContent"];
+    assert_eq!(task["state"]["max_iterations"], 4, "{task}");
+    let id = task["uri"]
+        .as_str()
+        .unwrap()
+        .rsplit('/')
+        .next()
+        .unwrap()
+        .to_string();
+    let done = until_status(&mut client, &id, "completed").await;
+    let state = &done["state"];
+    assert_eq!(
+        (state["iteration"].clone(), state["max_iterations"].clone()),
+        (json!(2), json!(4)),
+        "{done}"
+    );
+    assert_eq!(
+        state["last_action"], "iteration 2: the check passed",
+        "{done}"
+    );
+    let status = client.call("tasks.status", json!({ "taskId": id })).await;
+    assert!(!is_error(&status), "{status}");
+    let got = client.call("queue.get", json!({ "jobId": id })).await;
+    let summary = got["structuredContent"]["summary"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        summary.starts_with(&format!("job {id} succeeded")),
+        "{summary}"
+    );
+}
+
+#[tokio::test]
 async fn tasks_start_refuses_what_the_contract_refuses_by_field() {
     let s = setup().await;
     let mut client = s.client("http").await;
@@ -124,6 +175,16 @@ async fn tasks_start_refuses_what_the_contract_refuses_by_field() {
     assert!(
         text(&refused).contains("task.completion.maxIterations"),
         "{refused}"
+    );
+    let no_check = client
+        .call(
+            "tasks.start",
+            json!({ "objective": "x", "outputPattern": "ok" }),
+        )
+        .await;
+    assert!(
+        is_error(&no_check) && text(&no_check).contains("task.completion.outputPattern"),
+        "{no_check}"
     );
     let blank = client
         .call("tasks.start", json!({ "objective": " " }))

@@ -15,6 +15,7 @@ use stepwise::testing::server::{TestServer, start};
 
 mod hung;
 mod lease;
+mod loops;
 
 struct Setup {
     server: TestServer,

@@ -77,7 +77,7 @@ impl Run<'_> {
             };
             let passed = check.passed;
             last_tail = check.output_tail.clone();
-            let verdict = describe(&check);
+            let verdict = check.verdict();
             let finished = IterationFinished {
                 iteration: n,
                 max_iterations: max,
@@ -265,21 +265,6 @@ impl Run<'_> {
                 duration_ms,
             }),
         }
-    }
-}
-
-/// The check's result in a few words, for the event's message.
-fn describe(check: &CheckResult) -> String {
-    if check.passed {
-        return "the check passed".into();
-    }
-    if check.timed_out {
-        return "the check timed out".into();
-    }
-    match (check.exit_code, check.pattern_matched) {
-        (Some(0), Some(false)) => "the check's output did not match its pattern".into(),
-        (Some(code), _) => format!("the check failed (exit code {code})"),
-        (None, _) => "the check failed".into(),
     }
 }
 

@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{ArgGroup, Args, Subcommand};
 use contract::{
-    JobEvent, JobId, JobRequest, JobState, PublishMode, RuntimeInput, RuntimeMode, SkillSelection,
-    StepInput,
+    CompletionInput, JobEvent, JobId, JobRequest, JobState, PublishMode, RuntimeInput, RuntimeMode,
+    SkillSelection, StepInput,
 };
 use futures_util::StreamExt;
 use serde_json::{Value, json};
@@ -156,6 +156,32 @@ pub struct TaskFlags {
     /// The skill the task uses (`auto` lets the agent decide).
     #[arg(long = "skill", value_name = "ID", conflicts_with = "file")]
     skill: Option<String>,
+    /// What "done" means, in words (shown with the task).
+    #[arg(long, value_name = "TEXT", conflicts_with = "file")]
+    criteria: Option<String>,
+    /// The completion check: a shell command run in the repository after the steps
+    /// (`cargo test`); while it fails, the agent runs again with its output.
+    #[arg(long = "check", value_name = "COMMAND", conflicts_with = "file")]
+    check: Option<String>,
+    /// A regular expression the check's output must also match to pass.
+    #[arg(
+        long,
+        value_name = "REGEX",
+        requires = "check",
+        conflicts_with = "file"
+    )]
+    output_pattern: Option<String>,
+    /// How long one run of the check may take, in seconds (default 600).
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        requires = "check",
+        conflicts_with = "file"
+    )]
+    check_timeout: Option<u32>,
+    /// How many more times the agent may run while the check fails (default 10).
+    #[arg(long, value_name = "N", conflicts_with = "file")]
+    max_iterations: Option<u32>,
 }
 
 impl TaskFlags {
@@ -183,6 +209,14 @@ impl TaskFlags {
             id: id.clone(),
             ..SkillSelection::default()
         });
+        let completion = CompletionInput {
+            criteria: self.criteria.clone(),
+            max_iterations: self.max_iterations,
+            command: self.check.clone(),
+            output_pattern: self.output_pattern.clone(),
+            timeout_seconds: self.check_timeout,
+        };
+        task.completion = Some(completion).filter(|c| *c != CompletionInput::default());
         serde_json::to_value(&request).unwrap_or_default()
     }
 }

@@ -190,6 +190,20 @@ pub fn job_summary(job: &Job) -> String {
     if let Some(objective) = text(&job.payload, &["task", "instructions"]) {
         rows.push(("objective", objective.trim().to_string()));
     }
+    if let Some(criteria) = text(&job.payload, &["task", "completion", "criteria"]) {
+        rows.push(("done when", criteria.trim().to_string()));
+    }
+    if let Some(check) = text(&job.payload, &["task", "completion", "command"]) {
+        let max = job.payload["task"]["completion"]["maxIterations"]
+            .as_u64()
+            .unwrap_or(0);
+        rows.push((
+            "check",
+            format!(
+                "{check}\n(after the steps; the agent runs again while it fails, up to {max} times)"
+            ),
+        ));
+    }
     let steps = steps(job);
     if !steps.is_empty() {
         let lines: Vec<String> = steps

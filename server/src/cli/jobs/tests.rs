@@ -74,6 +74,44 @@ fn submit_flags_build_a_request_with_only_what_was_given() {
 }
 
 #[test]
+fn submit_flags_carry_a_completion_check() {
+    let args = submit(&[
+        "--repository",
+        "octo/hello",
+        "--objective",
+        "Fix the tests",
+        "--check",
+        "cargo test",
+        "--output-pattern",
+        "0 failed",
+        "--check-timeout",
+        "120",
+        "--max-iterations",
+        "4",
+        "--criteria",
+        "all tests pass",
+    ])
+    .unwrap();
+    assert_eq!(
+        args.task.request()["payload"]["task"]["completion"],
+        json!({ "criteria": "all tests pass", "maxIterations": 4, "command": "cargo test",
+                "outputPattern": "0 failed", "timeoutSeconds": 120 })
+    );
+    // A pattern belongs to a check.
+    assert!(
+        submit(&[
+            "--repository",
+            "o/h",
+            "--objective",
+            "x",
+            "--output-pattern",
+            "ok"
+        ])
+        .is_err()
+    );
+}
+
+#[test]
 fn submit_flags_carry_runtime_model_effort_and_skill() {
     let args = submit(&[
         "--repository",
