@@ -59,6 +59,35 @@ pub struct JobView {
     pub last_event_id: i64,
     /// Whether the logged-in user may cancel (a viewer may not: no form is offered).
     pub may_cancel: bool,
+    /// The completion check and its loop, for a task that has one.
+    pub completion: Option<CompletionView>,
+}
+
+/// A task's completion check (seed 003) and the iterations of its loop so far.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CompletionView {
+    pub command: String,
+    pub criteria: Option<String>,
+    pub max_iterations: u32,
+    pub iterations: Vec<IterationView>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct IterationView {
+    pub number: u32,
+    /// "Check of the steps' work", "Iteration 2".
+    pub title: String,
+    pub state: StepState,
+    /// What its check said ("the check failed (exit code 1)"), or how far it got.
+    pub verdict: String,
+    pub passed: bool,
+    pub duration: String,
+    pub usage: String,
+    /// The end of the check's output, redacted by the worker.
+    pub output_tail: String,
+    pub log: Option<String>,
+    pub check_log: Option<String>,
+    pub patch: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

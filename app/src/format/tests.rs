@@ -239,3 +239,75 @@ fn a_step_shows_what_its_latest_run_used_and_the_job_its_total() {
     assert_eq!(view.usage, "30 in · 3 out · $0.50");
     assert_eq!(row(&job, 0, None, 0).usage, "30 in · 3 out · $0.50");
 }
+
+#[test]
+fn a_task_with_a_check_shows_each_iteration_with_its_verdict_and_links() {
+    use contract::job::task;
+    use serde_json::json;
+    let raw = json!({ "payload": { "repository": "octo/hello", "task": {
+        "instructions": "Fix the tests",
+        "completion": { "command": "cargo test", "maxIterations": 3, "criteria": "green" },
+    } } });
+    let task = contract::normalize(&raw, &contract::Defaults::default()).unwrap();
+    let job: Job = serde_json::from_value(json!({
+        "id": J1, "type": "task", "status": "running", "priority": 0,
+        "payload": task.payload, "requiredCapabilities": [], "attempt": 1,
+        "maxAttempts": 3, "nextAttemptAt": "2026-01-01T00:00:00Z",
+        "startedAt": "2026-01-01T00:00:00Z",
+        "createdAt": "2026-01-01T00:00:00Z", "updatedAt": "2026-01-01T00:00:00Z",
+    }))
+    .unwrap();
+    let event = |id: i64, kind: &str, payload: serde_json::Value, at: &str| -> contract::JobEvent {
+        serde_json::from_value(json!({
+            "id": id, "jobId": J1, "kind": kind, "level": "info", "message": "",
+            "payload": payload, "createdAt": at,
+        }))
+        .unwrap()
+    };
+    let events = [
+        event(1, task::ITERATION_STARTED, json!({ "iteration": 0, "maxIterations": 3 }),
+            "2026-01-01T00:00:01Z"),
+        event(2, task::ITERATION_FINISHED, json!({ "iteration": 0, "maxIterations": 3,
+            "outcome": "succeeded", "check": { "passed": false, "exitCode": 101,
+            "outputTail": "test x ... FAILED\n<script>", "durationMs": 900 } }),
+            "2026-01-01T00:00:02Z"),
+        event(3, task::ITERATION_STARTED, json!({ "iteration": 1, "maxIterations": 3 }),
+            "2026-01-01T00:00:03Z"),
+    ];
+    let artifact: contract::Artifact = serde_json::from_value(json!({
+        "id": "c0", "jobId": J1, "name": task::check_log(0), "size": 30,
+        "contentType": "text/plain", "sha256": "0", "createdAt": "2026-01-01T00:00:02Z",
+    }))
+    .unwrap();
+    let data = JobData {
+        job: &job,
+        milestones: &events,
+        latest: &events,
+        events_total: 3,
+        artifacts: std::slice::from_ref(&artifact),
+    };
+    let now = chrono::DateTime::parse_from_rfc3339("2026-01-01T00:00:07Z")
+        .unwrap()
+        .timestamp_millis();
+    let view = job_view(data, now, None);
+    let completion = view.completion.expect("a completion section");
+    assert_eq!(completion.command, "cargo test");
+    assert_eq!(completion.criteria.as_deref(), Some("green"));
+    assert_eq!(completion.max_iterations, 3);
+    let [first, second] = &completion.iterations[..] else {
+        panic!("{:?}", completion.iterations)
+    };
+    assert_eq!(first.title, "Check of the steps' work");
+    assert_eq!(first.verdict, "the check failed (exit code 101)");
+    assert!(!first.passed);
+    assert_eq!(first.duration, "1.0s");
+    assert_eq!(first.output_tail, "test x ... FAILED\n<script>");
+    assert_eq!(
+        first.check_log.as_deref(),
+        Some(format!("/tasks/queue/{J1}/artifacts/c0").as_str())
+    );
+    assert_eq!(second.title, "Iteration 1");
+    assert_eq!(second.verdict, "the agent runs");
+    assert_eq!(second.state, StepState::Running);
+    assert_eq!(second.duration, "4.0s");
+}

@@ -15,7 +15,7 @@ use serde::Deserialize;
 
 use crate::components::table::Table;
 use crate::error::AppError;
-use crate::views::{JobView, LogTail};
+use crate::views::{CompletionView, JobView, LogTail};
 
 #[server]
 pub async fn load_job(id: String) -> Result<JobView, AppError> {
@@ -244,6 +244,53 @@ fn JobTop(view: JobView, live: RwSignal<Vec<LiveEvent>>) -> impl IntoView {
             </ol>
             <ol class="timeline">{steps}</ol>
             {tail}
+        </section>
+        {view.completion.map(|completion| view! { <Completion completion/> })}
+    }
+}
+
+/// The completion check (seed 003) and each iteration of its loop: its verdict, the end
+/// of the check's output, and the links to its logs and diff.
+#[component]
+fn Completion(completion: CompletionView) -> impl IntoView {
+    let max = completion.max_iterations;
+    let rows = completion
+        .iterations
+        .into_iter()
+        .map(|it| {
+            let state = it.state.as_str();
+            let current = it.state == StepState::Running;
+            let verdict_class = if it.passed { "verdict passed" } else { "verdict" };
+            let number = it.number;
+            view! {
+                <li class=format!("step-row {state}") aria-current=current.then_some("step")>
+                    <span class=format!("status {state}")>{state}</span>
+                    <span class="step-title">{it.title}</span>
+                    <span class=verdict_class>{it.verdict}</span>
+                    <span class="muted">{it.duration}</span>
+                    <span class="muted usage">{it.usage}</span>
+                    <span class="links">
+                        {it.log.map(|href| view! { <a href=href aria-label=format!("Log of iteration {number}")>"log"</a> })}
+                        {it.check_log.map(|href| view! { <a href=href aria-label=format!("Check output of iteration {number}")>"check"</a> })}
+                        {it.patch.map(|href| view! { <a href=href aria-label=format!("Diff of iteration {number}")>"diff"</a> })}
+                    </span>
+                    {(!it.output_tail.is_empty()).then(|| view! {
+                        <details class="check-output">
+                            <summary>"The end of the check's output"</summary>
+                            <pre>{it.output_tail}</pre>
+                        </details>
+                    })}
+                </li>
+            }
+        })
+        .collect_view();
+    view! {
+        <section class="card" aria-labelledby="completion-title" data-testid="completion">
+            <h2 id="completion-title">"Completion check"</h2>
+            <p>"After the steps: " <code>{completion.command}</code>
+                {format!(" (the agent runs again while it fails, up to {max} times)")}</p>
+            {completion.criteria.map(|c| view! { <p class="muted">"Done when: " {c}</p> })}
+            <ol class="timeline" aria-label="Iterations">{rows}</ol>
         </section>
     }
 }

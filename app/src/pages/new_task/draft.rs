@@ -82,6 +82,11 @@ task_fields! {
     CommitMessage: commit_message at "task.publish.commitMessage",
     PrTitle: pr_title at "task.publish.prTitle",
     PrBody: pr_body at "task.publish.prBody",
+    CheckCommand: check_command at "task.completion.command",
+    OutputPattern: output_pattern at "task.completion.outputPattern",
+    CheckTimeout: check_timeout at "task.completion.timeoutSeconds",
+    MaxIterations: max_iterations at "task.completion.maxIterations",
+    Criteria: criteria at "task.completion.criteria",
 }
 
 impl TaskField {
@@ -153,7 +158,37 @@ fn draft_request(task: &TaskDraft, steps: &[StepDraft], skills: &[SkillInfo]) ->
 /// The draft's request as JSON. A request is plain data, so it always serializes; the
 /// form reads it through JSON alone, which keeps one serializer in the bundle.
 pub fn draft_json(task: &TaskDraft, steps: &[StepDraft], skills: &[SkillInfo]) -> Value {
-    serde_json::to_value(draft_request(task, steps, skills)).unwrap_or_default()
+    let mut json = serde_json::to_value(draft_request(task, steps, skills)).unwrap_or_default();
+    if let Some(completion) = completion_json(task) {
+        json["payload"]["task"]["completion"] = completion;
+    }
+    json
+}
+
+/// The completion fields given, as JSON: a number typed in a number field is sent as a
+/// number, anything else as typed, so the contract names the field that is not one.
+fn completion_json(task: &TaskDraft) -> Option<Value> {
+    let mut completion = serde_json::Map::new();
+    let texts = [
+        ("criteria", &task.criteria),
+        ("command", &task.check_command),
+        ("outputPattern", &task.output_pattern),
+    ];
+    for (key, text) in texts {
+        if let Some(text) = given(text) {
+            completion.insert(key.into(), Value::String(text));
+        }
+    }
+    for (key, text) in [
+        ("maxIterations", &task.max_iterations),
+        ("timeoutSeconds", &task.check_timeout),
+    ] {
+        if let Some(text) = given(text) {
+            let value = text.parse::<i64>().map_or(Value::String(text), Value::from);
+            completion.insert(key.into(), value);
+        }
+    }
+    (!completion.is_empty()).then_some(Value::Object(completion))
 }
 
 /// The `(value, label)` choices of a skill: `first`, then every skill the server knows.
@@ -257,6 +292,11 @@ mod tests {
             commit_message: "Ship it".into(),
             pr_title: "Ship".into(),
             pr_body: "Body".into(),
+            check_command: "make test".into(),
+            output_pattern: "ok".into(),
+            check_timeout: "60".into(),
+            max_iterations: "2".into(),
+            criteria: "green".into(),
         };
         let steps = [
             StepDraft {
@@ -297,6 +337,11 @@ mod tests {
                 { "instructions": "Code", "skill": { "id": "auto" } },
             ])
         );
+        assert_eq!(
+            spec["completion"],
+            json!({ "criteria": "green", "command": "make test", "outputPattern": "ok",
+                    "maxIterations": 2, "timeoutSeconds": 60 })
+        );
         let task = contract::normalize(&json, &Defaults::default()).unwrap();
         assert!(
             task.payload
@@ -327,5 +372,33 @@ mod tests {
         assert!(errors[0].starts_with("line 2:"), "{errors:?}");
         assert_eq!(steps.len(), 1);
         assert!(add_checklist(&mut steps, "\n\n", &mut next).is_err());
+    }
+
+    #[test]
+    fn the_completion_fields_are_sent_as_given_and_judged_by_the_contract() {
+        let mut task = TaskDraft {
+            repository: "octo/hello".into(),
+            objective: "Fix the tests".into(),
+            ..TaskDraft::default()
+        };
+        let steps = [step(0, "Fix them")];
+        let json = draft_json(&task, &steps, &[]);
+        assert!(
+            json["payload"]["task"].get("completion").is_none(),
+            "{json}"
+        );
+
+        task.check_command = " cargo test ".into();
+        task.max_iterations = "3".into();
+        task.check_timeout = "soon".into();
+        let json = draft_json(&task, &steps, &[]);
+        assert_eq!(
+            json["payload"]["task"]["completion"],
+            json!({ "command": "cargo test", "maxIterations": 3, "timeoutSeconds": "soon" })
+        );
+        // What is not a number reaches the contract as typed, which names the field.
+        let errors = contract::normalize(&json, &Defaults::default()).unwrap_err();
+        let paths: Vec<&str> = errors.iter().map(|e| e.path.as_str()).collect();
+        assert_eq!(paths, ["task.completion.timeoutSeconds"]);
     }
 }

@@ -150,6 +150,22 @@ pub fn DraftForm(settings: ServerSettings) -> impl IntoView {
                     <TaskInput form field=TaskField::PrBody id="pr-body" label="Pull request body"
                         placeholder="generated from the steps" rows=3/>
                 </fieldset>
+                <fieldset class="group">
+                    <legend>"Completion check (optional)"</legend>
+                    <p class="muted">"After the steps, the check runs in the repository. While it fails, the agent runs again with its output, up to the iterations given."</p>
+                    <TaskInput form field=TaskField::CheckCommand id="check-command" label="Check command"
+                        placeholder="e.g. cargo test (blank: no check)"/>
+                    <div class="grid">
+                        <TaskInput form field=TaskField::OutputPattern id="output-pattern" label="Output must match"
+                            placeholder="a regular expression (optional)"/>
+                        <TaskInput form field=TaskField::MaxIterations id="max-iterations" label="Iterations at most"
+                            placeholder="10"/>
+                        <TaskInput form field=TaskField::CheckTimeout id="check-timeout" label="Check timeout (seconds)"
+                            placeholder="600"/>
+                    </div>
+                    <TaskInput form field=TaskField::Criteria id="criteria" label="Done when"
+                        placeholder="what done means, in words" rows=2/>
+                </fieldset>
                 <Unplaced errors/>
                 <div class="actions">
                     <button type="submit" disabled=move || submit.pending().get()>"Submit task"</button>
