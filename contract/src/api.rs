@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::FieldError;
 
-pub use jobs::{ArtifactList, CancelBody, EventList, JobList};
+pub use jobs::{ArtifactList, CancelBody, CheckpointList, EventList, JobList};
 pub use worker::{ClaimBody, Claimed, CompleteBody, EventBody, FailBody, FenceBody, HeartbeatBody};
 
 /// The body of every error answer, from every front door.

@@ -262,6 +262,7 @@ kind! {
     Warning = task::WARNING,
     IterationStarted = task::ITERATION_STARTED,
     IterationFinished = task::ITERATION_FINISHED,
+    CheckpointSaved = task::CHECKPOINT,
 }
 
 mod iteration;

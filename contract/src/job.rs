@@ -288,10 +288,14 @@ pub mod task {
     /// checks the steps' work; each later one runs the agent again, then the check.
     pub const ITERATION_STARTED: &str = "task.iteration.started";
     pub const ITERATION_FINISHED: &str = "task.iteration.finished";
+    /// A checkpoint was saved: the work so far as one patch against the base commit, after
+    /// a step (`afterStep`) or an iteration (`afterIteration`), with `baseCommit` and the
+    /// patch's `artifact`.
+    pub const CHECKPOINT: &str = "task.checkpoint";
 
     /// Every task event kind above, for a client that listens to them by name (the event
     /// stream names each event by its kind).
-    pub const ALL: [&str; 11] = [
+    pub const ALL: [&str; 12] = [
         STAGE_STARTED,
         STAGE_FINISHED,
         STEPS_PLAN,
@@ -303,11 +307,12 @@ pub mod task {
         WARNING,
         ITERATION_STARTED,
         ITERATION_FINISHED,
+        CHECKPOINT,
     ];
 
     /// The kinds that move a task's progress (what a jobs list shows as `2/3`); a step's
     /// log lines and warnings do not.
-    pub const PROGRESS: [&str; 7] = [
+    pub const PROGRESS: [&str; 8] = [
         STEPS_PLAN,
         STEP_STARTED,
         STEP_FINISHED,
@@ -315,6 +320,7 @@ pub mod task {
         STEP_CANCELLED,
         ITERATION_STARTED,
         ITERATION_FINISHED,
+        CHECKPOINT,
     ];
 
     pub fn is_progress(kind: &str) -> bool {
@@ -354,6 +360,17 @@ pub mod task {
     /// `patches/iterations/iteration-0001.patch`: what the agent changed in iteration `n`.
     pub fn iteration_patch(n: u32) -> String {
         format!("patches/iterations/iteration-{n:04}.patch")
+    }
+
+    /// `checkpoints/step-0000.patch`: all the work after the step at `index`, against the
+    /// base commit.
+    pub fn step_checkpoint(index: usize) -> String {
+        format!("checkpoints/step-{index:04}.patch")
+    }
+
+    /// `checkpoints/iteration-0001.patch`: all the work after iteration `n`.
+    pub fn iteration_checkpoint(n: u32) -> String {
+        format!("checkpoints/iteration-{n:04}.patch")
     }
 }
 

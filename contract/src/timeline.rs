@@ -12,8 +12,8 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::events::{
-    CheckResult, IterationFinished, IterationStarted, StageFinished, StageStarted, StepIndex,
-    TaskEvent, reported_usage,
+    CheckResult, CheckpointSaved, IterationFinished, IterationStarted, StageFinished, StageStarted,
+    StepIndex, TaskEvent, reported_usage,
 };
 use crate::job::{JobEvent, task};
 pub use crate::states::{StageState, StepState};
@@ -60,6 +60,19 @@ pub struct IterationProgress {
     pub usage: Option<StepUsage>,
 }
 
+impl IterationProgress {
+    /// Where it is, in a few words: its check's verdict ("the check failed (exit code 1)"),
+    /// else what it is doing ("the agent runs again") or how it ended.
+    pub fn verdict(&self) -> String {
+        match (&self.check, self.state) {
+            (Some(check), _) => check.verdict(),
+            (None, StepState::Running) if self.iteration == 0 => "checking the steps' work".into(),
+            (None, StepState::Running) => "the agent runs again".into(),
+            (None, state) => state.as_str().to_string(),
+        }
+    }
+}
+
 /// A task's steps and stages, folded from its events in the order they were appended.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -71,6 +84,24 @@ pub struct Timeline {
     /// The completion loop's iterations, in order; none for a task without a check.
     #[serde(default)]
     pub iterations: Vec<IterationProgress>,
+    /// The checkpoints saved, oldest first.
+    #[serde(default)]
+    pub checkpoints: Vec<Checkpoint>,
+}
+
+/// A checkpoint as the job lists it: where it was taken, and its patch.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Checkpoint {
+    /// `step-1` (after the first step) or `iteration-2`.
+    pub id: String,
+    /// "after step 1".
+    pub label: String,
+    /// Where it was taken, its base commit and its patch's artifact, as the worker said.
+    #[serde(flatten)]
+    pub saved: CheckpointSaved,
+    pub created_at: DateTime<Utc>,
 }
 
 impl Timeline {
@@ -102,6 +133,16 @@ impl Timeline {
                 started_at: Some(event.created_at),
                 ..IterationProgress::default()
             };
+        } else if let Some(saved) = CheckpointSaved::read(event) {
+            let checkpoint = Checkpoint {
+                id: saved.id(),
+                label: saved.label(),
+                saved,
+                created_at: event.created_at,
+            };
+            // A step run again (a retry) saves its checkpoint again: the latest counts.
+            self.checkpoints.retain(|c| c.id != checkpoint.id);
+            self.checkpoints.push(checkpoint);
         } else if let Some(finished) = IterationFinished::read(event) {
             let usage = reported_usage(&event.kind, &event.payload).ok().flatten();
             let at = self.iteration(finished.iteration);

@@ -34,6 +34,13 @@ pub struct ArtifactList {
     pub items: Vec<Artifact>,
 }
 
+/// `GET /jobs/{id}/checkpoints`: the checkpoints saved so far, oldest first.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CheckpointList {
+    pub items: Vec<crate::timeline::Checkpoint>,
+}
+
 /// One message of `GET /jobs/stream`: which job changed, and how.
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

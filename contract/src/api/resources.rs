@@ -92,7 +92,7 @@ pub struct TaskResourceProgress {
     /// The job's artifacts, by name.
     pub artifacts_created: Vec<String>,
     pub artifacts_modified: Vec<String>,
-    /// Saved states to resume from; none until checkpoints exist.
+    /// The checkpoints saved so far, by id (`step-1`, `iteration-2`), oldest first.
     pub checkpoints: Vec<String>,
 }
 
@@ -208,7 +208,7 @@ impl TaskResource {
                 message,
                 artifacts_created: artifacts.iter().map(|a| a.name.clone()).collect(),
                 artifacts_modified: Vec::new(),
-                checkpoints: Vec::new(),
+                checkpoints: timeline.checkpoints.iter().map(|c| c.id.clone()).collect(),
             },
             created_at: job.created_at,
             updated_at: job.updated_at,

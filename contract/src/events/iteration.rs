@@ -1,6 +1,7 @@
 //! The completion loop's events (seed 003): each iteration's start and end, with how its
 //! check went. Iteration 0 checks what the steps did; each later one runs the agent once
-//! more with the check's output, then checks again.
+//! more with the check's output, then checks again. And the checkpoints saved after each
+//! step and iteration.
 
 use serde::{Deserialize, Serialize};
 
@@ -67,4 +68,41 @@ pub struct IterationFinished {
     /// What the iteration's agent run used (none for iteration 0, which runs no agent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<StepUsage>,
+}
+
+/// A checkpoint was saved: all the work so far, as one patch against `base_commit`, after
+/// a step or after an iteration's agent run (exactly one of the two is set).
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CheckpointSaved {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after_step: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after_iteration: Option<u32>,
+    /// The commit the job's work is measured against.
+    pub base_commit: String,
+    /// The patch's artifact name (`checkpoints/step-0000.patch`).
+    pub artifact: String,
+}
+
+impl CheckpointSaved {
+    /// Its id: `step-1` after the first step (1-based, as the page numbers steps),
+    /// `iteration-2` after iteration 2.
+    pub fn id(&self) -> String {
+        match (self.after_step, self.after_iteration) {
+            (Some(index), _) => format!("step-{}", index + 1),
+            (None, Some(n)) => format!("iteration-{n}"),
+            (None, None) => "start".into(),
+        }
+    }
+
+    /// "after step 1", "after iteration 2".
+    pub fn label(&self) -> String {
+        match (self.after_step, self.after_iteration) {
+            (Some(index), _) => format!("after step {}", index + 1),
+            (None, Some(n)) => format!("after iteration {n}"),
+            (None, None) => "at the start".into(),
+        }
+    }
 }

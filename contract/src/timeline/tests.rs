@@ -308,3 +308,42 @@ fn the_completion_loop_folds_into_its_iterations_with_each_checks_result() {
     // The steps are untouched.
     assert_eq!(states(&timeline), [StepState::Pending]);
 }
+
+#[test]
+fn checkpoints_are_listed_oldest_first_and_a_step_saved_again_counts_once() {
+    let saved = |id: i64, payload: Value, second: i64| event(id, task::CHECKPOINT, payload, second);
+    let events = [
+        saved(
+            1,
+            json!({ "afterStep": 0, "baseCommit": "abc", "artifact": task::step_checkpoint(0) }),
+            1,
+        ),
+        saved(
+            2,
+            json!({ "afterStep": 1, "baseCommit": "abc", "artifact": task::step_checkpoint(1) }),
+            2,
+        ),
+        saved(
+            3,
+            json!({ "afterIteration": 1, "baseCommit": "abc",
+            "artifact": task::iteration_checkpoint(1) }),
+            3,
+        ),
+        // A retry ran the first step again.
+        saved(
+            4,
+            json!({ "afterStep": 0, "baseCommit": "abc", "artifact": task::step_checkpoint(0) }),
+            4,
+        ),
+        // Not a checkpoint's payload: ignored.
+        saved(5, json!({ "afterStep": "one" }), 5),
+    ];
+    let timeline = Timeline::from_events(2, &events);
+    let ids: Vec<&str> = timeline.checkpoints.iter().map(|c| c.id.as_str()).collect();
+    assert_eq!(ids, ["step-2", "iteration-1", "step-1"]);
+    let first = &timeline.checkpoints[2];
+    assert_eq!(first.label, "after step 1");
+    assert_eq!(first.saved.artifact, "checkpoints/step-0000.patch");
+    assert_eq!(first.created_at, at(4));
+    assert_eq!(timeline.checkpoints[1].label, "after iteration 1");
+}
