@@ -13,7 +13,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use contract::events::{StageFinished, StageStarted, TaskEvent};
+use contract::events::{CheckpointSaved, StageFinished, StageStarted, TaskEvent};
 use contract::{EventLevel, JobId, NormalizedTask, StageState, limits};
 use serde_json::Value;
 use tokio::sync::mpsc;
@@ -144,6 +144,7 @@ pub async fn run_task(
         cancel,
         reports,
         ws: None,
+        base_commit: None,
         login_copies: Vec::new(),
     };
     let outcome = run.go(job_id).await;
@@ -161,6 +162,8 @@ struct Run<'a> {
     cancel: &'a CancellationToken,
     reports: mpsc::UnboundedSender<Report>,
     ws: Option<Workspace>,
+    /// What the job's work is measured against, once prepare has checked it out.
+    base_commit: Option<String>,
     login_copies: Vec<std::path::PathBuf>,
 }
 
@@ -262,6 +265,44 @@ impl Run<'_> {
         }
     }
 
+    /// Saves a checkpoint: all the work so far, as one patch against the base commit, and
+    /// its event. A checkpoint is for resuming and reading; failing to save one stops
+    /// nothing (the event is not sent without its patch).
+    async fn checkpoint(&self, ws: &Workspace, saved: CheckpointSaved) {
+        let budget = self.publish_budget(false);
+        let Ok(now) = crate::publish::snapshot(&ws.repo, &budget).await else {
+            return;
+        };
+        let Ok(patch) = crate::publish::diff(&ws.repo, &saved.base_commit, &now, &budget).await
+        else {
+            return;
+        };
+        if self.write_artifact(ws, &saved.artifact, &patch).is_ok() {
+            let message = format!("checkpoint saved {}", saved.label());
+            self.event(EventLevel::Info, &message, &saved);
+        }
+    }
+
+    /// The checkpoint after the step at `index`, when the base commit is known.
+    fn step_checkpoint(&self, index: usize) -> Option<CheckpointSaved> {
+        Some(CheckpointSaved {
+            after_step: Some(index),
+            after_iteration: None,
+            base_commit: self.base_commit.clone()?,
+            artifact: contract::job::task::step_checkpoint(index),
+        })
+    }
+
+    /// The checkpoint after iteration `n`.
+    fn iteration_checkpoint(&self, n: u32) -> Option<CheckpointSaved> {
+        Some(CheckpointSaved {
+            after_step: None,
+            after_iteration: Some(n),
+            base_commit: self.base_commit.clone()?,
+            artifact: contract::job::task::iteration_checkpoint(n),
+        })
+    }
+
     fn stage_started(&self, stage: &str) {
         let started = StageStarted {
             stage: stage.into(),
@@ -288,6 +329,7 @@ impl Run<'_> {
             Ok(prepared) => prepared,
             Err(outcome) => return outcome,
         };
+        self.base_commit = Some(prepared.checkout.base_commit.clone());
         let steps = self.task.resolved_steps();
         if let Err(outcome) = self.execute(&steps).await {
             return outcome;

@@ -10,8 +10,9 @@ use std::time::Duration;
 use crate::git::MirrorCache;
 use crate::process::{Budget, Limits};
 use crate::publish::Identity;
+use crate::redact::Redactor;
 use crate::runtime::{Binaries, Endpoints};
-use crate::stages::StageConfig;
+use crate::stages::{Credentials, Report, StageConfig, TaskOutcome, Unshared, Warrant, run_task};
 
 /// A file of the worker's tests/fixtures: `fake-agent` (a scripted agent CLI) or `gh`.
 pub fn fixture(name: &str) -> PathBuf {
@@ -46,6 +47,32 @@ pub fn stage_config(root: &Path) -> StageConfig {
         gh,
         capabilities: vec!["claude".into(), "git".into(), "gh".into()],
     }
+}
+
+/// Runs `task` as job `job_id` through its stages with `config`, on its own (no server,
+/// no one else holding the job), redacting `secrets`: how it ended and what it reported,
+/// in order.
+pub async fn run_stages(
+    config: &StageConfig,
+    job_id: &str,
+    task: &contract::NormalizedTask,
+    secrets: &[&str],
+    cancel: &tokio_util::sync::CancellationToken,
+) -> (TaskOutcome, Vec<Report>) {
+    let job_id = job_id.parse().expect("a job id");
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let redactor = Redactor::new(secrets.iter().copied());
+    let warrant = Warrant {
+        redactor: &redactor,
+        credentials: &Credentials::default(),
+        hold: &Unshared,
+    };
+    let outcome = run_task(config, &job_id, task, warrant, cancel, tx).await;
+    let mut reports = Vec::new();
+    while let Ok(report) = rx.try_recv() {
+        reports.push(report);
+    }
+    (outcome, reports)
 }
 
 /// A budget for git and gh in tests: 60 s, a 300 ms grace, never cancelled.

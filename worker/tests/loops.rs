@@ -8,11 +8,9 @@ use std::time::{Duration, Instant};
 use contract::job::task;
 use contract::{Defaults, NormalizedTask};
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
-use worker::redact::Redactor;
-use worker::stages::{Credentials, Report, TaskOutcome, Unshared, Warrant, run_task};
-use worker::testing::{remote, run, stage_config};
+use worker::stages::{Report, TaskOutcome};
+use worker::testing::{remote, run, run_stages, stage_config};
 
 const JOB: &str = "0190a000-0000-7000-8000-0000000000c1";
 const SECRET: &str = "ghp_0123456789abcdefghijABCDEFGHIJ0123456789";
@@ -38,27 +36,7 @@ async fn run_it(
     task: &NormalizedTask,
     cancel: &CancellationToken,
 ) -> (TaskOutcome, Vec<Report>) {
-    let config = stage_config(tmp);
-    let (tx, mut rx) = mpsc::unbounded_channel();
-    let redactor = Redactor::new([SECRET]);
-    let outcome = run_task(
-        &config,
-        &JOB.parse().unwrap(),
-        task,
-        Warrant {
-            redactor: &redactor,
-            credentials: &Credentials::default(),
-            hold: &Unshared,
-        },
-        cancel,
-        tx,
-    )
-    .await;
-    let mut reports = Vec::new();
-    while let Ok(report) = rx.try_recv() {
-        reports.push(report);
-    }
-    (outcome, reports)
+    run_stages(&stage_config(tmp), JOB, task, &[SECRET], cancel).await
 }
 
 /// The iteration events' payloads, in order.
@@ -172,6 +150,9 @@ async fn a_failing_check_runs_the_agent_again_until_it_passes_then_publishes_onc
         task::iteration_log(1),
         task::iteration_patch(1),
         task::check_log(2),
+        task::step_checkpoint(0),
+        task::iteration_checkpoint(1),
+        task::iteration_checkpoint(2),
     ] {
         assert!(artifacts.contains(&name), "{name} not in {artifacts:?}");
     }
@@ -295,5 +276,79 @@ async fn cancelling_during_the_check_stops_its_whole_group_at_once() {
         !alive,
         "the check's sleep {} outlived the cancel",
         child.trim()
+    );
+}
+
+#[tokio::test]
+async fn a_checkpoint_after_each_step_and_iteration_holds_all_the_work_so_far() {
+    let tmp = tempfile::tempdir().unwrap();
+    let remote = remote(tmp.path());
+    let raw = json!({ "payload": {
+        "repository": remote,
+        "task": {
+            "instructions": "Write files",
+            "runtime": { "mode": "claude" },
+            "publish": { "mode": "none" },
+            "steps": [
+                { "instructions": "@fake write a.txt one" },
+                { "instructions": "@fake write b.txt two" },
+            ],
+        },
+    }});
+    let task = contract::normalize(&raw, &Defaults::default()).unwrap();
+    let (outcome, reports) = run_it(tmp.path(), &task, &CancellationToken::new()).await;
+    assert!(
+        matches!(outcome, TaskOutcome::Succeeded { .. }),
+        "{outcome:?}"
+    );
+    let saved: Vec<Value> = reports
+        .iter()
+        .filter_map(|r| match r {
+            Report::Event { kind, payload, .. } if kind == task::CHECKPOINT => {
+                Some(payload.clone())
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(saved.len(), 2, "{saved:?}");
+    assert_eq!(saved[0]["afterStep"], 0);
+    assert_eq!(saved[1]["afterStep"], 1);
+    assert_eq!(saved[1]["artifact"], task::step_checkpoint(1));
+    let base = saved[0]["baseCommit"].as_str().unwrap();
+    assert_eq!(base.len(), 40, "{base}");
+    // Each patch is cumulative: the second holds both files.
+    let patch = |name: String| {
+        reports.iter().find_map(|r| match r {
+            Report::Artifact { name: n, path } if *n == name => {
+                Some(std::fs::read_to_string(path).unwrap())
+            }
+            _ => None,
+        })
+    };
+    let first = patch(task::step_checkpoint(0)).unwrap();
+    let second = patch(task::step_checkpoint(1)).unwrap();
+    assert!(
+        first.contains("a.txt") && !first.contains("b.txt"),
+        "{first}"
+    );
+    assert!(
+        second.contains("a.txt") && second.contains("b.txt"),
+        "{second}"
+    );
+    // A checkpoint applies onto a fresh checkout of the base commit.
+    let fresh = tmp.path().join("fresh");
+    run(
+        tmp.path(),
+        &["clone", "-q", &remote, fresh.to_str().unwrap()],
+    );
+    run(&fresh, &["checkout", "-q", base]);
+    std::fs::write(tmp.path().join("cp.patch"), &second).unwrap();
+    run(
+        &fresh,
+        &["apply", tmp.path().join("cp.patch").to_str().unwrap()],
+    );
+    assert_eq!(
+        std::fs::read_to_string(fresh.join("b.txt")).unwrap(),
+        "two\n"
     );
 }

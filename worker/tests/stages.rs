@@ -11,7 +11,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use worker::redact::Redactor;
 use worker::stages::{Credentials, Report, StageConfig, TaskOutcome, Unshared, Warrant, run_task};
-use worker::testing::{remote, run, stage_config};
+use worker::testing::{remote, run, run_stages, stage_config};
 
 /// The id the tests run their task as; its workspace is `workdir/{JOB_1}`.
 const JOB_1: &str = "0190a000-0000-7000-8000-000000000001";
@@ -68,27 +68,7 @@ async fn run_as(
     task: &NormalizedTask,
     cancel: &CancellationToken,
 ) -> (TaskOutcome, Vec<Report>) {
-    let job_id = job_id.parse().unwrap();
-    let (tx, mut rx) = mpsc::unbounded_channel();
-    let redactor = Redactor::new([SECRET]);
-    let outcome = run_task(
-        &setup.config,
-        &job_id,
-        task,
-        Warrant {
-            redactor: &redactor,
-            credentials: &Credentials::default(),
-            hold: &Unshared,
-        },
-        cancel,
-        tx,
-    )
-    .await;
-    let mut reports = Vec::new();
-    while let Ok(report) = rx.try_recv() {
-        reports.push(report);
-    }
-    (outcome, reports)
+    run_stages(&setup.config, job_id, task, &[SECRET], cancel).await
 }
 
 /// The events' kinds, step logs left out, with the stage or step they concern.
@@ -151,10 +131,13 @@ async fn every_step_runs_in_order_then_the_task_is_published_once() {
             "task.steps.plan".into(),
             "task.step.started 0".into(),
             "task.step.finished 0".into(),
+            "task.checkpoint".into(),
             "task.step.started 1".into(),
             "task.step.finished 1".into(),
+            "task.checkpoint".into(),
             "task.step.started 2".into(),
             "task.step.finished 2".into(),
+            "task.checkpoint".into(),
             format!("task.stage.finished {execute}"),
             format!("task.stage.started {publish}"),
             format!("task.stage.finished {publish}"),
@@ -191,10 +174,13 @@ async fn every_step_runs_in_order_then_the_task_is_published_once() {
             "logs/prepare.log",
             "logs/steps/step-0000.log",
             "patches/steps/step-0000.patch",
+            "checkpoints/step-0000.patch",
             "logs/steps/step-0001.log",
             "patches/steps/step-0001.patch",
+            "checkpoints/step-0001.patch",
             "logs/steps/step-0002.log",
             "patches/steps/step-0002.patch",
+            "checkpoints/step-0002.patch",
             "logs/execute.log",
             "patches/changes.patch",
             "publish_result.json",

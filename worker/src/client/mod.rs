@@ -15,7 +15,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use contract::api::{ArtifactList, CancelBody, EventList, JobList};
+use contract::api::{ArtifactList, CancelBody, CheckpointList, EventList, JobList};
+use contract::timeline::Checkpoint;
 use contract::{Artifact, Job, JobEvent, JobId, JobState};
 use reqwest::header::{self, HeaderValue};
 use reqwest::{Method, RequestBuilder, Response, Url};
@@ -272,6 +273,13 @@ impl QueueClient {
     pub async fn list_artifacts(&self, id: &JobId) -> Result<Vec<Artifact>> {
         let url = self.job_url(id, &["artifacts"]);
         let list: ArtifactList = self.fetch(self.request(Method::GET, &url), &url).await?;
+        Ok(list.items)
+    }
+
+    /// `GET /jobs/{id}/checkpoints`: the checkpoints saved, oldest first.
+    pub async fn list_checkpoints(&self, id: &JobId) -> Result<Vec<Checkpoint>> {
+        let url = self.job_url(id, &["checkpoints"]);
+        let list: CheckpointList = self.fetch(self.request(Method::GET, &url), &url).await?;
         Ok(list.items)
     }
 

@@ -49,7 +49,11 @@ impl Run<'_> {
                 });
             }
             match self.step(&ws, step, steps.len(), &mut log).await {
-                StepEnded::Succeeded => {}
+                StepEnded::Succeeded => {
+                    if let Some(saved) = self.step_checkpoint(step.index) {
+                        self.checkpoint(&ws, saved).await;
+                    }
+                }
                 StepEnded::Failed(message) => {
                     self.artifact(log);
                     self.stage_finished(STAGE, StageState::Failed, started);

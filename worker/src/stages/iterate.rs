@@ -67,7 +67,12 @@ impl Run<'_> {
                     .agent_again(ws, &completion, n, &last_tail, stage_log)
                     .await
                 {
-                    Ok((used, said)) => (usage, summary) = (used, said),
+                    Ok((used, said)) => {
+                        (usage, summary) = (used, said);
+                        if let Some(saved) = self.iteration_checkpoint(n) {
+                            self.checkpoint(ws, saved).await;
+                        }
+                    }
                     Err((stopped, used)) => return Err(self.stopped_short(n, max, stopped, used)),
                 }
             }
