@@ -3,7 +3,8 @@
 
 use std::collections::HashMap;
 
-use contract::job::events;
+use contract::job::{events, task};
+use contract::timeline::{Checkpoint, Timeline};
 use contract::{JobEvent, JobId, NewEvent, limits};
 
 use super::Queue;
@@ -15,6 +16,8 @@ use crate::store::{EventOrder, EventPage};
 
 const EVENT_KIND_CHARS: usize = 100;
 const MAX_EVENTS_PAGE: u32 = 1000;
+/// How many of a job's events that tell progress are read for its checkpoints, at most.
+const MILESTONES_READ: usize = 20_000;
 
 impl Queue {
     /// A worker's event (`task.step.started`, ...) on the job it holds. Kinds starting with
@@ -122,6 +125,29 @@ impl Queue {
             limit: page_limit(limit),
         };
         self.events_of(id, &page).await
+    }
+
+    /// The checkpoints the job's worker saved, oldest first: its timeline's, folded from
+    /// the events that tell progress (log lines left out), up to [`MILESTONES_READ`].
+    pub async fn list_checkpoints(&self, id: &JobId) -> Result<Vec<Checkpoint>, QueueError> {
+        let mut timeline = Timeline::default();
+        let mut after = 0;
+        let mut read = 0;
+        loop {
+            let page = self
+                .list_events_except(id, task::STEP_LOG, after, MAX_EVENTS_PAGE)
+                .await?;
+            read += page.len();
+            for event in &page {
+                timeline.apply(event);
+            }
+            match page.last() {
+                Some(last) if page.len() == MAX_EVENTS_PAGE as usize && read < MILESTONES_READ => {
+                    after = last.id;
+                }
+                _ => return Ok(timeline.checkpoints),
+            }
+        }
     }
 
     /// One page of the job's events; an empty page is a 404 when the job does not exist,

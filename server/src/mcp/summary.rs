@@ -30,6 +30,34 @@ pub struct JobView {
     pub page: Option<String>,
     /// Its task resource, `stepwise://tasks/{id}`.
     pub resource: String,
+    /// Its artifacts, each a resource to read (a task's final result lists them).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub artifacts: Option<Vec<ArtifactLink>>,
+}
+
+/// An artifact of a job, and the resource that reads it.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ArtifactLink {
+    pub name: String,
+    pub size: u64,
+    /// `stepwise://tasks/{id}/artifacts/{name}`.
+    pub resource: String,
+}
+
+impl ArtifactLink {
+    pub fn of(artifact: &contract::Artifact) -> ArtifactLink {
+        ArtifactLink {
+            name: artifact.name.clone(),
+            size: artifact.size,
+            resource: format!(
+                "{}/{}/artifacts/{}",
+                contract::api::resources::TASKS_URI,
+                artifact.job_id,
+                artifact.name
+            ),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -73,14 +101,7 @@ impl Progress {
     /// once the completion loop has begun, `iteration 2/10: the check failed (exit code 1)`.
     fn current(&self) -> Option<String> {
         if let Some(it) = self.timeline.latest_iteration() {
-            let what = match (&it.check, it.state) {
-                (Some(check), _) => check.verdict(),
-                (None, StepState::Running) if it.iteration == 0 => {
-                    "checking the steps' work".to_string()
-                }
-                (None, StepState::Running) => "the agent runs again".to_string(),
-                (None, state) => state.to_string(),
-            };
+            let what = it.verdict();
             return Some(format!(
                 "iteration {}/{}: {what}",
                 it.iteration, it.max_iterations
@@ -111,6 +132,7 @@ impl JobView {
             steps: progress.map(Progress::steps),
             page: None,
             resource: task_uri(&job),
+            artifacts: None,
             job,
         }
     }

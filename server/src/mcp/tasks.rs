@@ -15,7 +15,7 @@ use rmcp::service::RequestContext;
 
 use super::desk::Desk;
 use super::queue_tools::job_view;
-use super::summary::JobView;
+use super::summary::{ArtifactLink, JobView};
 
 /// How often a client is asked to poll `tasks/get`.
 const POLL_MS: u64 = 2000;
@@ -32,9 +32,13 @@ pub fn created(view: &JobView) -> CreateTaskResult {
 }
 
 pub async fn get(desk: &Desk, task_id: &str) -> Result<GetTaskResult, ErrorData> {
-    let view = job_view(desk, &id(task_id)?)
-        .await
-        .map_err(unknown(task_id))?;
+    let id = id(task_id)?;
+    let mut view = job_view(desk, &id).await.map_err(unknown(task_id))?;
+    if view.job.status.is_terminal() {
+        // The final result links the job's page and each of its artifacts.
+        let artifacts = desk.artifacts(&id).await.map_err(unknown(task_id))?;
+        view.artifacts = Some(artifacts.iter().map(ArtifactLink::of).collect());
+    }
     let task = task(&view.job, &view.summary);
     let payload = match view.job.status {
         JobState::Queued | JobState::Running => TaskPayload::Working,

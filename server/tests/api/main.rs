@@ -1198,6 +1198,7 @@ async fn the_openapi_document_describes_every_route() {
         ("get", "/api/queue/jobs/{id}"),
         ("post", "/api/queue/jobs/{id}/cancel"),
         ("get", "/api/queue/jobs/{id}/events"),
+        ("get", "/api/queue/jobs/{id}/checkpoints"),
         ("get", "/api/queue/jobs/{id}/events/stream"),
         ("get", "/api/queue/jobs/stream"),
         ("get", "/api/queue/jobs/{id}/artifacts"),

@@ -51,6 +51,12 @@ async fn a_task_with_a_check_loops_until_it_passes_and_reads_back_iteration_by_i
         Setup::artifact(&artifacts, &task::iteration_patch(1)).contains("+run"),
         "{artifacts:?}"
     );
+    // A checkpoint after the step and after the iteration, listed by the API.
+    let checkpoints = s.user.list_checkpoints(&job.id).await.unwrap();
+    let ids: Vec<&str> = checkpoints.iter().map(|c| c.id.as_str()).collect();
+    assert_eq!(ids, ["step-1", "iteration-1"]);
+    let last = Setup::artifact(&artifacts, &checkpoints[1].saved.artifact);
+    assert_eq!(last.matches("+run").count(), 2, "{last}");
     // The stored task keeps its check as sent.
     assert_eq!(
         done.payload["task"]["completion"],

@@ -274,6 +274,8 @@ pub enum JobsCommand {
     Cancel(CancelArgs),
     /// Print a job's events; with --follow, keep printing live ones until the job finishes.
     Events(EventsArgs),
+    /// List a job's checkpoints: all its work after each step and iteration, as a patch.
+    Checkpoints(ShowArgs),
 }
 
 #[derive(Debug, Args)]
@@ -369,6 +371,14 @@ impl JobsCommand {
                 Ok(())
             }
             JobsCommand::Events(args) => events(args, out).await,
+            JobsCommand::Checkpoints(args) => {
+                let items = args.client.client()?.list_checkpoints(&args.id).await?;
+                match args.json {
+                    true => writeln!(out, "{}", pretty(&items))?,
+                    false => write!(out, "{}", render::checkpoint_table(&items))?,
+                }
+                Ok(())
+            }
         }
     }
 }

@@ -230,6 +230,26 @@ pub fn job_summary(job: &Job) -> String {
     out
 }
 
+/// One line per checkpoint: its id, when, and its patch (an artifact of the job).
+pub fn checkpoint_table(checkpoints: &[contract::timeline::Checkpoint]) -> String {
+    if checkpoints.is_empty() {
+        return "no checkpoints yet: one is saved after each step and each iteration\n".into();
+    }
+    let width = checkpoints.iter().map(|c| c.id.len()).max().unwrap_or(0);
+    let mut out = String::new();
+    for c in checkpoints {
+        let _ = writeln!(
+            out,
+            "{:<width$}  {}  {}  base {}",
+            c.id,
+            second(&c.created_at),
+            c.saved.artifact,
+            c.saved.base_commit.chars().take(12).collect::<String>()
+        );
+    }
+    out
+}
+
 /// `12  2026-02-17 10:00:05 UTC  info   task.step.started  step 1`
 pub fn event_line(event: &JobEvent) -> String {
     let message = event.message.trim_end().replace('\n', "\n    ");

@@ -4,7 +4,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use contract::api::{CancelBody, EventList, JobList};
+use contract::api::{CancelBody, CheckpointList, EventList, JobList};
 use contract::{FieldError, Job, JobState};
 use queue::JobFilter;
 use serde::Deserialize;
@@ -22,6 +22,7 @@ pub fn router() -> Router<AppState> {
         .route("/jobs/{id}", get(show))
         .route("/jobs/{id}/cancel", post(cancel))
         .route("/jobs/{id}/events", get(events))
+        .route("/jobs/{id}/checkpoints", get(checkpoints))
 }
 
 #[utoipa::path(post, path = "/api/queue/jobs", tag = "jobs",
@@ -144,4 +145,15 @@ async fn events(
         None => state.queue.list_events(&id, after, limit).await?,
     };
     Ok(Json(EventList { items }))
+}
+
+#[utoipa::path(get, path = "/api/queue/jobs/{id}/checkpoints", tag = "jobs", params(("id" = String, Path)),
+    responses((status = 200, description = "the checkpoints saved, oldest first: after each step and each iteration, all the work so far as a patch against the base commit", body = CheckpointList), (status = 404, body = ErrorBody), (status = 401, description = "no valid token", body = ErrorBody), (status = 403, description = "the token may not do this", body = ErrorBody)))]
+async fn checkpoints(
+    State(state): State<AppState>,
+    _user: User,
+    JobPath(id): JobPath,
+) -> Result<Json<CheckpointList>, ApiError> {
+    let items = state.queue.list_checkpoints(&id).await?;
+    Ok(Json(CheckpointList { items }))
 }
