@@ -5,10 +5,7 @@ use contract::job::task;
 use contract::timeline::{StepState, Timeline};
 use contract::{Job, NormalizedTask};
 
-use crate::views::{
-    ArtifactView, CancelView, CompletionView, EventView, IterationView, JobRow, JobView, LogTail,
-    StepView,
-};
+use crate::views::{ArtifactView, CancelView, EventView, JobRow, JobView, LogTail, StepView};
 
 /// `2026-11-22 11:40 UTC`.
 pub fn when(at: &impl std::fmt::Display) -> String {
@@ -163,6 +160,9 @@ pub fn job_view(data: JobData<'_>, now_ms: i64, waiting: Option<String>) -> JobV
             usage: progress.usage.map(|u| u.summary()).unwrap_or_default(),
             log: artifact(&task::step_log(s.index)),
             patch: artifact(&task::step_patch(s.index)),
+            verdict: String::new(),
+            passed: false,
+            check_log: None,
         })
         .collect();
 
@@ -183,52 +183,39 @@ pub fn job_view(data: JobData<'_>, now_ms: i64, waiting: Option<String>) -> JobV
         }
     });
 
-    let completion = task
+    let check = task
         .as_ref()
         .and_then(|t| t.payload.task.completion.as_ref())
-        .and_then(|c| {
-            let command = c.check()?.to_string();
-            let iterations = timeline
-                .iterations
-                .iter()
-                .map(|it| IterationView {
-                    number: it.iteration,
-                    title: if it.iteration == 0 {
-                        "Check of the steps' work".into()
-                    } else {
-                        format!("Iteration {}", it.iteration)
-                    },
-                    state: it.state,
-                    verdict: match (&it.check, it.state) {
-                        (Some(check), _) => check.verdict(),
-                        (None, StepState::Running) if it.iteration == 0 => "checking".into(),
-                        (None, StepState::Running) => "the agent runs".into(),
-                        (None, state) => state.as_str().to_string(),
-                    },
-                    passed: it.check.as_ref().is_some_and(|c| c.passed),
-                    duration: match (it.started_at, it.ended_at) {
-                        (Some(from), Some(to)) => duration((to - from).num_milliseconds()),
-                        (Some(from), None) => duration(now_ms - from.timestamp_millis()),
-                        _ => String::new(),
-                    },
-                    usage: it.usage.map(|u| u.summary()).unwrap_or_default(),
-                    output_tail: it
-                        .check
-                        .as_ref()
-                        .map(|c| c.output_tail.clone())
-                        .unwrap_or_default(),
-                    log: artifact(&task::iteration_log(it.iteration)),
-                    check_log: artifact(&task::check_log(it.iteration)),
-                    patch: artifact(&task::iteration_patch(it.iteration)),
-                })
-                .collect();
-            Some(CompletionView {
-                command,
-                criteria: c.criteria.clone(),
-                max_iterations: c.max_iterations,
-                iterations,
+        .filter(|c| c.check().is_some());
+    let iterations: Vec<StepView> = match check {
+        None => Vec::new(),
+        Some(_) => timeline
+            .iterations
+            .iter()
+            .map(|it| StepView {
+                index: it.iteration as usize,
+                number: it.iteration as usize,
+                title: if it.iteration == 0 {
+                    "Check of the steps' work".into()
+                } else {
+                    format!("Iteration {}", it.iteration)
+                },
+                skill: String::new(),
+                state: it.state,
+                verdict: it.verdict(),
+                passed: it.check.as_ref().is_some_and(|c| c.passed),
+                duration: match (it.started_at, it.ended_at) {
+                    (Some(from), Some(to)) => duration((to - from).num_milliseconds()),
+                    (Some(from), None) => duration(now_ms - from.timestamp_millis()),
+                    _ => String::new(),
+                },
+                usage: it.usage.map(|u| u.summary()).unwrap_or_default(),
+                log: artifact(&task::iteration_log(it.iteration)),
+                check_log: artifact(&task::check_log(it.iteration)),
+                patch: artifact(&task::iteration_patch(it.iteration)),
             })
-        });
+            .collect(),
+    };
 
     let stages = timeline
         .stages()
@@ -268,7 +255,26 @@ pub fn job_view(data: JobData<'_>, now_ms: i64, waiting: Option<String>) -> JobV
         };
         fact("Branch", branch);
         fact("Publish", spec.publish.mode.as_str().to_string());
+        if let Some(c) = &spec.completion {
+            fact("Done when", c.criteria.clone().unwrap_or_default());
+            if let Some(command) = c.check() {
+                fact(
+                    "Check",
+                    format!(
+                        "{command} (after the steps; the agent runs again while it fails, up to {} times)",
+                        c.max_iterations
+                    ),
+                );
+            }
+        }
     }
+    // Each checkpoint's patch is in the artifacts, under checkpoints/.
+    let checkpoints: Vec<String> = timeline
+        .checkpoints
+        .iter()
+        .map(|c| c.label.clone())
+        .collect();
+    fact("Checkpoints", checkpoints.join(", "));
     fact(
         "Attempt",
         format!("{} of {}", job.attempt, job.max_attempts),
@@ -320,7 +326,7 @@ pub fn job_view(data: JobData<'_>, now_ms: i64, waiting: Option<String>) -> JobV
             .map_or(0, |e| e.id)
             .max(latest.last().map_or(0, |e| e.id)),
         may_cancel: false,
-        completion,
+        iterations,
         events_total,
         events: latest
             .iter()

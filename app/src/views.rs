@@ -59,35 +59,10 @@ pub struct JobView {
     pub last_event_id: i64,
     /// Whether the logged-in user may cancel (a viewer may not: no form is offered).
     pub may_cancel: bool,
-    /// The completion check and its loop, for a task that has one.
-    pub completion: Option<CompletionView>,
-}
-
-/// A task's completion check (seed 003) and the iterations of its loop so far.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct CompletionView {
-    pub command: String,
-    pub criteria: Option<String>,
-    pub max_iterations: u32,
-    pub iterations: Vec<IterationView>,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct IterationView {
-    pub number: u32,
-    /// "Check of the steps' work", "Iteration 2".
-    pub title: String,
-    pub state: StepState,
-    /// What its check said ("the check failed (exit code 1)"), or how far it got.
-    pub verdict: String,
-    pub passed: bool,
-    pub duration: String,
-    pub usage: String,
-    /// The end of the check's output, redacted by the worker.
-    pub output_tail: String,
-    pub log: Option<String>,
-    pub check_log: Option<String>,
-    pub patch: Option<String>,
+    /// The completion loop's iterations, for a task with a check (its command, criteria
+    /// and checkpoints are facts). An iteration reads as a step does, one row shape and
+    /// one piece of code in the bundle: its `verdict` is what its check said.
+    pub iterations: Vec<StepView>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -111,6 +86,11 @@ pub struct StepView {
     pub usage: String,
     pub log: Option<String>,
     pub patch: Option<String>,
+    /// An iteration's: what its check said ("the check failed (exit code 1)").
+    pub verdict: String,
+    pub passed: bool,
+    /// An iteration's: the check's output.
+    pub check_log: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

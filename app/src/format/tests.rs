@@ -265,14 +265,33 @@ fn a_task_with_a_check_shows_each_iteration_with_its_verdict_and_links() {
         .unwrap()
     };
     let events = [
-        event(1, task::ITERATION_STARTED, json!({ "iteration": 0, "maxIterations": 3 }),
-            "2026-01-01T00:00:01Z"),
-        event(2, task::ITERATION_FINISHED, json!({ "iteration": 0, "maxIterations": 3,
+        event(
+            1,
+            task::ITERATION_STARTED,
+            json!({ "iteration": 0, "maxIterations": 3 }),
+            "2026-01-01T00:00:01Z",
+        ),
+        event(
+            2,
+            task::ITERATION_FINISHED,
+            json!({ "iteration": 0, "maxIterations": 3,
             "outcome": "succeeded", "check": { "passed": false, "exitCode": 101,
             "outputTail": "test x ... FAILED\n<script>", "durationMs": 900 } }),
-            "2026-01-01T00:00:02Z"),
-        event(3, task::ITERATION_STARTED, json!({ "iteration": 1, "maxIterations": 3 }),
-            "2026-01-01T00:00:03Z"),
+            "2026-01-01T00:00:02Z",
+        ),
+        event(
+            3,
+            task::ITERATION_STARTED,
+            json!({ "iteration": 1, "maxIterations": 3 }),
+            "2026-01-01T00:00:03Z",
+        ),
+        event(
+            4,
+            task::CHECKPOINT,
+            json!({ "afterStep": 0, "baseCommit": "abc",
+            "artifact": task::step_checkpoint(0) }),
+            "2026-01-01T00:00:00Z",
+        ),
     ];
     let artifact: contract::Artifact = serde_json::from_value(json!({
         "id": "c0", "jobId": J1, "name": task::check_log(0), "size": 30,
@@ -283,31 +302,40 @@ fn a_task_with_a_check_shows_each_iteration_with_its_verdict_and_links() {
         job: &job,
         milestones: &events,
         latest: &events,
-        events_total: 3,
+        events_total: 4,
         artifacts: std::slice::from_ref(&artifact),
     };
     let now = chrono::DateTime::parse_from_rfc3339("2026-01-01T00:00:07Z")
         .unwrap()
         .timestamp_millis();
     let view = job_view(data, now, None);
-    let completion = view.completion.expect("a completion section");
-    assert_eq!(completion.command, "cargo test");
-    assert_eq!(completion.criteria.as_deref(), Some("green"));
-    assert_eq!(completion.max_iterations, 3);
-    let [first, second] = &completion.iterations[..] else {
-        panic!("{:?}", completion.iterations)
+    let fact = |name: &str| {
+        view.facts
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.clone())
+            .unwrap_or_default()
+    };
+    assert_eq!(
+        fact("Check"),
+        "cargo test (after the steps; the agent runs again while it fails, up to 3 times)"
+    );
+    assert_eq!(fact("Done when"), "green");
+    // The checkpoint is a fact; its patch is among the artifacts.
+    assert_eq!(fact("Checkpoints"), "after step 1");
+    let [first, second] = &view.iterations[..] else {
+        panic!("{:?}", view.iterations)
     };
     assert_eq!(first.title, "Check of the steps' work");
     assert_eq!(first.verdict, "the check failed (exit code 101)");
     assert!(!first.passed);
     assert_eq!(first.duration, "1.0s");
-    assert_eq!(first.output_tail, "test x ... FAILED\n<script>");
     assert_eq!(
         first.check_log.as_deref(),
         Some(format!("/tasks/queue/{J1}/artifacts/c0").as_str())
     );
     assert_eq!(second.title, "Iteration 1");
-    assert_eq!(second.verdict, "the agent runs");
+    assert_eq!(second.verdict, "the agent runs again");
     assert_eq!(second.state, StepState::Running);
     assert_eq!(second.duration, "4.0s");
 }

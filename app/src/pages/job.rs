@@ -15,7 +15,7 @@ use serde::Deserialize;
 
 use crate::components::table::Table;
 use crate::error::AppError;
-use crate::views::{CompletionView, JobView, LogTail};
+use crate::views::{JobView, LogTail, StepView};
 
 #[server]
 pub async fn load_job(id: String) -> Result<JobView, AppError> {
@@ -187,23 +187,7 @@ fn JobTop(view: JobView, live: RwSignal<Vec<LiveEvent>>) -> impl IntoView {
     let steps = view
         .steps
         .into_iter()
-        .map(|step| {
-            let current = step.state == StepState::Running;
-            let state = step.state.as_str();
-            view! {
-                <li class=format!("step-row {state}") aria-current=current.then_some("step")>
-                    <span class=format!("status {state}")>{state}</span>
-                    <span class="step-title">{format!("{}. {}", step.number, step.title)}</span>
-                    <span class="muted">{step.skill}</span>
-                    <span class="muted">{step.duration}</span>
-                    <span class="muted usage">{step.usage}</span>
-                    <span class="links">
-                        {step.log.map(|href| view! { <a href=href aria-label=format!("Log of step {}", step.number)>"log"</a> })}
-                        {step.patch.map(|href| view! { <a href=href aria-label=format!("Diff of step {}", step.number)>"diff"</a> })}
-                    </span>
-                </li>
-            }
-        })
+        .map(|step| timeline_row(step, "step"))
         .collect_view();
     let tail = view
         .tail
@@ -244,54 +228,47 @@ fn JobTop(view: JobView, live: RwSignal<Vec<LiveEvent>>) -> impl IntoView {
             </ol>
             <ol class="timeline">{steps}</ol>
             {tail}
+            {(!view.iterations.is_empty()).then(|| view! {
+                <h3 id="iterations-title">"Completion check"</h3>
+                <ol class="timeline" aria-labelledby="iterations-title" data-testid="iterations">
+                    {view.iterations.into_iter().map(|it| timeline_row(it, "iteration")).collect_view()}
+                </ol>
+            })}
         </section>
-        {view.completion.map(|completion| view! { <Completion completion/> })}
     }
 }
 
-/// The completion check (seed 003) and each iteration of its loop: its verdict, the end
-/// of the check's output, and the links to its logs and diff.
-#[component]
-fn Completion(completion: CompletionView) -> impl IntoView {
-    let max = completion.max_iterations;
-    let rows = completion
-        .iterations
-        .into_iter()
-        .map(|it| {
-            let state = it.state.as_str();
-            let current = it.state == StepState::Running;
-            let verdict_class = if it.passed { "verdict passed" } else { "verdict" };
-            let number = it.number;
-            view! {
-                <li class=format!("step-row {state}") aria-current=current.then_some("step")>
-                    <span class=format!("status {state}")>{state}</span>
-                    <span class="step-title">{it.title}</span>
-                    <span class=verdict_class>{it.verdict}</span>
-                    <span class="muted">{it.duration}</span>
-                    <span class="muted usage">{it.usage}</span>
-                    <span class="links">
-                        {it.log.map(|href| view! { <a href=href aria-label=format!("Log of iteration {number}")>"log"</a> })}
-                        {it.check_log.map(|href| view! { <a href=href aria-label=format!("Check output of iteration {number}")>"check"</a> })}
-                        {it.patch.map(|href| view! { <a href=href aria-label=format!("Diff of iteration {number}")>"diff"</a> })}
-                    </span>
-                    {(!it.output_tail.is_empty()).then(|| view! {
-                        <details class="check-output">
-                            <summary>"The end of the check's output"</summary>
-                            <pre>{it.output_tail}</pre>
-                        </details>
-                    })}
-                </li>
-            }
-        })
-        .collect_view();
+/// One row of a timeline: a step (`what` = "step"), or an iteration of the completion
+/// loop with its check's verdict and the check's output as a log.
+fn timeline_row(step: StepView, what: &'static str) -> impl IntoView {
+    let state = step.state.as_str();
+    let current = step.state == StepState::Running;
+    let number = step.number;
+    let title = match what {
+        "step" => format!("{number}. {}", step.title),
+        _ => step.title,
+    };
+    let (note, note_class) = match (step.verdict.is_empty(), step.passed) {
+        (true, _) => (step.skill, "muted"),
+        (false, true) => (step.verdict, "verdict passed"),
+        (false, false) => (step.verdict, "verdict"),
+    };
+    let link = move |href: Option<String>, text: &'static str, label: &'static str| {
+        href.map(|href| view! { <a href=href aria-label=format!("{label} of {what} {number}")>{text}</a> })
+    };
     view! {
-        <section class="card" aria-labelledby="completion-title" data-testid="completion">
-            <h2 id="completion-title">"Completion check"</h2>
-            <p>"After the steps: " <code>{completion.command}</code>
-                {format!(" (the agent runs again while it fails, up to {max} times)")}</p>
-            {completion.criteria.map(|c| view! { <p class="muted">"Done when: " {c}</p> })}
-            <ol class="timeline" aria-label="Iterations">{rows}</ol>
-        </section>
+        <li class=format!("step-row {state}") aria-current=current.then_some("step")>
+            <span class=format!("status {state}")>{state}</span>
+            <span class="step-title">{title}</span>
+            <span class=note_class>{note}</span>
+            <span class="muted">{step.duration}</span>
+            <span class="muted usage">{step.usage}</span>
+            <span class="links">
+                {link(step.log, "log", "Log")}
+                {link(step.check_log, "check", "Check output")}
+                {link(step.patch, "diff", "Diff")}
+            </span>
+        </li>
     }
 }
 

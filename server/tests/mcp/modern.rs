@@ -58,6 +58,15 @@ async fn a_2026_client_runs_a_job_as_a_task_and_tasks_get_follows_it_to_its_resu
         "{settled}"
     );
     assert_eq!(view["steps"].as_array().map(Vec::len), Some(2), "{settled}");
+    // And each artifact, as the resource that reads it.
+    let log = view["artifacts"]
+        .as_array()
+        .and_then(|a| a.iter().find(|a| a["name"] == "logs/steps/step-0000.log"))
+        .unwrap_or_else(|| panic!("no step log in {settled}"));
+    assert_eq!(
+        log["resource"],
+        format!("stepwise://tasks/{id}/artifacts/logs/steps/step-0000.log")
+    );
     // The last status it polled says how the job ended, in words.
     let last = settled["lastTask"]["statusMessage"]
         .as_str()

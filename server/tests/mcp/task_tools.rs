@@ -149,6 +149,11 @@ async fn a_task_started_with_a_check_loops_until_it_passes_and_counts_its_iterat
         state["last_action"], "iteration 2: the check passed",
         "{done}"
     );
+    assert_eq!(
+        done["progress"]["checkpoints"],
+        json!(["step-1", "iteration-1", "iteration-2"]),
+        "{done}"
+    );
     let status = client.call("tasks.status", json!({ "taskId": id })).await;
     assert!(!is_error(&status), "{status}");
     let got = client.call("queue.get", json!({ "jobId": id })).await;
