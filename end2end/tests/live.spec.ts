@@ -225,3 +225,36 @@ test("figures: event stored → shown on the job page (printed, not asserted)", 
     `job page with ${1000 + 42} events, server-rendered: p50 ${at(renders, 50)} ms, max ${renders[renders.length - 1]} ms over ${renders.length} requests (${Math.round(bytes / 1024)} KiB of HTML)`,
   );
 });
+
+test("a task with a completion check shows each iteration as it runs, with its verdict, and its checkpoints", async ({ page }) => {
+  const response = await page.request.post("/api/queue/jobs", {
+    headers: { Authorization: `Bearer ${process.env.STEPWISE_E2E_TOKEN}` },
+    data: {
+      payload: {
+        repository: remote(),
+        task: {
+          // Every agent run (the step's and each iteration's) adds a line; the check wants two.
+          instructions: "Count the runs\n@fake write runs.txt run\n@fake sleep 1",
+          runtime: { mode: "claude" },
+          publish: { mode: "none" },
+          steps: [{ instructions: "Begin" }],
+          completion: { command: "echo runs: $(wc -l < runs.txt); test $(wc -l < runs.txt) -ge 2", maxIterations: 3 },
+        },
+      },
+    },
+  });
+  expect(response.status(), await response.text()).toBe(201);
+  const id = (await response.json()).id;
+  await logIn(page, `/tasks/queue/${id}`);
+  const iterations = page.getByTestId("iterations").locator("li");
+  await expect(iterations).toHaveCount(2, { timeout: 30_000 });
+  await expect(iterations.nth(0)).toContainText("Check of the steps' work");
+  await expect(iterations.nth(0)).toContainText("the check failed (exit code 1)");
+  await expect(iterations.nth(1)).toContainText("the check passed", { timeout: 30_000 });
+  await expect(page.getByTestId("job-status")).toHaveText("succeeded", { timeout: 30_000 });
+  await expect(page.locator(".facts")).toContainText("after step 1, after iteration 1");
+  await expect(page.locator(".facts")).toContainText("up to 3 times");
+  // The check's output of iteration 0, as a log.
+  await page.getByRole("link", { name: "Check output of iteration 0" }).click();
+  await expect(page.getByTestId("text")).toContainText("runs: 1");
+});
