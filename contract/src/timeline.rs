@@ -122,7 +122,12 @@ impl Timeline {
 
     /// Folds one more event in, as a live reader receives them.
     pub fn apply(&mut self, event: &JobEvent) {
-        if let Some(state) = state_after(&event.kind) {
+        if event.kind == crate::job::events::JOB_CLAIMED {
+            // A new attempt starts the loop over from a fresh checkout: what an earlier
+            // attempt's loop did and saved no longer describes the work.
+            self.iterations.clear();
+            self.checkpoints.clear();
+        } else if let Some(state) = state_after(&event.kind) {
             self.apply_step(event, state);
         } else if let Some(started) = IterationStarted::read(event) {
             let at = self.iteration(started.iteration);

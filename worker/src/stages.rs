@@ -269,7 +269,7 @@ impl Run<'_> {
     /// its event. A checkpoint is for resuming and reading; failing to save one stops
     /// nothing (the event is not sent without its patch).
     async fn checkpoint(&self, ws: &Workspace, saved: CheckpointSaved) {
-        let budget = self.publish_budget(false);
+        let budget = self.publish_budget(true);
         let Ok(now) = crate::publish::snapshot(&ws.repo, &budget).await else {
             return;
         };

@@ -160,6 +160,31 @@ async fn output_streams_line_by_line_and_the_exit_status_is_kept() {
 }
 
 #[tokio::test]
+async fn output_without_newlines_comes_in_bounded_pieces_and_loses_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let call = Invocation {
+        program: "bash".into(),
+        args: vec!["-c".into(), "head -c 300000 /dev/zero | tr '\\0' x".into()],
+        ..invocation(dir.path(), "")
+    };
+    let mut pieces = Vec::new();
+    let ended = run(
+        &call,
+        Limits::default(),
+        &CancellationToken::new(),
+        |_, line| pieces.push(line.len()),
+    )
+    .await
+    .unwrap();
+    assert!(
+        matches!(ended, Ended::Exited(status) if status.success()),
+        "{ended:?}"
+    );
+    assert!(pieces.iter().all(|&n| n <= 64 * 1024), "{pieces:?}");
+    assert_eq!(pieces.iter().sum::<usize>(), 300_000, "{pieces:?}");
+}
+
+#[tokio::test]
 async fn cancel_stops_the_whole_group_even_when_it_ignores_sigterm() {
     let dir = tempfile::tempdir().unwrap();
     let pidfile = dir.path().join("child.pid");

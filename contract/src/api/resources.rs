@@ -158,7 +158,13 @@ impl TaskResource {
         let percentage = if job.status == JobState::Succeeded {
             100
         } else {
-            u8::try_from(finished * 100 / total).unwrap_or(100)
+            let steps = u8::try_from(finished * 100 / total).unwrap_or(100);
+            // With a check, the steps done are not the task done.
+            let check = task
+                .as_ref()
+                .and_then(|t| t.payload.task.completion.as_ref())
+                .is_some_and(|c| c.check().is_some());
+            if check { steps.min(99) } else { steps }
         };
         let objective = task
             .as_ref()

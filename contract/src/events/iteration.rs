@@ -4,7 +4,12 @@
 //! step and iteration.
 
 use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
 
+use super::read_payload;
+use crate::error::FieldError;
+use crate::job::task;
+use crate::limits;
 use crate::states::StepState;
 use crate::usage::StepUsage;
 
@@ -91,7 +96,7 @@ impl CheckpointSaved {
     /// `iteration-2` after iteration 2.
     pub fn id(&self) -> String {
         match (self.after_step, self.after_iteration) {
-            (Some(index), _) => format!("step-{}", index + 1),
+            (Some(index), _) => format!("step-{}", index.saturating_add(1)),
             (None, Some(n)) => format!("iteration-{n}"),
             (None, None) => "start".into(),
         }
@@ -100,9 +105,145 @@ impl CheckpointSaved {
     /// "after step 1", "after iteration 2".
     pub fn label(&self) -> String {
         match (self.after_step, self.after_iteration) {
-            (Some(index), _) => format!("after step {}", index + 1),
+            (Some(index), _) => format!("after step {}", index.saturating_add(1)),
             (None, Some(n)) => format!("after iteration {n}"),
             (None, None) => "at the start".into(),
         }
+    }
+}
+
+/// A worker's loop or checkpoint event checked before the queue stores it: the fields the
+/// timeline folds are in range, so a report the fold would misread is refused by name.
+/// Other kinds pass (their checks are elsewhere, as `usage`'s is).
+pub fn checked_loop_event(kind: &str, payload: &Map<String, Value>) -> Result<(), FieldError> {
+    let invalid = |field: &str, why: &str| Err(FieldError::new(format!("payload.{field}"), why));
+    let most = *limits::MAX_ITERATIONS.end();
+    let iteration_in_range = |n: u32, max: u32| n <= most && max <= most;
+    match kind {
+        task::ITERATION_STARTED => match read_payload::<IterationStarted>(payload) {
+            None => invalid(
+                "iteration",
+                "required: {iteration, maxIterations}, non-negative integers",
+            ),
+            Some(it) if !iteration_in_range(it.iteration, it.max_iterations) => invalid(
+                "iteration",
+                &format!("iteration and maxIterations are at most {most}"),
+            ),
+            Some(_) => Ok(()),
+        },
+        task::ITERATION_FINISHED => match read_payload::<IterationFinished>(payload) {
+            None => invalid(
+                "iteration",
+                "required: {iteration, maxIterations, outcome}; check, summary and usage optional",
+            ),
+            Some(it) if !iteration_in_range(it.iteration, it.max_iterations) => invalid(
+                "iteration",
+                &format!("iteration and maxIterations are at most {most}"),
+            ),
+            Some(it)
+                if !matches!(
+                    it.outcome,
+                    StepState::Succeeded | StepState::Failed | StepState::Cancelled
+                ) =>
+            {
+                invalid("outcome", "must be succeeded, failed or cancelled")
+            }
+            Some(_) => Ok(()),
+        },
+        task::CHECKPOINT => match CheckpointSaved::read_payload(payload) {
+            None => invalid(
+                "artifact",
+                "required: {afterStep or afterIteration, baseCommit, artifact}",
+            ),
+            Some(c) if c.after_step.is_some() == c.after_iteration.is_some() => invalid(
+                "afterStep",
+                "give exactly one of afterStep and afterIteration",
+            ),
+            Some(c) if c.after_step.is_some_and(|i| i >= limits::STEPS) => {
+                invalid("afterStep", &format!("must be below {}", limits::STEPS))
+            }
+            Some(c) if c.after_iteration.is_some_and(|n| n > most) => {
+                invalid("afterIteration", &format!("at most {most}"))
+            }
+            Some(c) if !c.artifact.starts_with("checkpoints/") || c.artifact.len() > 255 => {
+                invalid(
+                    "artifact",
+                    "must name an artifact under checkpoints/ (at most 255 bytes)",
+                )
+            }
+            Some(c) if c.base_commit.is_empty() || c.base_commit.len() > 64 => {
+                invalid("baseCommit", "must be a commit id")
+            }
+            Some(_) => Ok(()),
+        },
+        _ => Ok(()),
+    }
+}
+
+impl CheckpointSaved {
+    fn read_payload(payload: &Map<String, Value>) -> Option<CheckpointSaved> {
+        read_payload(payload)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn check(kind: &str, payload: Value) -> Result<(), FieldError> {
+        checked_loop_event(kind, payload.as_object().unwrap())
+    }
+
+    #[test]
+    fn loop_and_checkpoint_reports_out_of_range_are_refused_by_field() {
+        let ok = json!({ "afterStep": 0, "baseCommit": "abc123", "artifact": "checkpoints/step-0000.patch" });
+        assert!(check(task::CHECKPOINT, ok).is_ok());
+        for (payload, field) in [
+            (
+                json!({ "afterStep": 18446744073709551615u64, "baseCommit": "a", "artifact": "checkpoints/x" }),
+                "payload.afterStep",
+            ),
+            (
+                json!({ "afterStep": 0, "afterIteration": 1, "baseCommit": "a", "artifact": "checkpoints/x" }),
+                "payload.afterStep",
+            ),
+            (
+                json!({ "baseCommit": "a", "artifact": "checkpoints/x" }),
+                "payload.afterStep",
+            ),
+            (
+                json!({ "afterStep": 0, "baseCommit": "a", "artifact": "../etc/passwd" }),
+                "payload.artifact",
+            ),
+            (
+                json!({ "afterIteration": 999, "baseCommit": "a", "artifact": "checkpoints/x" }),
+                "payload.afterIteration",
+            ),
+            (json!({ "afterStep": "one" }), "payload.artifact"),
+        ] {
+            let error = check(task::CHECKPOINT, payload.clone()).unwrap_err();
+            assert_eq!(error.path, field, "{payload}");
+        }
+        let running = json!({ "iteration": 1, "maxIterations": 3, "outcome": "running" });
+        assert_eq!(
+            check(task::ITERATION_FINISHED, running).unwrap_err().path,
+            "payload.outcome"
+        );
+        let huge = json!({ "iteration": 4000000000u32, "maxIterations": 3 });
+        assert_eq!(
+            check(task::ITERATION_STARTED, huge).unwrap_err().path,
+            "payload.iteration"
+        );
+        assert!(
+            check(
+                task::ITERATION_STARTED,
+                json!({ "iteration": 0, "maxIterations": 3 })
+            )
+            .is_ok()
+        );
+        // Another kind is not this check's to judge.
+        assert!(check(task::STEP_LOG, json!({ "anything": 1 })).is_ok());
     }
 }

@@ -36,6 +36,8 @@ impl Queue {
         validate_event(&event)?;
         let usage = contract::events::reported_usage(&event.kind, &event.payload)
             .map_err(|e| QueueError::Invalid(vec![e]))?;
+        contract::events::checked_loop_event(&event.kind, &event.payload)
+            .map_err(|e| QueueError::Invalid(vec![e]))?;
         let mut payload = serde_json::Value::Object(event.payload);
         contract::text::replace_nul_in_json(&mut payload);
         let serde_json::Value::Object(payload) = payload else {

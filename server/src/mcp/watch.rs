@@ -155,15 +155,22 @@ async fn watch(desk: &Desk, id: &JobId, notify: &Notify) {
     }
 }
 
+/// How many tasks one `subscriptions/listen` stream may watch: each is a watcher.
+const MAX_LISTENED: usize = 100;
+
 /// The part of a `subscriptions/listen` filter this server honours: updates of task
-/// resources. Whether the caller may read each task is checked when the stream opens.
+/// resources, each once, up to [`MAX_LISTENED`]. Whether the caller may read each task is
+/// checked when the stream opens.
 pub fn accepted(requested: &SubscriptionFilter) -> SubscriptionFilter {
-    let tasks = requested
+    let mut seen = std::collections::HashSet::new();
+    let tasks: Vec<String> = requested
         .resource_subscriptions
         .iter()
         .flatten()
-        .filter(|uri| task_of(uri).is_ok())
-        .cloned();
+        .filter(|uri| task_of(uri).is_ok() && seen.insert(uri.as_str()))
+        .take(MAX_LISTENED)
+        .cloned()
+        .collect();
     SubscriptionFilter::builder()
         .resource_subscriptions(tasks)
         .build()
@@ -183,7 +190,8 @@ pub async fn listen(desk: Desk, subscription: SubscriptionContext) {
         let (desk, sink) = (&desk, &sink);
         async move {
             let Ok(id) = task_of(&uri) else { return };
-            if super::resources::read(desk, &uri).await.is_err() {
+            // The caller must be able to read it, and it must exist.
+            if desk.job(&id).await.is_err() {
                 return;
             }
             watch(desk, &id, &Notify::Stream(sink.clone(), uri)).await;
@@ -197,5 +205,24 @@ pub async fn listen(desk: Desk, subscription: SubscriptionContext) {
     tokio::select! {
         () = subscription.cancelled() => {}
         () = all => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_listen_stream_watches_each_task_once_and_a_bounded_number_of_them() {
+        let task = |n: u32| format!("{TASKS_URI}/0190a000-0000-7000-8000-{n:012}");
+        let mut uris: Vec<String> = (0..300).map(task).collect();
+        uris.insert(1, task(0));
+        uris.insert(2, format!("{TASKS_URI}?status=running"));
+        let requested = SubscriptionFilter::builder()
+            .resource_subscriptions(uris)
+            .build();
+        let accepted = accepted(&requested).resource_subscriptions.unwrap();
+        assert_eq!(accepted.len(), MAX_LISTENED);
+        assert_eq!(accepted[..2], [task(0), task(1)]);
     }
 }

@@ -250,10 +250,15 @@ impl QueueClient {
         &self,
         id: &JobId,
         except: &str,
+        after: i64,
         limit: u32,
     ) -> Result<Vec<JobEvent>> {
         let url = self.job_url(id, &["events"]);
-        let query = [("except", except.to_string()), ("limit", limit.to_string())];
+        let query = [
+            ("except", except.to_string()),
+            ("after", after.to_string()),
+            ("limit", limit.to_string()),
+        ];
         let builder = self.request(Method::GET, &url).query(&query);
         let list: EventList = self.fetch(builder, &url).await?;
         Ok(list.items)

@@ -219,8 +219,12 @@ pub async fn output(command: &mut Command, budget: &Budget) -> Result<Output, Ru
     }
 }
 
+/// How long a line may grow before it is handed over in pieces: a program that prints
+/// without newlines (`yes | tr -d '\n'`) must not fill the worker's memory.
+const MAX_LINE_BYTES: usize = 64 * 1024;
+
 /// Cuts each pipe's output into lines (without their `\n` or `\r\n`), as text with
-/// invalid UTF-8 replaced.
+/// invalid UTF-8 replaced; a line longer than [`MAX_LINE_BYTES`] comes in pieces.
 #[derive(Default)]
 struct Lines {
     pending: [Vec<u8>; 2],
@@ -234,6 +238,10 @@ impl Lines {
         while let Some(end) = buf[start..].iter().position(|&b| b == b'\n') {
             emit(pipe, &buf[start..start + end], on_line);
             start += end + 1;
+        }
+        while buf.len() - start >= MAX_LINE_BYTES {
+            emit(pipe, &buf[start..start + MAX_LINE_BYTES], on_line);
+            start += MAX_LINE_BYTES;
         }
         buf.drain(..start);
     }

@@ -17,9 +17,10 @@ mod worker_side;
 
 pub type Result<T> = std::result::Result<T, ErrorBody>;
 
-/// The non-log events of a job read for its progress: enough for every step and stage
-/// of a task, as the job page reads them.
-const PROGRESS_EVENTS: u32 = 1000;
+/// The non-log events of a job are read for its progress a page at a time, up to a bound
+/// (as the job page reads them): every step, stage, iteration and checkpoint of a task.
+const PROGRESS_PAGE: u32 = 1000;
+const PROGRESS_EVENTS: usize = 20_000;
 
 /// What the MCP handler was started over.
 #[derive(Clone)]
@@ -132,19 +133,28 @@ impl Desk {
 
     /// The events that tell a job's progress (every kind but log lines), oldest first.
     pub async fn progress_events(&self, id: &JobId) -> Result<Vec<JobEvent>> {
-        match self {
-            Desk::Local { state, token, .. } => {
-                user(token)?;
-                state
-                    .queue
-                    .list_events_except(id, task::STEP_LOG, 0, PROGRESS_EVENTS)
+        let mut events: Vec<JobEvent> = Vec::new();
+        loop {
+            let after = events.last().map_or(0, |e| e.id);
+            let page = match self {
+                Desk::Local { state, token, .. } => {
+                    user(token)?;
+                    state
+                        .queue
+                        .list_events_except(id, task::STEP_LOG, after, PROGRESS_PAGE)
+                        .await
+                        .map_err(refusal)?
+                }
+                Desk::Remote(client) => client
+                    .list_events_except(id, task::STEP_LOG, after, PROGRESS_PAGE)
                     .await
-                    .map_err(refusal)
+                    .map_err(remote)?,
+            };
+            let full = page.len() == PROGRESS_PAGE as usize;
+            events.extend(page);
+            if !full || events.len() >= PROGRESS_EVENTS {
+                return Ok(events);
             }
-            Desk::Remote(client) => client
-                .list_events_except(id, task::STEP_LOG, PROGRESS_EVENTS)
-                .await
-                .map_err(remote),
         }
     }
 
