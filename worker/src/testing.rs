@@ -75,6 +75,17 @@ pub async fn run_stages(
     (outcome, reports)
 }
 
+/// The names of the artifacts `reports` hand over, in order.
+pub fn artifact_names(reports: &[Report]) -> Vec<String> {
+    reports
+        .iter()
+        .filter_map(|r| match r {
+            Report::Artifact { name, .. } => Some(name.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
 /// A budget for git and gh in tests: 60 s, a 300 ms grace, never cancelled.
 pub fn budget() -> Budget {
     Budget::new(

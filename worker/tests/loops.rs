@@ -10,7 +10,7 @@ use contract::{Defaults, NormalizedTask};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use worker::stages::{Report, TaskOutcome};
-use worker::testing::{remote, run, run_stages, stage_config};
+use worker::testing::{artifact_names, remote, run, run_stages, stage_config};
 
 const JOB: &str = "0190a000-0000-7000-8000-0000000000c1";
 const SECRET: &str = "ghp_0123456789abcdefghijABCDEFGHIJ0123456789";
@@ -65,16 +65,6 @@ fn kinds(reports: &[Report]) -> Vec<String> {
                     None => kind.clone(),
                 })
             }
-            _ => None,
-        })
-        .collect()
-}
-
-fn artifacts(reports: &[Report]) -> Vec<String> {
-    reports
-        .iter()
-        .filter_map(|r| match r {
-            Report::Artifact { name, .. } => Some(name.clone()),
             _ => None,
         })
         .collect()
@@ -144,7 +134,7 @@ async fn a_failing_check_runs_the_agent_again_until_it_passes_then_publishes_onc
     assert!(ends[0].get("summary").is_none(), "{:?}", ends[0]);
     assert_eq!(ends[1]["summary"], "done");
 
-    let artifacts = artifacts(&reports);
+    let artifacts = artifact_names(&reports);
     for name in [
         task::check_log(0),
         task::iteration_log(1),

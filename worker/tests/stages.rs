@@ -11,7 +11,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use worker::redact::Redactor;
 use worker::stages::{Credentials, Report, StageConfig, TaskOutcome, Unshared, Warrant, run_task};
-use worker::testing::{remote, run, run_stages, stage_config};
+use worker::testing::{artifact_names, remote, run, run_stages, stage_config};
 
 /// The id the tests run their task as; its workspace is `workdir/{JOB_1}`.
 const JOB_1: &str = "0190a000-0000-7000-8000-000000000001";
@@ -90,16 +90,6 @@ fn timeline(reports: &[Report]) -> Vec<String> {
         .collect()
 }
 
-fn artifacts(reports: &[Report]) -> Vec<String> {
-    reports
-        .iter()
-        .filter_map(|r| match r {
-            Report::Artifact { name, .. } => Some(name.clone()),
-            _ => None,
-        })
-        .collect()
-}
-
 #[tokio::test]
 async fn every_step_runs_in_order_then_the_task_is_published_once() {
     let setup = setup();
@@ -168,7 +158,7 @@ async fn every_step_runs_in_order_then_the_task_is_published_once() {
         )
     );
     assert_eq!(
-        artifacts(&reports),
+        artifact_names(&reports),
         [
             "task_context.json",
             "logs/prepare.log",

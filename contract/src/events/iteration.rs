@@ -150,7 +150,7 @@ pub fn checked_loop_event(kind: &str, payload: &Map<String, Value>) -> Result<()
             }
             Some(_) => Ok(()),
         },
-        task::CHECKPOINT => match CheckpointSaved::read_payload(payload) {
+        task::CHECKPOINT => match read_payload::<CheckpointSaved>(payload) {
             None => invalid(
                 "artifact",
                 "required: {afterStep or afterIteration, baseCommit, artifact}",
@@ -177,12 +177,6 @@ pub fn checked_loop_event(kind: &str, payload: &Map<String, Value>) -> Result<()
             Some(_) => Ok(()),
         },
         _ => Ok(()),
-    }
-}
-
-impl CheckpointSaved {
-    fn read_payload(payload: &Map<String, Value>) -> Option<CheckpointSaved> {
-        read_payload(payload)
     }
 }
 

@@ -351,13 +351,33 @@ fn checkpoints_are_listed_oldest_first_and_a_step_saved_again_counts_once() {
 #[test]
 fn a_new_attempt_starts_the_loop_and_its_checkpoints_over() {
     let events = [
-        event(1, task::ITERATION_STARTED, json!({ "iteration": 0, "maxIterations": 3 }), 1),
-        event(2, task::CHECKPOINT, json!({ "afterIteration": 1, "baseCommit": "a",
-            "artifact": task::iteration_checkpoint(1) }), 2),
+        event(
+            1,
+            task::ITERATION_STARTED,
+            json!({ "iteration": 0, "maxIterations": 3 }),
+            1,
+        ),
+        event(
+            2,
+            task::CHECKPOINT,
+            json!({ "afterIteration": 1, "baseCommit": "a",
+            "artifact": task::iteration_checkpoint(1) }),
+            2,
+        ),
         // The lease was lost and another worker claimed the job: attempt 2.
-        event(3, crate::job::events::JOB_CLAIMED, json!({ "attempt": 2 }), 3),
-        event(4, task::CHECKPOINT, json!({ "afterStep": 0, "baseCommit": "b",
-            "artifact": task::step_checkpoint(0) }), 4),
+        event(
+            3,
+            crate::job::events::JOB_CLAIMED,
+            json!({ "attempt": 2 }),
+            3,
+        ),
+        event(
+            4,
+            task::CHECKPOINT,
+            json!({ "afterStep": 0, "baseCommit": "b",
+            "artifact": task::step_checkpoint(0) }),
+            4,
+        ),
     ];
     let timeline = Timeline::from_events(1, &events);
     assert!(timeline.iterations.is_empty(), "{:?}", timeline.iterations);
