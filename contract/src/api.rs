@@ -13,7 +13,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::FieldError;
 
-pub use jobs::{ArtifactList, CancelBody, CheckpointList, EventList, JobList};
+pub use jobs::{
+    ArtifactList, CancelBody, CheckpointList, EventList, JobList, PauseBody, ResumeBody, RetryBody,
+};
 pub use worker::{ClaimBody, Claimed, CompleteBody, EventBody, FailBody, FenceBody, HeartbeatBody};
 
 /// The body of every error answer, from every front door.

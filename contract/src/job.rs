@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::JobId;
+use crate::events::{CheckpointSaved, PauseRequest};
 pub use crate::usage::StepUsage;
 use crate::wire::JobType;
 use crate::wire_names;
@@ -27,15 +28,27 @@ pub enum JobState {
     ///
     /// In: `create_job`; `fail` with a retryable error while attempts remain (after the
     /// backoff in `nextAttemptAt`); the lease rescuer when a worker stopped heartbeating
-    /// and attempts remain. Out: `claim` (→ running) or `request_cancel` (→ cancelled).
+    /// and attempts remain; `resume` of a paused job; `retry_from_step` of a failed,
+    /// cancelled or dead-lettered one. Out: `claim` (→ running), `request_cancel`
+    /// (→ cancelled) or `request_pause` (→ paused).
     Queued,
     /// Leased to one worker (`claimedBy`, `attempt`) until `leaseExpiresAt`.
     ///
     /// In: `claim`. Out: `complete` (→ succeeded), `fail` (→ queued, failed, dead_letter
-    /// or cancelled), `ack_cancel` (→ cancelled), the lease rescuer (→ queued, cancelled or
-    /// dead_letter). `request_cancel` only marks it (`cancelRequestedAt`); it stays running
-    /// until the worker acknowledges.
+    /// or cancelled), `ack_cancel` (→ cancelled), `ack_pause` (→ paused, or cancelled
+    /// when a cancel came too), the lease rescuer (→ queued, paused, cancelled or
+    /// dead_letter). `request_cancel` and `request_pause` only mark it
+    /// (`cancelRequestedAt`, `pauseRequested`); it stays running until the worker
+    /// acknowledges.
     Running,
+    /// Stopped on a user's request, its work kept as a checkpoint (`resumeFrom`); holds
+    /// no lease and no workspace, and is never claimed, rescued or retried. Not terminal.
+    ///
+    /// In: `request_pause` on a queued job; `ack_pause` by the worker holding it, at a
+    /// step or iteration boundary or after stopping the running step; the lease rescuer
+    /// when the lease ran out after a pause was requested. Out: `resume` (→ queued) or
+    /// `request_cancel` (→ cancelled).
+    Paused,
     /// The worker finished the work. Terminal.
     ///
     /// In: `complete`, even when a cancel was requested too late to stop the work: the
@@ -43,7 +56,8 @@ pub enum JobState {
     /// `cancelRequested: true`). The worker's `ack_cancel` after that, like any further
     /// cancel request, answers a state conflict (409).
     Succeeded,
-    /// The worker reported an error that retrying would not fix. Terminal.
+    /// The worker reported an error that retrying would not fix. Final unless an operator
+    /// retries it from a step (`retry_from_step`, → queued), as cancelled and dead_letter.
     ///
     /// In: `fail` with `retryable = false`.
     Failed,
@@ -62,6 +76,7 @@ pub enum JobState {
 wire_names!(JobState, "job state", exact {
     Queued = "queued",
     Running = "running",
+    Paused = "paused",
     Succeeded = "succeeded",
     Failed = "failed",
     Cancelled = "cancelled",
@@ -69,9 +84,20 @@ wire_names!(JobState, "job state", exact {
 });
 
 impl JobState {
-    /// No operation moves a job out of a terminal state.
+    /// The job has ended: no worker will run it again unless an operator retries it.
     pub fn is_terminal(self) -> bool {
-        !matches!(self, JobState::Queued | JobState::Running)
+        !matches!(
+            self,
+            JobState::Queued | JobState::Running | JobState::Paused
+        )
+    }
+
+    /// An operator may retry it from a step: it ended without succeeding.
+    pub fn is_retryable_by_operator(self) -> bool {
+        matches!(
+            self,
+            JobState::Failed | JobState::Cancelled | JobState::DeadLetter
+        )
     }
 }
 
@@ -117,6 +143,14 @@ pub struct Job {
     /// is absent; `null` while no step reported any.
     #[serde(default)]
     pub usage: Option<StepUsage>,
+    /// A pause asked of the running job: its worker stops at the next step or iteration
+    /// boundary, or at once when `immediate`, and the job becomes `paused`.
+    #[serde(default)]
+    pub pause_requested: Option<PauseRequest>,
+    /// Where the job's next attempt starts: the checkpoint its prepare stage restores, the
+    /// steps and iterations before it not run again. `null`: from the start.
+    #[serde(default)]
+    pub resume_from: Option<CheckpointSaved>,
 }
 
 impl Job {
@@ -148,6 +182,8 @@ impl Job {
             created_at: now,
             updated_at: now,
             usage: None,
+            pause_requested: None,
+            resume_from: None,
         }
     }
 
@@ -234,11 +270,15 @@ pub mod events {
     pub const JOB_CANCEL_REQUESTED: &str = "job.cancel_requested";
     pub const JOB_CANCELLED: &str = "job.cancelled";
     pub const JOB_LEASE_EXPIRED: &str = "job.lease_expired";
+    pub const JOB_PAUSE_REQUESTED: &str = "job.pause_requested";
+    pub const JOB_PAUSED: &str = "job.paused";
+    pub const JOB_RESUMED: &str = "job.resumed";
+    pub const JOB_RETRY_REQUESTED: &str = "job.retry_requested";
 
     /// The prefix reserved for the kinds above.
     pub const RESERVED_PREFIX: &str = "job.";
 
-    pub const ALL: [&str; 9] = [
+    pub const ALL: [&str; 13] = [
         JOB_CREATED,
         JOB_CLAIMED,
         JOB_COMPLETED,
@@ -248,6 +288,10 @@ pub mod events {
         JOB_CANCEL_REQUESTED,
         JOB_CANCELLED,
         JOB_LEASE_EXPIRED,
+        JOB_PAUSE_REQUESTED,
+        JOB_PAUSED,
+        JOB_RESUMED,
+        JOB_RETRY_REQUESTED,
     ];
 }
 
@@ -399,12 +443,15 @@ mod tests {
     }
 
     #[test]
-    fn only_queued_and_running_are_not_terminal() {
+    fn only_queued_running_and_paused_are_not_terminal() {
         let open: Vec<_> = JobState::ALL
             .into_iter()
             .filter(|s| !s.is_terminal())
             .collect();
-        assert_eq!(open, [JobState::Queued, JobState::Running]);
+        assert_eq!(
+            open,
+            [JobState::Queued, JobState::Running, JobState::Paused]
+        );
     }
 
     #[test]
@@ -437,6 +484,8 @@ mod tests {
                 output_tokens: Some(7),
                 ..StepUsage::default()
             }),
+            pause_requested: None,
+            resume_from: None,
         };
         let value = serde_json::to_value(&job).unwrap();
         let mut keys: Vec<_> = value.as_object().unwrap().keys().cloned().collect();
@@ -457,6 +506,8 @@ mod tests {
             "leaseExpiresAt",
             "cancelRequestedAt",
             "cancelRequestedByUserId",
+            "pauseRequested",
+            "resumeFrom",
             "cancelReason",
             "resultSummary",
             "errorMessage",

@@ -12,10 +12,10 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::events::{
-    CheckResult, CheckpointSaved, IterationFinished, IterationStarted, StageFinished, StageStarted,
-    StepIndex, TaskEvent, reported_usage,
+    CheckResult, CheckpointSaved, IterationFinished, IterationStarted, LeaseHeld, Paused, Requeued,
+    StageFinished, StageStarted, StepIndex, TaskEvent, read_payload, reported_usage,
 };
-use crate::job::{JobEvent, task};
+use crate::job::{JobEvent, events, task};
 pub use crate::states::{StageState, StepState};
 use crate::usage::StepUsage;
 
@@ -84,9 +84,27 @@ pub struct Timeline {
     /// The completion loop's iterations, in order; none for a task without a check.
     #[serde(default)]
     pub iterations: Vec<IterationProgress>,
-    /// The checkpoints saved, oldest first.
+    /// The checkpoints saved, oldest first: the current attempt's, and those of earlier
+    /// attempts up to the one it resumed from.
     #[serde(default)]
     pub checkpoints: Vec<Checkpoint>,
+    /// Each claim of the job, in order.
+    #[serde(default)]
+    pub attempts: Vec<Attempt>,
+    /// Where the next claim starts, as the latest pause, resume or retry said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resume_from: Option<CheckpointSaved>,
+}
+
+/// One attempt at the job: who claimed it, when, and where it started.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Attempt {
+    pub attempt: u32,
+    pub worker_id: Option<String>,
+    pub claimed_at: DateTime<Utc>,
+    /// The checkpoint it restored ("after step 2"); `None`: it started from scratch.
+    pub resumed_from: Option<String>,
 }
 
 /// A checkpoint as the job lists it: where it was taken, and its patch.
@@ -122,11 +140,19 @@ impl Timeline {
 
     /// Folds one more event in, as a live reader receives them.
     pub fn apply(&mut self, event: &JobEvent) {
-        if event.kind == crate::job::events::JOB_CLAIMED {
-            // A new attempt starts the loop over from a fresh checkout: what an earlier
-            // attempt's loop did and saved no longer describes the work.
-            self.iterations.clear();
-            self.checkpoints.clear();
+        if event.kind == events::JOB_CLAIMED {
+            self.claimed(event);
+        } else if matches!(
+            event.kind.as_str(),
+            events::JOB_RESUMED | events::JOB_RETRY_REQUESTED
+        ) {
+            if let Some(requeued) = read_payload::<Requeued>(&event.payload) {
+                self.resume_from = requeued.resume_from;
+            }
+        } else if event.kind == events::JOB_PAUSED {
+            if let Some(paused) = read_payload::<Paused>(&event.payload) {
+                self.resume_from = paused.resume_from;
+            }
         } else if let Some(state) = state_after(&event.kind) {
             self.apply_step(event, state);
         } else if let Some(started) = IterationStarted::read(event) {
@@ -160,6 +186,53 @@ impl Timeline {
         } else {
             self.apply_stage(event);
         }
+    }
+
+    /// A new attempt: it starts from a fresh checkout, or from the checkpoint it resumes
+    /// from. What came after that point no longer describes the work, so it goes: the
+    /// later steps, iterations and checkpoints start over, and so do the stages.
+    fn claimed(&mut self, event: &JobEvent) {
+        let lease = read_payload::<LeaseHeld>(&event.payload);
+        let resume = self.resume_from.clone();
+        let from = match &resume {
+            Some(saved) => {
+                let id = saved.id();
+                match self.checkpoints.iter().position(|c| c.id == id) {
+                    Some(at) => self.checkpoints.truncate(at + 1),
+                    None => {
+                        self.checkpoints.clear();
+                        self.checkpoints.push(Checkpoint {
+                            id,
+                            label: saved.label(),
+                            saved: saved.clone(),
+                            created_at: event.created_at,
+                        });
+                    }
+                }
+                let kept = saved.after_iteration.unwrap_or(0);
+                self.iterations
+                    .retain(|it| saved.after_iteration.is_some() && it.iteration <= kept);
+                saved.resume_step(self.steps.len())
+            }
+            None => {
+                self.checkpoints.clear();
+                self.iterations.clear();
+                0
+            }
+        };
+        for step in self.steps.iter_mut().skip(from) {
+            *step = StepProgress::default();
+        }
+        self.stages = Default::default();
+        self.attempts.push(Attempt {
+            attempt: lease
+                .as_ref()
+                .map(|l| l.attempt)
+                .unwrap_or(self.attempts.len() as u32 + 1),
+            worker_id: lease.and_then(|l| l.worker_id),
+            claimed_at: event.created_at,
+            resumed_from: resume.map(|saved| saved.label()),
+        });
     }
 
     /// Iteration `n`, added in its place when first seen.

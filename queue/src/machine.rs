@@ -6,8 +6,8 @@
 
 use chrono::{DateTime, Utc};
 use contract::events::{
-    CancelAcknowledged, CancelRequest, Cancelled, CancelledBy, JobCompleted, LeaseHeld, Retried,
-    WithReason, WorkerCall, WorkerFailure, payload_of, read_payload,
+    CancelAcknowledged, CancelRequest, Cancelled, CancelledBy, CheckpointSaved, JobCompleted,
+    LeaseHeld, Retried, WithReason, WorkerCall, WorkerFailure, payload_of, read_payload,
 };
 use contract::job::events;
 use contract::{EventLevel, Job, JobEvent, JobId, JobState};
@@ -40,7 +40,12 @@ impl PendingEvent {
         }
     }
 
-    fn new(kind: &str, level: EventLevel, message: String, payload: &impl Serialize) -> Self {
+    pub(super) fn new(
+        kind: &str,
+        level: EventLevel,
+        message: String,
+        payload: &impl Serialize,
+    ) -> Self {
         PendingEvent {
             kind: kind.to_string(),
             level,
@@ -63,7 +68,7 @@ pub(crate) enum Outcome {
     },
 }
 
-fn changed(events: Vec<PendingEvent>) -> Outcome {
+pub(super) fn changed(events: Vec<PendingEvent>) -> Outcome {
     Outcome::Changed {
         events,
         available: false,
@@ -161,6 +166,8 @@ pub(crate) fn complete(
     }
     check_fence(job, fence)?;
     let late_cancel = job.cancel_requested_at.is_some();
+    // A pause asked too late is moot, as a late cancel is: the work is done.
+    job.pause_requested = None;
     job.status = JobState::Succeeded;
     job.result_summary = summary;
     job.lease_expires_at = None;
@@ -202,6 +209,7 @@ pub(crate) fn fail(
     job.error_message = Some(error);
     job.lease_expires_at = None;
     job.updated_at = now;
+    let pause = job.pause_requested.take();
     if job.cancel_requested_at.is_some() {
         finish_cancelled(job, now);
         let cancelled = cancelled_after(failure, job, CancelledBy::Worker);
@@ -234,6 +242,15 @@ pub(crate) fn fail(
             ),
             &failure,
         )]));
+    }
+    if pause.is_some() {
+        // Paused rather than retried, as asked; the next attempt starts where this one did.
+        let paused = pause_now(job, CancelledBy::Worker, Some(fence), None);
+        let message = format!(
+            "paused: attempt {} failed after the pause was requested ({})",
+            job.attempt, failure.error
+        );
+        return Ok(changed(vec![paused.with_message(message)]));
     }
     Ok(requeue(job, retry, failure, Vec::new()))
 }
@@ -283,8 +300,9 @@ fn cancelled_after<C>(cause: C, job: &Job, by: CancelledBy) -> Cancelled<WithRea
     }
 }
 
-fn finish_cancelled(job: &mut Job, now: DateTime<Utc>) {
+pub(super) fn finish_cancelled(job: &mut Job, now: DateTime<Utc>) {
     job.status = JobState::Cancelled;
+    job.pause_requested = None;
     job.claimed_by = None;
     job.lease_expires_at = None;
     job.finished_at = Some(now);
@@ -302,7 +320,7 @@ pub(crate) fn request_cancel(
     match job.status {
         JobState::Cancelled => Ok(Outcome::Unchanged),
         JobState::Running if job.cancel_requested_at.is_some() => Ok(Outcome::Unchanged),
-        JobState::Queued | JobState::Running => {
+        JobState::Queued | JobState::Running | JobState::Paused => {
             job.cancel_requested_at = Some(now);
             job.cancel_requested_by_user_id = user_id.map(str::to_string);
             job.cancel_reason = reason;
@@ -311,7 +329,12 @@ pub(crate) fn request_cancel(
                 requested_by: job.cancel_requested_by_user_id.clone(),
                 reason: job.cancel_reason.clone(),
             };
-            if job.status == JobState::Queued {
+            if job.status != JobState::Running {
+                let message = if job.status == JobState::Paused {
+                    "cancelled while paused"
+                } else {
+                    "cancelled before any worker claimed it"
+                };
                 finish_cancelled(job, now);
                 let cancelled = Cancelled {
                     cause: request,
@@ -320,7 +343,7 @@ pub(crate) fn request_cancel(
                 Ok(changed(vec![PendingEvent::new(
                     events::JOB_CANCELLED,
                     EventLevel::Warn,
-                    "cancelled before any worker claimed it".to_string(),
+                    message.to_string(),
                     &cancelled,
                 )]))
             } else {
@@ -385,10 +408,14 @@ pub(crate) fn ack_cancel(
 /// attempt kept (the next claim counts the next attempt), cancelled if a cancel was
 /// requested, dead-lettered if that was the last attempt. A lease renewed since the
 /// rescuer looked (the row is re-read under lock) is left alone.
+///
+/// A pause requested before the lease ran out is honoured: the job is paused at
+/// `checkpoint`, the latest its attempt saved.
 pub(crate) fn expire_lease(
     job: &mut Job,
     now: DateTime<Utc>,
     retry: Retry,
+    checkpoint: Option<CheckpointSaved>,
 ) -> Result<Outcome, QueueError> {
     let expired_at = match (job.status, job.lease_expires_at) {
         (JobState::Running, Some(at)) if at < now => at,
@@ -422,6 +449,15 @@ pub(crate) fn expire_lease(
         ));
         return Ok(changed(out));
     }
+    if job.pause_requested.is_some() {
+        let paused = pause_now(job, CancelledBy::Rescuer, None, checkpoint);
+        let message = format!(
+            "{}: the lease expired after the pause was requested",
+            paused.message
+        );
+        out.push(paused.with_message(message));
+        return Ok(changed(out));
+    }
     if job.attempt >= job.max_attempts {
         job.status = JobState::DeadLetter;
         job.finished_at = Some(now);
@@ -453,7 +489,10 @@ pub(crate) fn acknowledged_by(payload: &Map<String, Value>) -> Option<Fence> {
     })
 }
 
+mod pauses;
 mod recorded;
+use pauses::pause_now;
+pub(crate) use pauses::{ack_pause, paused_by, request_pause, resume, retry_from_step};
 pub(crate) use recorded::{claimed_event, claimed_event_template, created_event};
 
 #[cfg(test)]

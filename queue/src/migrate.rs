@@ -43,6 +43,11 @@ const SQLITE: &[Embedded] = &[
         "job usage",
         include_str!("../../migrations/sqlite/0007_job_usage.sql"),
     ),
+    (
+        8,
+        "pause and resume",
+        include_str!("../../migrations/sqlite/0008_pause_and_resume.sql"),
+    ),
 ];
 
 const POSTGRES: &[Embedded] = &[
@@ -81,6 +86,11 @@ const POSTGRES: &[Embedded] = &[
         "job usage",
         include_str!("../../migrations/postgres/0007_job_usage.sql"),
     ),
+    (
+        8,
+        "pause and resume",
+        include_str!("../../migrations/postgres/0008_pause_and_resume.sql"),
+    ),
 ];
 
 fn migrator(embedded: &[Embedded]) -> Migrator {
@@ -105,9 +115,29 @@ fn migrator(embedded: &[Embedded]) -> Migrator {
 /// Applies what has not been applied yet; a changed applied migration is an error.
 pub(crate) async fn run(db: &Database) -> Result<(), sqlx::migrate::MigrateError> {
     match db {
-        Database::Sqlite(db) => migrator(SQLITE).run(&db.pool).await,
+        Database::Sqlite(db) => run_sqlite(&db.pool, SQLITE).await,
         Database::Postgres(pool) => migrator(POSTGRES).run(pool).await,
     }
+}
+
+/// A table rebuilt (0008) must not cascade its drop into the tables that refer to it, and
+/// foreign keys cannot be turned off inside the transaction each migration runs in: so
+/// SQLite's migrations run on a connection that has them off, back on after.
+async fn run_sqlite(
+    pool: &sqlx::SqlitePool,
+    embedded: &[Embedded],
+) -> Result<(), sqlx::migrate::MigrateError> {
+    let mut conn = pool.acquire().await?;
+    sqlx::query("PRAGMA foreign_keys = OFF")
+        .execute(&mut *conn)
+        .await?;
+    let ran = migrator(embedded).run(&mut *conn).await;
+    let restored = sqlx::query("PRAGMA foreign_keys = ON")
+        .execute(&mut *conn)
+        .await;
+    ran?;
+    restored?;
+    Ok(())
 }
 
 #[cfg(test)]
@@ -140,5 +170,60 @@ mod tests {
                 .collect();
             assert_eq!(files(backend), embedded, "{backend}");
         }
+    }
+
+    #[tokio::test]
+    async fn rebuilding_the_sqlite_jobs_table_keeps_every_event_and_the_cascade() {
+        let pool = sqlx::sqlite::SqlitePoolOptions::new()
+            .max_connections(1)
+            .connect("sqlite::memory:")
+            .await
+            .unwrap();
+        let before_0008 = SQLITE.iter().position(|m| m.0 == 8).unwrap();
+        run_sqlite(&pool, &SQLITE[..before_0008]).await.unwrap();
+        sqlx::query(
+            "INSERT INTO jobs (id, job_type, status, priority, payload, repository, \
+             required_capabilities, max_attempts, next_attempt_at, created_at, updated_at) \
+             VALUES ('a', 'task', 'failed', 0, '{}', 'o/r', '[]', 3, 0, 0, 0)",
+        )
+        .execute(&pool)
+        .await
+        .unwrap();
+        sqlx::query(
+            "INSERT INTO job_events (job_id, kind, level, message, payload, created_at) \
+             VALUES ('a', 'job.created', 'info', 'created', '{}', 0)",
+        )
+        .execute(&pool)
+        .await
+        .unwrap();
+        run_sqlite(&pool, SQLITE).await.unwrap();
+        let count = |sql: &'static str| {
+            let pool = pool.clone();
+            async move {
+                sqlx::query_scalar::<_, i64>(sql)
+                    .fetch_one(&pool)
+                    .await
+                    .unwrap()
+            }
+        };
+        assert_eq!(count("SELECT count(*) FROM job_events").await, 1);
+        assert_eq!(
+            count("SELECT count(*) FROM jobs WHERE status = 'failed'").await,
+            1
+        );
+        assert_eq!(
+            count("SELECT count(*) FROM pragma_foreign_key_check").await,
+            0
+        );
+        sqlx::query("UPDATE jobs SET status = 'paused'")
+            .execute(&pool)
+            .await
+            .unwrap();
+        // Foreign keys are on again: deleting the job takes its events with it.
+        sqlx::query("DELETE FROM jobs")
+            .execute(&pool)
+            .await
+            .unwrap();
+        assert_eq!(count("SELECT count(*) FROM job_events").await, 0);
     }
 }

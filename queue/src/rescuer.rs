@@ -38,12 +38,14 @@ impl Default for RescuerConfig {
 pub struct RescueReport {
     pub requeued: Vec<JobId>,
     pub cancelled: Vec<JobId>,
+    /// Paused: a pause had been requested before the lease ran out.
+    pub paused: Vec<JobId>,
     pub dead_lettered: Vec<JobId>,
 }
 
 impl RescueReport {
     pub fn total(&self) -> usize {
-        self.requeued.len() + self.cancelled.len() + self.dead_lettered.len()
+        self.requeued.len() + self.cancelled.len() + self.paused.len() + self.dead_lettered.len()
     }
 }
 
@@ -73,6 +75,7 @@ impl Rescuer {
                     Ok(report) if report.total() > 0 => tracing::info!(
                         requeued = report.requeued.len(),
                         cancelled = report.cancelled.len(),
+                        paused = report.paused.len(),
                         dead_lettered = report.dead_lettered.len(),
                         "rescued jobs with expired leases"
                     ),
@@ -99,8 +102,9 @@ impl Rescuer {
                 match job.status {
                     JobState::Queued => report.requeued.push(job.id),
                     JobState::Cancelled => report.cancelled.push(job.id),
+                    JobState::Paused => report.paused.push(job.id),
                     JobState::DeadLetter => report.dead_lettered.push(job.id),
-                    // expire_lease only produces the three states above.
+                    // expire_lease only produces the four states above.
                     _ => {}
                 }
             }

@@ -1,5 +1,6 @@
 //! The bodies of the routes people use (`/api/queue/jobs…`): the pages of jobs, events and
-//! artifacts the server answers and the worker's client reads, and the cancel request.
+//! artifacts the server answers and the worker's client reads, and the requests that
+//! cancel, pause, resume and retry a job.
 //! As in `worker`, doc comments here are the OpenAPI document's descriptions.
 
 use serde::{Deserialize, Serialize};
@@ -20,6 +21,39 @@ pub struct JobList {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CancelBody {
     pub reason: Option<String>,
+}
+
+/// `POST /api/queue/jobs/{id}/pause`.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PauseBody {
+    /// Stop the running step now and lose its work since the last checkpoint, rather than
+    /// let it finish and pause at the next step or iteration boundary (the default).
+    #[serde(default)]
+    pub immediate: bool,
+}
+
+/// `POST /api/queue/jobs/{id}/resume`.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ResumeBody {
+    /// The id of the checkpoint to resume from (`step-2`, `iteration-1`, as
+    /// `GET …/checkpoints` lists them); the one the job paused at when absent.
+    pub checkpoint: Option<String>,
+}
+
+/// `POST /api/queue/jobs/{id}/retry`.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RetryBody {
+    /// The step to run again first, by its 0-based `stepIndex`; the work of the steps
+    /// before it is restored from the checkpoint after the one before. Absent: the first
+    /// step that did not succeed (the failed one), or the completion loop and publish
+    /// when every step did.
+    pub from_step_index: Option<usize>,
 }
 
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]

@@ -68,6 +68,7 @@ impl From<JobState> for TaskStatus {
         match state {
             JobState::Queued => TaskStatus::Pending,
             JobState::Running => TaskStatus::Running,
+            JobState::Paused => TaskStatus::Paused,
             JobState::Succeeded => TaskStatus::Completed,
             JobState::Failed | JobState::DeadLetter => TaskStatus::Failed,
             JobState::Cancelled => TaskStatus::Cancelled,

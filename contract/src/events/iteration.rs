@@ -102,6 +102,15 @@ impl CheckpointSaved {
         }
     }
 
+    /// The index of the first step a job resumed from here runs: the next step, or none
+    /// of a task's `step_count` after an iteration (the loop goes on).
+    pub fn resume_step(&self, step_count: usize) -> usize {
+        match self.after_step {
+            Some(index) => index.saturating_add(1).min(step_count),
+            None => step_count,
+        }
+    }
+
     /// "after step 1", "after iteration 2".
     pub fn label(&self) -> String {
         match (self.after_step, self.after_iteration) {

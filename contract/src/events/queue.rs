@@ -6,6 +6,7 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use crate::events::CheckpointSaved;
 use crate::wire_names;
 
 /// `job.created`.
@@ -105,11 +106,11 @@ pub struct Cancelled<C> {
     pub by: CancelledBy,
 }
 
-/// Whose act cancelled a job.
+/// Whose act cancelled a job, or paused it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum CancelledBy {
-    /// A user, before any worker claimed the job.
+    /// A user, before any worker claimed the job (or while it was paused).
     User,
     /// The worker holding it: it stopped, or failed after the request.
     Worker,
@@ -122,3 +123,41 @@ wire_names!(CancelledBy, "canceller", exact {
     Worker = "worker",
     Rescuer = "rescuer",
 });
+
+/// `job.pause_requested`, and a running job's `pauseRequested` until its worker stops: who
+/// asked, when, and whether the running step is stopped (`immediate`) or may finish first.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PauseRequest {
+    pub requested_at: DateTime<Utc>,
+    pub requested_by: Option<String>,
+    /// Stop the running step now (its work since the last checkpoint is lost), rather
+    /// than at the next step or iteration boundary.
+    #[serde(default)]
+    pub immediate: bool,
+}
+
+/// `job.paused`: who stopped it (the worker, or a user before any worker claimed it, or
+/// the rescuer when the lease ran out after the request), the worker's call when it was
+/// the worker's, and the checkpoint its resume restores.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Paused {
+    pub by: CancelledBy,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempt: Option<u32>,
+    pub resume_from: Option<CheckpointSaved>,
+}
+
+/// `job.resumed` and `job.retry_requested`: an operator put the job back in the queue,
+/// to start at step `fromStepIndex` from checkpoint `resumeFrom` (`null`: from the start).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Requeued {
+    pub requested_by: Option<String>,
+    pub from_step_index: usize,
+    pub resume_from: Option<CheckpointSaved>,
+}

@@ -60,11 +60,11 @@ fn fence_of_an_older_attempt_is_an_ownership_mismatch() {
 fn lease_expiry_ignores_a_lease_renewed_since_it_was_seen() {
     let mut job = running(1, 3);
     assert_eq!(
-        expire_lease(&mut job, at(10), retry()).unwrap(),
+        expire_lease(&mut job, at(10), retry(), None).unwrap(),
         Outcome::Unchanged
     );
     assert_eq!(job.status, JobState::Running);
-    let outcome = expire_lease(&mut job, at(11), retry()).unwrap();
+    let outcome = expire_lease(&mut job, at(11), retry(), None).unwrap();
     assert_eq!(
         kinds(&outcome),
         [events::JOB_LEASE_EXPIRED, events::JOB_RETRY_SCHEDULED]
@@ -275,7 +275,7 @@ fn every_transition_writes_its_events_exactly() {
         expired.clone(),
     );
     assert_eq!(
-        written(expire_lease(&mut running(1, 3), at(11), retry())),
+        written(expire_lease(&mut running(1, 3), at(11), retry(), None)),
         vec![
             lease_expired.clone(),
             (
@@ -287,7 +287,7 @@ fn every_transition_writes_its_events_exactly() {
         ]
     );
     assert_eq!(
-        written(expire_lease(&mut running(1, 1), at(11), retry())),
+        written(expire_lease(&mut running(1, 1), at(11), retry(), None)),
         vec![
             lease_expired.clone(),
             (
@@ -298,7 +298,12 @@ fn every_transition_writes_its_events_exactly() {
         ]
     );
     assert_eq!(
-        written(expire_lease(&mut asked(running(1, 3)), at(11), retry())),
+        written(expire_lease(
+            &mut asked(running(1, 3)),
+            at(11),
+            retry(),
+            None
+        )),
         vec![
             lease_expired,
             (

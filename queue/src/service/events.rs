@@ -132,7 +132,17 @@ impl Queue {
     /// The checkpoints the job's worker saved, oldest first: its timeline's, folded from
     /// the events that tell progress (log lines left out), up to [`MILESTONES_READ`].
     pub async fn list_checkpoints(&self, id: &JobId) -> Result<Vec<Checkpoint>, QueueError> {
-        let mut timeline = Timeline::default();
+        Ok(self.timeline(id, 0).await?.checkpoints)
+    }
+
+    /// The job's timeline for a task of `step_count` steps, folded from the events that
+    /// tell progress (log lines left out), up to [`MILESTONES_READ`].
+    pub(crate) async fn timeline(
+        &self,
+        id: &JobId,
+        step_count: usize,
+    ) -> Result<Timeline, QueueError> {
+        let mut timeline = Timeline::from_events(step_count, []);
         let mut after = 0;
         let mut read = 0;
         loop {
@@ -147,7 +157,7 @@ impl Queue {
                 Some(last) if page.len() == MAX_EVENTS_PAGE as usize && read < MILESTONES_READ => {
                     after = last.id;
                 }
-                _ => return Ok(timeline.checkpoints),
+                _ => return Ok(timeline),
             }
         }
     }

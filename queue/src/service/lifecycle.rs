@@ -138,6 +138,10 @@ impl Queue {
     /// The lease rescuer's transition for one job; `None` if it needed none (the lease was
     /// renewed or the job finished since the rescuer looked).
     pub(crate) async fn expire_lease(&self, id: &JobId) -> Result<Option<Job>, QueueError> {
+        // Read first, outside the write: a job paused on the way out keeps its latest
+        // checkpoint. An expired lease is rare, so the read costs little; a job gone
+        // meanwhile is found missing below.
+        let latest = self.attempt_checkpoint(id).await.ok().flatten();
         let now = self.now();
         let mut tx = self.begin().await?;
         let Some(mut job) = tx.lock_job(id.uuid()).await? else {
@@ -145,7 +149,7 @@ impl Queue {
             return Ok(None);
         };
         let retry = self.retry_after(job.attempt, now);
-        let outcome = machine::expire_lease(&mut job, now, retry)?;
+        let outcome = machine::expire_lease(&mut job, now, retry, latest)?;
         if outcome == Outcome::Unchanged {
             tx.rollback().await?;
             return Ok(None);

@@ -7,6 +7,7 @@ mod claims;
 mod events;
 mod jobs;
 mod lifecycle;
+mod pauses;
 mod sessions;
 mod tokens;
 mod workers;

@@ -32,6 +32,15 @@ pub(super) fn state_args(job: &Job) -> [Arg<'_>; 13] {
     ]
 }
 
+/// The fields a transition may change besides those of [`state_args`], added after them:
+/// `$15`, `$16` of [`SAVE_JOB`]. A new job has neither, so [`INSERT_JOB`] leaves them NULL.
+pub(super) fn control_args(job: &Job) -> Result<[Arg<'static>; 2], sqlx::Error> {
+    Ok([
+        Arg::json_opt(job.pause_requested.as_ref())?,
+        Arg::json_opt(job.resume_from.as_ref())?,
+    ])
+}
+
 /// The fields only a new job sets, in the order of `$15`..`$23` of [`INSERT_JOB`].
 pub(super) fn created_args<'a>(
     job: &'a Job,
@@ -63,7 +72,8 @@ const INSERT_JOB: &str = insert_job_sql!();
 const SAVE_JOB: &str = "UPDATE jobs SET status = $2, attempt = $3, next_attempt_at = $4, \
      claimed_by = $5, lease_expires_at = $6, cancel_requested_at = $7, \
      cancel_requested_by_user_id = $8, cancel_reason = $9, result_summary = $10, \
-     error_message = $11, started_at = $12, finished_at = $13, updated_at = $14 \
+     error_message = $11, started_at = $12, finished_at = $13, updated_at = $14, \
+     pause_requested = $15, resume_from = $16 \
      WHERE id = $1";
 
 /// The filter of a job listing, already parsed.
@@ -103,6 +113,7 @@ impl Tx {
     pub(crate) async fn save_job(&mut self, job: &Job) -> Result<(), QueueError> {
         let mut args = vec![Arg::Id(job.id.uuid())];
         args.extend(state_args(job));
+        args.extend(control_args(job)?);
         self.execute(SAVE_JOB, &args).await
     }
 

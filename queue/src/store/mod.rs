@@ -40,7 +40,8 @@ macro_rules! job_columns {
         "id, job_type, status, priority, payload, affinity_key, required_capabilities, \
          created_by_user_id, attempt, max_attempts, next_attempt_at, claimed_by, \
          lease_expires_at, cancel_requested_at, cancel_requested_by_user_id, cancel_reason, \
-         result_summary, error_message, started_at, finished_at, created_at, updated_at, usage"
+         result_summary, error_message, started_at, finished_at, created_at, updated_at, usage, \
+         pause_requested, resume_from"
     };
 }
 
@@ -103,6 +104,16 @@ macro_rules! job_from_row {
                 updated_at: row.try_get::<$crate::store::Ts, _>("updated_at")?.0,
                 usage: row
                     .try_get::<Option<::sqlx::types::Json<::contract::StepUsage>>, _>("usage")?
+                    .map(|j| j.0),
+                pause_requested: row
+                    .try_get::<Option<::sqlx::types::Json<::contract::events::PauseRequest>>, _>(
+                        "pause_requested",
+                    )?
+                    .map(|j| j.0),
+                resume_from: row
+                    .try_get::<Option<::sqlx::types::Json<::contract::events::CheckpointSaved>>, _>(
+                        "resume_from",
+                    )?
                     .map(|j| j.0),
             })
         })()
@@ -245,6 +256,8 @@ pub(crate) enum Arg<'a> {
     Ts(Option<DateTime<Utc>>),
     /// PostgreSQL `jsonb`; SQLite JSON `TEXT`.
     Json(Value),
+    /// [`Arg::Json`] or SQL `NULL`.
+    JsonOpt(Option<Value>),
     /// PostgreSQL `text[]`; SQLite a JSON array as `TEXT` (read with `json_each`).
     TextList(Option<&'a [String]>),
 }
@@ -267,6 +280,14 @@ impl<'a> Arg<'a> {
             .map(Arg::Json)
             .map_err(decode_err)
     }
+
+    fn json_opt(value: Option<&impl serde::Serialize>) -> Result<Self, sqlx::Error> {
+        value
+            .map(serde_json::to_value)
+            .transpose()
+            .map(Arg::JsonOpt)
+            .map_err(decode_err)
+    }
 }
 
 fn bind_pg<'q>(
@@ -281,6 +302,7 @@ fn bind_pg<'q>(
             Arg::BigInt(n) => query.bind(*n),
             Arg::Ts(at) => query.bind(ts(*at)),
             Arg::Json(value) => query.bind(Json(value)),
+            Arg::JsonOpt(value) => query.bind(value.as_ref().map(Json)),
             Arg::TextList(list) => query.bind(*list),
         };
     }

@@ -17,6 +17,7 @@ mod handoff;
 mod lifecycle;
 mod listing;
 mod notify;
+mod pauses;
 mod rescuer;
 mod retry;
 mod text;
@@ -49,6 +50,20 @@ macro_rules! conformance {
 }
 
 conformance! {
+    pauses::pausing_a_queued_job_pauses_it_at_once_and_no_claim_takes_it,
+    pauses::a_running_job_pauses_at_its_latest_checkpoint_and_releases_its_lease,
+    pauses::a_job_resumes_from_a_chosen_checkpoint_and_refuses_an_unknown_one,
+    pauses::pause_then_lease_expiry_pauses_the_job_at_its_latest_checkpoint,
+    pauses::lease_expiry_then_pause_pauses_the_requeued_job,
+    pauses::complete_wins_over_a_pause_requested_too_late,
+    pauses::a_paused_job_cannot_be_completed_by_its_old_worker,
+    pauses::a_cancel_requested_before_the_pause_is_acknowledged_wins,
+    pauses::resume_then_cancel_cancels_the_queued_job,
+    pauses::cancel_then_resume_is_refused_and_the_job_stays_cancelled,
+    pauses::resume_withdraws_a_pause_not_yet_obeyed,
+    pauses::a_retryable_failure_after_a_pause_request_pauses_instead_of_retrying,
+    pauses::a_failed_job_retries_from_the_failed_step_with_the_checkpoint_before_it,
+    pauses::a_cancelled_job_retries_from_the_start_and_forgets_the_cancel,
     lifecycle::created_job_is_queued_with_normalized_fields,
     lifecycle::seed_example_payload_is_stored_as_normalized,
     lifecycle::invalid_task_is_refused_with_field_errors,

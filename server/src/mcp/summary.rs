@@ -156,6 +156,13 @@ pub fn line(job: &Job, progress: Option<&Progress>) -> String {
         JobState::Running if job.cancel_requested_at.is_some() => {
             Some("cancel requested, waiting for the worker to stop".to_string())
         }
+        JobState::Running if job.pause_requested.is_some() => {
+            Some("pause requested, waiting for the worker to stop".to_string())
+        }
+        JobState::Paused => Some(match &job.resume_from {
+            Some(saved) => format!("paused; resuming continues {}", saved.label()),
+            None => "paused; resuming starts from the beginning".to_string(),
+        }),
         JobState::Running => progress.map(|p| {
             p.current()
                 .unwrap_or_else(|| "preparing the workspace".to_string())

@@ -38,6 +38,10 @@ impl ToSql for Arg<'_> {
                 None => ToSqlOutput::from(rusqlite::types::Null),
             },
             Arg::Json(value) => ToSqlOutput::from(value.to_string()),
+            Arg::JsonOpt(value) => match value {
+                Some(value) => ToSqlOutput::from(value.to_string()),
+                None => ToSqlOutput::from(rusqlite::types::Null),
+            },
             Arg::TextList(list) => match list {
                 Some(list) => ToSqlOutput::from(json_text(list)?),
                 None => ToSqlOutput::from(rusqlite::types::Null),

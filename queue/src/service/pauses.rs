@@ -1,0 +1,179 @@
+//! An operator's hold on a job's course: pause a running or queued job, resume a paused
+//! one from a checkpoint, retry one that ended from a step. Each is a guarded transition
+//! of the state machine; what is read here is only which checkpoint it restores, from the
+//! job's timeline.
+
+use contract::events::CheckpointSaved;
+use contract::job::events;
+use contract::timeline::{StepState, Timeline};
+use contract::{Job, JobId, JobState, NormalizedTask};
+
+use super::Queue;
+use crate::error::QueueError;
+use crate::lease::Fence;
+use crate::machine;
+
+impl Queue {
+    /// running → pause requested (the worker stops at the next step or iteration
+    /// boundary, or at once when `immediate`, and acknowledges); queued → paused at once.
+    pub async fn request_pause(
+        &self,
+        id: &JobId,
+        user_id: Option<&str>,
+        immediate: bool,
+    ) -> Result<Job, QueueError> {
+        self.transition(id, |job, now| {
+            machine::request_pause(job, user_id, immediate, now)
+        })
+        .await
+    }
+
+    /// running with a pause requested → paused, by the worker holding the lease, at the
+    /// latest checkpoint its attempt saved (the job's events say which). A cancel
+    /// requested meanwhile wins.
+    pub async fn ack_pause(&self, id: &JobId, fence: &Fence) -> Result<Job, QueueError> {
+        let latest = self.attempt_checkpoint(id).await?;
+        let now = self.now();
+        let (mut tx, mut job) = self.lock(id).await?;
+        let paused_by = if job.status == JobState::Paused {
+            tx.last_event(id.uuid(), events::JOB_PAUSED)
+                .await?
+                .and_then(|event| machine::paused_by(&event.payload))
+        } else {
+            None
+        };
+        let outcome = machine::ack_pause(&mut job, fence, now, latest, paused_by.as_ref())?;
+        self.write_outcome(tx, &job, outcome, now).await?;
+        Ok(job)
+    }
+
+    /// paused → queued, from the checkpoint with id `checkpoint` (`step-2`,
+    /// `iteration-1`) or, when `None`, the one it paused at. On a running job, withdraws
+    /// a pause request its worker has not yet obeyed.
+    pub async fn resume(
+        &self,
+        id: &JobId,
+        user_id: Option<&str>,
+        checkpoint: Option<&str>,
+    ) -> Result<Job, QueueError> {
+        let job = self.get_job(id).await?;
+        let steps = step_count(&job);
+        let chosen = match checkpoint {
+            None => None,
+            Some(wanted) => {
+                let timeline = self.timeline(id, steps).await?;
+                let found = timeline
+                    .checkpoints
+                    .into_iter()
+                    .find(|c| c.id == wanted)
+                    .ok_or_else(|| {
+                        QueueError::invalid(
+                            "checkpoint",
+                            format!(
+                                "the job has no checkpoint {wanted:?}; \
+                                 GET /api/queue/jobs/{id}/checkpoints lists them"
+                            ),
+                        )
+                    })?;
+                Some(found.saved)
+            }
+        };
+        self.transition(id, |job, now| {
+            machine::resume(
+                job,
+                user_id,
+                chosen.clone(),
+                |at| at.map_or(0, |saved| saved.resume_step(steps)),
+                now,
+            )
+        })
+        .await
+    }
+
+    /// failed, cancelled or dead_letter → queued: a new attempt that restores the
+    /// checkpoint after step `from_step_index − 1` and runs from that step. `None`: from
+    /// the first step that did not succeed, or past every step (the completion loop and
+    /// publish, from the latest checkpoint) when all did.
+    pub async fn retry_from_step(
+        &self,
+        id: &JobId,
+        user_id: Option<&str>,
+        from_step_index: Option<usize>,
+    ) -> Result<Job, QueueError> {
+        let job = self.get_job(id).await?;
+        let steps = step_count(&job);
+        let timeline = self.timeline(id, steps).await?;
+        let (from, checkpoint) = restore_point(&timeline, steps, from_step_index)?;
+        self.transition(id, |job, now| {
+            machine::retry_from_step(job, user_id, checkpoint.clone(), from, now)
+        })
+        .await
+    }
+
+    /// The latest checkpoint of the job's current attempt, or the one it started from.
+    pub(crate) async fn attempt_checkpoint(
+        &self,
+        id: &JobId,
+    ) -> Result<Option<CheckpointSaved>, QueueError> {
+        let timeline = self.timeline(id, 0).await?;
+        Ok(timeline.checkpoints.last().map(|c| c.saved.clone()))
+    }
+}
+
+/// How many steps the job's task has; 0 for a payload that does not read as a task
+/// (nothing to skip, so every retry starts from the start).
+fn step_count(job: &Job) -> usize {
+    NormalizedTask::from_job(job)
+        .map(|task| task.resolved_steps().len())
+        .unwrap_or(0)
+}
+
+/// Where a retry starts: the step, and the checkpoint that restores the work before it.
+fn restore_point(
+    timeline: &Timeline,
+    steps: usize,
+    asked: Option<usize>,
+) -> Result<(usize, Option<CheckpointSaved>), QueueError> {
+    let first_unfinished = timeline
+        .steps
+        .iter()
+        .position(|s| s.state != StepState::Succeeded)
+        .unwrap_or(steps);
+    let from = match asked {
+        Some(from) if from > steps => {
+            return Err(QueueError::invalid(
+                "fromStepIndex",
+                format!("must be at most {steps}: the task has {steps} step(s), indexed from 0"),
+            ));
+        }
+        Some(from) => from,
+        None => first_unfinished,
+    };
+    if from == 0 {
+        return Ok((0, None));
+    }
+    let after = from - 1;
+    let found = if from == steps && asked.is_none() {
+        // Every step succeeded: the loop or publish failed. Resume from the latest
+        // checkpoint, after the last step or a later iteration.
+        timeline.checkpoints.last()
+    } else {
+        timeline
+            .checkpoints
+            .iter()
+            .rev()
+            .find(|c| c.saved.after_step == Some(after))
+    };
+    match found {
+        Some(checkpoint) => Ok((from, Some(checkpoint.saved.clone()))),
+        None => Err(QueueError::invalid(
+            "fromStepIndex",
+            format!(
+                "no checkpoint after step {} was saved, so step {} cannot start from it; \
+                 retry from an earlier step (0 starts over)",
+                after + 1,
+                from + 1
+            ),
+        )),
+    }
+}

@@ -1,0 +1,378 @@
+//! Pause, resume and retry from a step (seed 003): guarded transitions that race the
+//! worker, the rescuer and a cancel; each case in both orders where order matters.
+
+use std::time::Duration;
+
+use contract::Job;
+use contract::JobState;
+use contract::events::{CheckpointSaved, TaskEvent};
+use contract::job::{events, task};
+use queue::{Rescuer, RescuerConfig};
+use serde_json::json;
+
+use crate::harness::*;
+
+/// A task of three steps, so a retry has somewhere to start.
+async fn three_steps(h: &Harness) -> Job {
+    let spec = json!({
+        "type": "task",
+        "maxAttempts": 3,
+        "payload": {
+            "repository": "octo/repo",
+            "task": {
+                "instructions": "Tidy up.",
+                "steps": [
+                    { "instructions": "one" },
+                    { "instructions": "two" },
+                    { "instructions": "three" }
+                ],
+                "publish": { "mode": "none" }
+            }
+        }
+    });
+    h.queue.create_job(&spec, Some("alice")).await.unwrap()
+}
+
+fn saved_after(index: usize) -> CheckpointSaved {
+    CheckpointSaved {
+        after_step: Some(index),
+        after_iteration: None,
+        base_commit: "0123abcd".into(),
+        artifact: task::step_checkpoint(index),
+    }
+}
+
+/// The worker holding `job` reports the checkpoint after the step at `index`.
+async fn checkpoint(h: &Harness, job: &Job, index: usize) {
+    let saved = saved_after(index);
+    let event = contract::NewEvent {
+        kind: task::CHECKPOINT.into(),
+        level: contract::EventLevel::Info,
+        message: format!("checkpoint saved {}", saved.label()),
+        payload: saved.payload(),
+    };
+    h.queue
+        .append_event(&job.id, &fence(job), event)
+        .await
+        .unwrap();
+}
+
+pub async fn pausing_a_queued_job_pauses_it_at_once_and_no_claim_takes_it(h: Harness) {
+    let job = h.create(Spec::default()).await;
+    let paused = h
+        .queue
+        .request_pause(&job.id, Some("bob"), false)
+        .await
+        .unwrap();
+    assert_eq!(paused.status, JobState::Paused);
+    assert_eq!(paused.pause_requested, None);
+    assert_eq!(h.claim("w1").await, None);
+    assert_eq!(
+        h.event_kinds(&job).await.last().map(String::as_str),
+        Some(events::JOB_PAUSED)
+    );
+    // A repeat is a no-op.
+    let again = h.queue.request_pause(&job.id, None, true).await.unwrap();
+    assert_eq!(again, paused);
+    let resumed = h.queue.resume(&job.id, Some("bob"), None).await.unwrap();
+    assert_eq!(resumed.status, JobState::Queued);
+    h.claim_exactly("w1", &job).await;
+}
+
+pub async fn a_running_job_pauses_at_its_latest_checkpoint_and_releases_its_lease(h: Harness) {
+    let job = three_steps(&h).await;
+    let claimed = h.claim_exactly("w1", &job).await;
+    checkpoint(&h, &claimed, 0).await;
+    let marked = h
+        .queue
+        .request_pause(&job.id, Some("bob"), false)
+        .await
+        .unwrap();
+    assert_eq!(marked.status, JobState::Running);
+    let request = marked.pause_requested.clone().expect("the request is kept");
+    assert_eq!(request.requested_by.as_deref(), Some("bob"));
+    assert!(!request.immediate);
+    // The worker hears of it on its heartbeat.
+    let beat = h
+        .queue
+        .heartbeat(&job.id, &fence(&claimed), LEASE)
+        .await
+        .unwrap();
+    assert!(beat.pause_requested.is_some());
+    // An immediate request hastens it; a second soft one changes nothing.
+    let hastened = h.queue.request_pause(&job.id, None, true).await.unwrap();
+    assert!(hastened.pause_requested.as_ref().unwrap().immediate);
+    let same = h.queue.request_pause(&job.id, None, false).await.unwrap();
+    assert_eq!(same, hastened);
+    checkpoint(&h, &claimed, 1).await;
+    let paused = h.queue.ack_pause(&job.id, &fence(&claimed)).await.unwrap();
+    assert_eq!(paused.status, JobState::Paused);
+    assert_eq!(paused.claimed_by, None);
+    assert_eq!(paused.lease_expires_at, None);
+    assert_eq!(paused.pause_requested, None);
+    assert_eq!(paused.resume_from, Some(saved_after(1)));
+    // The same attempt acknowledging again gets the job back; the rescuer never sees it.
+    let again = h.queue.ack_pause(&job.id, &fence(&claimed)).await.unwrap();
+    assert_eq!(again, paused);
+    h.advance(LEASE * 3);
+    let rescued = Rescuer::new(h.queue.clone(), RescuerConfig::default())
+        .run_once()
+        .await
+        .unwrap();
+    assert_eq!(rescued.total(), 0);
+    assert_eq!(h.claim("w2").await, None);
+    // Resumed, the next attempt carries where to start.
+    let resumed = h.queue.resume(&job.id, Some("bob"), None).await.unwrap();
+    assert_eq!(resumed.status, JobState::Queued);
+    let events = h.queue.list_events(&job.id, 0, 100).await.unwrap();
+    let last = events.last().unwrap();
+    assert_eq!(last.kind, events::JOB_RESUMED);
+    assert_eq!(last.payload["fromStepIndex"], 2);
+    let second = h.claim_exactly("w2", &job).await;
+    assert_eq!(second.attempt, 2);
+    assert_eq!(second.resume_from, Some(saved_after(1)));
+}
+
+pub async fn a_job_resumes_from_a_chosen_checkpoint_and_refuses_an_unknown_one(h: Harness) {
+    let job = three_steps(&h).await;
+    let claimed = h.claim_exactly("w1", &job).await;
+    checkpoint(&h, &claimed, 0).await;
+    checkpoint(&h, &claimed, 1).await;
+    h.queue.request_pause(&job.id, None, true).await.unwrap();
+    h.queue.ack_pause(&job.id, &fence(&claimed)).await.unwrap();
+    let refused = assert_code(
+        h.queue.resume(&job.id, None, Some("step-9")).await,
+        "invalid_queue_payload",
+    );
+    assert!(refused.to_string().contains("checkpoint"), "{refused}");
+    let resumed = h.queue.resume(&job.id, None, Some("step-1")).await.unwrap();
+    assert_eq!(resumed.resume_from, Some(saved_after(0)));
+}
+
+pub async fn pause_then_lease_expiry_pauses_the_job_at_its_latest_checkpoint(h: Harness) {
+    let job = three_steps(&h).await;
+    let claimed = h.claim_exactly("w1", &job).await;
+    checkpoint(&h, &claimed, 0).await;
+    h.queue.request_pause(&job.id, None, false).await.unwrap();
+    h.advance(LEASE + Duration::from_millis(1));
+    let report = Rescuer::new(h.queue.clone(), RescuerConfig::default())
+        .run_once()
+        .await
+        .unwrap();
+    assert_eq!(report.paused, vec![job.id]);
+    let after = h.get(&job).await;
+    assert_eq!(after.status, JobState::Paused);
+    assert_eq!(after.resume_from, Some(saved_after(0)));
+    // The worker that lost its lease can no longer acknowledge.
+    assert_code(
+        h.queue.ack_pause(&job.id, &fence(&claimed)).await,
+        "job_ownership_mismatch",
+    );
+}
+
+pub async fn lease_expiry_then_pause_pauses_the_requeued_job(h: Harness) {
+    let job = three_steps(&h).await;
+    h.claim_exactly("w1", &job).await;
+    h.advance(LEASE + Duration::from_millis(1));
+    Rescuer::new(h.queue.clone(), RescuerConfig::default())
+        .run_once()
+        .await
+        .unwrap();
+    assert_eq!(h.get(&job).await.status, JobState::Queued);
+    let paused = h.queue.request_pause(&job.id, None, false).await.unwrap();
+    assert_eq!(paused.status, JobState::Paused);
+}
+
+pub async fn complete_wins_over_a_pause_requested_too_late(h: Harness) {
+    let job = three_steps(&h).await;
+    let claimed = h.claim_exactly("w1", &job).await;
+    h.queue.request_pause(&job.id, None, false).await.unwrap();
+    let done = h
+        .queue
+        .complete(&job.id, &fence(&claimed), None)
+        .await
+        .unwrap();
+    assert_eq!(done.status, JobState::Succeeded);
+    assert_eq!(done.pause_requested, None);
+    assert_conflict(
+        h.queue.ack_pause(&job.id, &fence(&claimed)).await,
+        JobState::Succeeded,
+    );
+    assert_conflict(
+        h.queue.request_pause(&job.id, None, false).await,
+        JobState::Succeeded,
+    );
+}
+
+pub async fn a_paused_job_cannot_be_completed_by_its_old_worker(h: Harness) {
+    let job = three_steps(&h).await;
+    let claimed = h.claim_exactly("w1", &job).await;
+    h.queue.request_pause(&job.id, None, false).await.unwrap();
+    h.queue.ack_pause(&job.id, &fence(&claimed)).await.unwrap();
+    assert_code(
+        h.queue.complete(&job.id, &fence(&claimed), None).await,
+        "job_ownership_mismatch",
+    );
+    assert_eq!(h.get(&job).await.status, JobState::Paused);
+}
+
+pub async fn a_cancel_requested_before_the_pause_is_acknowledged_wins(h: Harness) {
+    let job = three_steps(&h).await;
+    let claimed = h.claim_exactly("w1", &job).await;
+    h.queue.request_pause(&job.id, None, false).await.unwrap();
+    h.queue.request_cancel(&job.id, None, None).await.unwrap();
+    // Once cancelling, a pause is refused.
+    assert_conflict(
+        h.queue.request_pause(&job.id, None, true).await,
+        JobState::Running,
+    );
+    let ended = h.queue.ack_pause(&job.id, &fence(&claimed)).await.unwrap();
+    assert_eq!(ended.status, JobState::Cancelled);
+    assert_eq!(ended.pause_requested, None);
+}
+
+pub async fn resume_then_cancel_cancels_the_queued_job(h: Harness) {
+    let job = three_steps(&h).await;
+    h.queue.request_pause(&job.id, None, false).await.unwrap();
+    h.queue.resume(&job.id, None, None).await.unwrap();
+    let cancelled = h.queue.request_cancel(&job.id, None, None).await.unwrap();
+    assert_eq!(cancelled.status, JobState::Cancelled);
+    assert_eq!(h.claim("w1").await, None);
+}
+
+pub async fn cancel_then_resume_is_refused_and_the_job_stays_cancelled(h: Harness) {
+    let job = three_steps(&h).await;
+    h.queue.request_pause(&job.id, None, false).await.unwrap();
+    let cancelled = h
+        .queue
+        .request_cancel(&job.id, Some("bob"), Some("not needed".into()))
+        .await
+        .unwrap();
+    assert_eq!(cancelled.status, JobState::Cancelled);
+    assert_eq!(
+        h.event_kinds(&job).await.last().map(String::as_str),
+        Some(events::JOB_CANCELLED)
+    );
+    assert_conflict(
+        h.queue.resume(&job.id, None, None).await,
+        JobState::Cancelled,
+    );
+    assert_eq!(h.claim("w1").await, None);
+}
+
+pub async fn resume_withdraws_a_pause_not_yet_obeyed(h: Harness) {
+    let job = three_steps(&h).await;
+    let claimed = h.claim_exactly("w1", &job).await;
+    h.queue.request_pause(&job.id, None, false).await.unwrap();
+    let running = h.queue.resume(&job.id, None, None).await.unwrap();
+    assert_eq!(running.status, JobState::Running);
+    assert_eq!(running.pause_requested, None);
+    assert_conflict(
+        h.queue.ack_pause(&job.id, &fence(&claimed)).await,
+        JobState::Running,
+    );
+}
+
+pub async fn a_retryable_failure_after_a_pause_request_pauses_instead_of_retrying(h: Harness) {
+    let job = three_steps(&h).await;
+    let claimed = h.claim_exactly("w1", &job).await;
+    h.queue.request_pause(&job.id, None, false).await.unwrap();
+    let paused = h
+        .queue
+        .fail(&job.id, &fence(&claimed), "clone failed".into(), true)
+        .await
+        .unwrap();
+    assert_eq!(paused.status, JobState::Paused);
+    assert_eq!(h.claim("w2").await, None);
+}
+
+pub async fn a_failed_job_retries_from_the_failed_step_with_the_checkpoint_before_it(h: Harness) {
+    let job = three_steps(&h).await;
+    let claimed = h.claim_exactly("w1", &job).await;
+    for (kind, index) in [(task::STEP_STARTED, 0), (task::STEP_FINISHED, 0)] {
+        let event = contract::NewEvent {
+            payload: json!({ "stepIndex": index, "stepId": "step-1" })
+                .as_object()
+                .unwrap()
+                .clone(),
+            ..step_event(kind)
+        };
+        h.queue
+            .append_event(&job.id, &fence(&claimed), event)
+            .await
+            .unwrap();
+    }
+    checkpoint(&h, &claimed, 0).await;
+    let event = contract::NewEvent {
+        payload: json!({ "stepIndex": 1, "stepId": "step-2" })
+            .as_object()
+            .unwrap()
+            .clone(),
+        ..step_event(task::STEP_FAILED)
+    };
+    h.queue
+        .append_event(&job.id, &fence(&claimed), event)
+        .await
+        .unwrap();
+    h.queue
+        .fail(&job.id, &fence(&claimed), "step 2 failed".into(), false)
+        .await
+        .unwrap();
+    // Not a running, paused or succeeded job; and not past the last step.
+    assert_code(
+        h.queue.retry_from_step(&job.id, None, Some(4)).await,
+        "invalid_queue_payload",
+    );
+    // No checkpoint after step 2 was saved, so step 3 cannot start from one.
+    let refused = assert_code(
+        h.queue.retry_from_step(&job.id, None, Some(2)).await,
+        "invalid_queue_payload",
+    );
+    assert!(refused.to_string().contains("fromStepIndex"), "{refused}");
+    let retried = h
+        .queue
+        .retry_from_step(&job.id, Some("bob"), None)
+        .await
+        .unwrap();
+    assert_eq!(retried.status, JobState::Queued);
+    assert_eq!(retried.resume_from, Some(saved_after(0)));
+    assert_eq!(retried.error_message, None);
+    assert_eq!(retried.finished_at, None);
+    let events = h.queue.list_events(&job.id, 0, 100).await.unwrap();
+    let last = events.last().unwrap();
+    assert_eq!(last.kind, events::JOB_RETRY_REQUESTED);
+    assert_eq!(last.payload["fromStepIndex"], 1);
+    assert_eq!(last.payload["requestedBy"], "bob");
+    let second = h.claim_exactly("w2", &job).await;
+    assert_eq!(second.attempt, 2);
+    assert_eq!(second.resume_from, Some(saved_after(0)));
+    assert_conflict(
+        h.queue.retry_from_step(&job.id, None, None).await,
+        JobState::Running,
+    );
+}
+
+pub async fn a_cancelled_job_retries_from_the_start_and_forgets_the_cancel(h: Harness) {
+    let job = three_steps(&h).await;
+    h.queue.request_cancel(&job.id, None, None).await.unwrap();
+    let retried = h
+        .queue
+        .retry_from_step(&job.id, None, Some(0))
+        .await
+        .unwrap();
+    assert_eq!(retried.status, JobState::Queued);
+    assert_eq!(retried.resume_from, None);
+    assert_eq!(retried.cancel_requested_at, None);
+    let claimed = h.claim_exactly("w1", &job).await;
+    assert!(!claimed.cancel_requested());
+    let done = h
+        .queue
+        .complete(&job.id, &fence(&claimed), None)
+        .await
+        .unwrap();
+    assert_eq!(done.status, JobState::Succeeded);
+    assert_conflict(
+        h.queue.retry_from_step(&job.id, None, None).await,
+        JobState::Succeeded,
+    );
+}
