@@ -88,6 +88,50 @@ pub enum TaskOutcome {
         stage: &'static str,
         stop: Duration,
     },
+    /// Stopped at a step or iteration boundary because a pause was requested; the work
+    /// is kept in the latest checkpoint.
+    Paused {
+        stage: &'static str,
+    },
+}
+
+/// A checkpoint to restore before the steps run: where it was taken, and its patch (as
+/// the queue stored it) against its base commit.
+#[derive(Debug, Clone)]
+pub struct Restore {
+    pub checkpoint: CheckpointSaved,
+    pub patch: Vec<u8>,
+}
+
+/// An operator's pause as the run sees it: requested (stop at the next step or iteration
+/// boundary), and perhaps `now` too (the running step is stopped, through the run's
+/// cancel token, by whoever holds that).
+#[derive(Debug, Clone, Default)]
+pub struct Pause {
+    requested: CancellationToken,
+    now: CancellationToken,
+}
+
+impl Pause {
+    pub fn request(&self, immediate: bool) {
+        self.requested.cancel();
+        if immediate {
+            self.now.cancel();
+        }
+    }
+
+    pub fn is_requested(&self) -> bool {
+        self.requested.is_cancelled()
+    }
+
+    /// Fires when an immediate pause is requested.
+    pub async fn immediate(&self) {
+        self.now.cancelled().await
+    }
+
+    pub fn is_immediate(&self) -> bool {
+        self.now.is_cancelled()
+    }
 }
 
 /// What a task's auth refs resolved to, on this worker. Never stored, never reported: they
@@ -119,11 +163,14 @@ impl Hold for Unshared {
 }
 
 /// What a run acts with besides its task: the redactor for everything it writes, the
-/// credentials its git and gh use, and its hold on the job.
+/// credentials its git and gh use, its hold on the job, the checkpoint it resumes from
+/// and the operator's pause.
 pub struct Warrant<'a> {
     pub redactor: &'a Redactor,
     pub credentials: &'a Credentials,
     pub hold: &'a dyn Hold,
+    pub restore: Option<&'a Restore>,
+    pub pause: &'a Pause,
 }
 
 /// Runs `task` (job `job_id`) through its three stages.
@@ -141,6 +188,8 @@ pub async fn run_task(
         redactor: warrant.redactor,
         credentials: warrant.credentials,
         hold: warrant.hold,
+        restore: warrant.restore,
+        pause: warrant.pause,
         cancel,
         reports,
         ws: None,
@@ -155,6 +204,8 @@ pub async fn run_task(
 
 struct Run<'a> {
     hold: &'a dyn Hold,
+    restore: Option<&'a Restore>,
+    pause: &'a Pause,
     config: &'a StageConfig,
     task: &'a NormalizedTask,
     redactor: &'a Redactor,
@@ -331,7 +382,11 @@ impl Run<'_> {
         };
         self.base_commit = Some(prepared.checkout.base_commit.clone());
         let steps = self.task.resolved_steps();
-        if let Err(outcome) = self.execute(&steps).await {
+        // A resumed run starts after its checkpoint: the next step, or the loop.
+        let from = self
+            .restore
+            .map_or(0, |r| r.checkpoint.resume_step(steps.len()));
+        if let Err(outcome) = self.execute(&steps, from).await {
             return outcome;
         }
         self.publish(&prepared).await

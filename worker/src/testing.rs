@@ -12,7 +12,9 @@ use crate::process::{Budget, Limits};
 use crate::publish::Identity;
 use crate::redact::Redactor;
 use crate::runtime::{Binaries, Endpoints};
-use crate::stages::{Credentials, Report, StageConfig, TaskOutcome, Unshared, Warrant, run_task};
+use crate::stages::{
+    Credentials, Pause, Report, Restore, StageConfig, TaskOutcome, Unshared, Warrant, run_task,
+};
 
 /// A file of the worker's tests/fixtures: `fake-agent` (a scripted agent CLI) or `gh`.
 pub fn fixture(name: &str) -> PathBuf {
@@ -59,6 +61,28 @@ pub async fn run_stages(
     secrets: &[&str],
     cancel: &tokio_util::sync::CancellationToken,
 ) -> (TaskOutcome, Vec<Report>) {
+    run_stages_from(
+        config,
+        job_id,
+        task,
+        secrets,
+        cancel,
+        None,
+        &Pause::default(),
+    )
+    .await
+}
+
+/// [`run_stages`], resuming from `restore` and obeying `pause`.
+pub async fn run_stages_from(
+    config: &StageConfig,
+    job_id: &str,
+    task: &contract::NormalizedTask,
+    secrets: &[&str],
+    cancel: &tokio_util::sync::CancellationToken,
+    restore: Option<&Restore>,
+    pause: &Pause,
+) -> (TaskOutcome, Vec<Report>) {
     let job_id = job_id.parse().expect("a job id");
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let redactor = Redactor::new(secrets.iter().copied());
@@ -66,6 +90,8 @@ pub async fn run_stages(
         redactor: &redactor,
         credentials: &Credentials::default(),
         hold: &Unshared,
+        restore,
+        pause,
     };
     let outcome = run_task(config, &job_id, task, warrant, cancel, tx).await;
     let mut reports = Vec::new();

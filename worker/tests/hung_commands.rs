@@ -47,6 +47,8 @@ fn start(config: &StageConfig, task: NormalizedTask, cancel: &CancellationToken)
                 redactor: &Redactor::default(),
                 credentials: &Credentials::default(),
                 hold: &Unshared,
+                restore: None,
+                pause: &worker::stages::Pause::default(),
             },
             &cancel,
             tx,

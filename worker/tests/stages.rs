@@ -290,6 +290,8 @@ async fn cancelling_a_running_step_stops_it_and_skips_the_rest() {
                 redactor: &redactor,
                 credentials: &Credentials::default(),
                 hold: &Unshared,
+                restore: None,
+                pause: &worker::stages::Pause::default(),
             },
             &stopper,
             tx,

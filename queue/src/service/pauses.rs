@@ -6,10 +6,11 @@
 use contract::events::CheckpointSaved;
 use contract::job::events;
 use contract::timeline::{StepState, Timeline};
-use contract::{Job, JobId, JobState, NormalizedTask};
+use contract::{Artifact, Job, JobId, JobState, NormalizedTask};
 
 use super::Queue;
-use crate::error::QueueError;
+use crate::artifacts::ArtifactContent;
+use crate::error::{Entity, QueueError};
 use crate::lease::Fence;
 use crate::machine;
 
@@ -108,6 +109,22 @@ impl Queue {
             machine::retry_from_step(job, user_id, checkpoint.clone(), from, now)
         })
         .await
+    }
+
+    /// The patch of the checkpoint the worker's attempt resumes from (`resumeFrom`), for
+    /// its prepare stage to apply: only while it holds the lease.
+    pub async fn resume_patch(
+        &self,
+        id: &JobId,
+        fence: &Fence,
+    ) -> Result<(Artifact, ArtifactContent), QueueError> {
+        let job = self.get_job(id).await?;
+        machine::check_fence(&job, fence)?;
+        let saved = job.resume_from.ok_or_else(|| QueueError::NotFound {
+            entity: Entity::Artifact,
+            id: format!("{id}/resumeFrom (this attempt starts from scratch)"),
+        })?;
+        self.open_artifact(id, &saved.artifact).await
     }
 
     /// The latest checkpoint of the job's current attempt, or the one it started from.

@@ -15,7 +15,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use contract::api::{ArtifactList, CancelBody, CheckpointList, EventList, JobList};
+use contract::api::{
+    ArtifactList, CancelBody, CheckpointList, EventList, JobList, PauseBody, ResumeBody, RetryBody,
+};
 use contract::timeline::Checkpoint;
 use contract::{Artifact, Job, JobEvent, JobId, JobState};
 use reqwest::header::{self, HeaderValue};
@@ -219,6 +221,35 @@ impl QueueClient {
         let body = CancelBody {
             reason: reason.map(str::to_string),
         };
+        self.fetch(self.request(Method::POST, &url).json(&body), &url)
+            .await
+    }
+
+    /// `POST /jobs/{id}/pause`: pauses a queued job, or asks the running one's worker to
+    /// stop at the next boundary (at once when `immediate`).
+    pub async fn pause_job(&self, id: &JobId, immediate: bool) -> Result<Job> {
+        let url = self.job_url(id, &["pause"]);
+        let body = PauseBody { immediate };
+        self.fetch(self.request(Method::POST, &url).json(&body), &url)
+            .await
+    }
+
+    /// `POST /jobs/{id}/resume`: queues a paused job again, from `checkpoint` (an id such
+    /// as `step-2`) or the one it paused at.
+    pub async fn resume_job(&self, id: &JobId, checkpoint: Option<&str>) -> Result<Job> {
+        let url = self.job_url(id, &["resume"]);
+        let body = ResumeBody {
+            checkpoint: checkpoint.map(str::to_string),
+        };
+        self.fetch(self.request(Method::POST, &url).json(&body), &url)
+            .await
+    }
+
+    /// `POST /jobs/{id}/retry`: runs a job that ended again, from the step at
+    /// `from_step_index` (by default the one that failed).
+    pub async fn retry_job(&self, id: &JobId, from_step_index: Option<usize>) -> Result<Job> {
+        let url = self.job_url(id, &["retry"]);
+        let body = RetryBody { from_step_index };
         self.fetch(self.request(Method::POST, &url).json(&body), &url)
             .await
     }

@@ -87,6 +87,36 @@ impl QueueClient {
         self.fetch(builder, &url).await
     }
 
+    /// `POST /jobs/{id}/pause/ack` (worker token): the worker stopped for a pause; the
+    /// job is paused at its latest checkpoint (or cancelled, when a cancel came too).
+    pub async fn ack_pause(&self, id: &JobId, attempt: u32) -> Result<Job> {
+        let url = self.job_url(id, &["pause", "ack"]);
+        let body = FenceBody {
+            worker_id: None,
+            attempt: Some(attempt),
+        };
+        self.fetch(self.request(Method::POST, &url).json(&body), &url)
+            .await
+    }
+
+    /// `POST /jobs/{id}/resume/patch` (worker token): the patch of the checkpoint this
+    /// attempt resumes from.
+    pub async fn resume_patch(&self, id: &JobId, attempt: u32) -> Result<Vec<u8>> {
+        let url = self.job_url(id, &["resume", "patch"]);
+        let body = FenceBody {
+            worker_id: None,
+            attempt: Some(attempt),
+        };
+        let response = self
+            .send(self.request(Method::POST, &url).json(&body), &url)
+            .await?;
+        let bytes = response
+            .bytes()
+            .await
+            .map_err(|e| self.transport(&url, e))?;
+        Ok(bytes.to_vec())
+    }
+
     /// `POST /jobs/{id}/cancel/ack` (worker token): the worker stopped; the job is cancelled.
     pub async fn ack_cancel(&self, id: &JobId, attempt: u32) -> Result<Job> {
         let url = self.job_url(id, &["cancel", "ack"]);

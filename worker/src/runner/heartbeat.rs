@@ -9,6 +9,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::lease::Lease;
 use crate::client::{ClientError, QueueClient};
+use crate::stages::Pause;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HeartbeatConfig {
@@ -47,6 +48,8 @@ pub struct Heartbeat {
     config: HeartbeatConfig,
     /// Stops the run: on a cancel request and when the lease is lost.
     cancel: CancellationToken,
+    /// Told of an operator's pause.
+    pause: Pause,
 }
 
 impl Heartbeat {
@@ -61,7 +64,14 @@ impl Heartbeat {
             lease,
             config,
             cancel,
+            pause: Pause::default(),
         }
+    }
+
+    /// Tells `pause` of a pause the server reports.
+    pub fn pausing(mut self, pause: Pause) -> Heartbeat {
+        self.pause = pause;
+        self
     }
 
     /// Renews every `every` (`retry_after` after a failure) until `stop` fires or the lease
@@ -111,10 +121,15 @@ impl Heartbeat {
     /// One renewal, acted on: a cancel request or a refusal stops the run.
     pub async fn run_once(&self) -> Beat {
         match self.lease.renew(&self.client).await {
-            Ok(false) => Beat::Renewed,
-            Ok(true) => {
+            Ok(job) if job.cancel_requested() => {
                 self.cancel.cancel();
                 Beat::CancelRequested
+            }
+            Ok(job) => {
+                if let Some(pause) = &job.pause_requested {
+                    self.pause.request(pause.immediate);
+                }
+                Beat::Renewed
             }
             Err(error) if error.status().is_some_and(|s| s.is_client_error()) => {
                 self.lease.lost().cancel();

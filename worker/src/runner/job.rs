@@ -19,7 +19,7 @@ use super::{KeepWorkspaces, WorkerConfig};
 use crate::auth_refs;
 use crate::client::{ClientError, QueueClient};
 use crate::redact::Redactor;
-use crate::stages::{Credentials, Hold, TaskOutcome, Warrant, run_task};
+use crate::stages::{Credentials, Hold, Pause, Restore, TaskOutcome, Warrant, run_task};
 use crate::workspace::Workspace;
 
 /// How a job's run ended, as told to the server.
@@ -30,6 +30,8 @@ pub enum Settled {
         retryable: bool,
     },
     Cancelled,
+    /// Stopped for an operator's pause; the job waits, paused, to be resumed.
+    Paused,
     /// The lease was lost: the server took it back, or it ran out while the server could
     /// not be reached. Nothing more was done or said about the job.
     Lost,
@@ -120,9 +122,30 @@ async fn run_and_settle(
         .cloned();
     let redactor = Redactor::new(secrets.collect::<Vec<_>>());
 
-    // `cancel`: the server asked, or the lease is lost; `stop_run`: either that or a
-    // hand-back, which is what the stages obey.
+    // The checkpoint this attempt resumes from, fetched before anything starts: without
+    // it the run would redo work or, worse, publish without it.
+    let restore = match &job.resume_from {
+        None => None,
+        Some(checkpoint) => match client.resume_patch(&job.id, attempt).await {
+            Ok(patch) => Some(Restore {
+                checkpoint: checkpoint.clone(),
+                patch,
+            }),
+            Err(error) => {
+                let message = format!(
+                    "prepare: cannot fetch the checkpoint {} to resume from: {error}",
+                    checkpoint.label()
+                );
+                let retryable = error.is_retryable();
+                return settle(&lease, || fail(client, &job, &message, retryable)).await;
+            }
+        },
+    };
+
+    // `cancel`: the server asked, or the lease is lost; `stop_run`: either that, an
+    // immediate pause or a hand-back, which is what the stages obey.
     let cancel = CancellationToken::new();
+    let pause = Pause::default();
     // The claim's long-poll may have held the request for a while before the job came,
     // and the lease counts from when it was sent: renewing it now, from now, is what
     // makes the worker's clock useful from the start.
@@ -131,7 +154,8 @@ async fn run_and_settle(
         lease.clone(),
         HeartbeatConfig::for_lease(&lease),
         cancel.clone(),
-    );
+    )
+    .pausing(pause.clone());
     match heartbeat.run_once().await {
         Beat::Renewed | Beat::CancelRequested => {}
         Beat::Lost(error) => {
@@ -153,14 +177,17 @@ async fn run_and_settle(
         tokio::spawn(watch_cancel(
             client.clone(),
             job.id,
-            cancel.clone(),
+            (cancel.clone(), pause.clone()),
+            attempt,
             done.clone(),
         )),
         tokio::spawn({
             let (cancel, stop_run, done) = (cancel.clone(), stop_run.clone(), done.clone());
+            let pause = pause.clone();
             async move {
                 tokio::select! {
                     _ = cancel.cancelled() => stop_run.cancel(),
+                    _ = pause.immediate() => stop_run.cancel(),
                     _ = done.cancelled() => {}
                 }
             }
@@ -180,6 +207,8 @@ async fn run_and_settle(
             redactor: &redactor,
             credentials: &credentials,
             hold: &hold,
+            restore: restore.as_ref(),
+            pause: &pause,
         },
         &stop_run,
         reports,
@@ -209,6 +238,11 @@ async fn run_and_settle(
                 let message = redactor
                     .redact_and_cut(&format!("{stage}: {message}"), limits::REPORTED_TEXT_BYTES);
                 settle(&lease, || fail(client, &job, &message, retryable)).await
+            }
+            TaskOutcome::Paused { .. } => acknowledge_pause(client, &lease, &job).await,
+            // Stopped for an immediate pause, not a cancel or a hand-back.
+            TaskOutcome::Cancelled { .. } if !cancel.is_cancelled() && pause.is_immediate() => {
+                acknowledge_pause(client, &lease, &job).await
             }
             TaskOutcome::Cancelled { .. } if !cancel.is_cancelled() => {
                 settle(&lease, || async {
@@ -269,6 +303,19 @@ where
     }
 }
 
+/// Tells the server the run stopped for its pause. The job ends cancelled instead when a
+/// cancel came too, which the answer says.
+async fn acknowledge_pause(client: &QueueClient, lease: &Lease, job: &Job) -> Settled {
+    settle(lease, || async {
+        let done = client.ack_pause(&job.id, job.attempt).await?;
+        Ok(match done.status {
+            contract::JobState::Cancelled => Settled::Cancelled,
+            _ => Settled::Paused,
+        })
+    })
+    .await
+}
+
 async fn fail(
     client: &QueueClient,
     job: &Job,
@@ -281,24 +328,39 @@ async fn fail(
         .map(|_| Settled::Failed { retryable })
 }
 
-/// Follows the job's event stream and stops the run at its `job.cancel_requested`, so a
-/// cancel does not wait for the next heartbeat.
+/// Follows the job's event stream and stops the run at its `job.cancel_requested`, and
+/// tells it of a `job.pause_requested`, so neither waits for the next heartbeat. The
+/// stream replays the job's whole timeline: only what follows this `attempt`'s claim is
+/// acted on, or the request that stopped an earlier attempt would stop this one too.
 async fn watch_cancel(
     client: QueueClient,
     id: JobId,
-    cancel: CancellationToken,
+    (cancel, pause): (CancellationToken, Pause),
+    attempt: u32,
     done: CancellationToken,
 ) {
     let mut events = client.stream_events(&id, None);
+    let mut ours = false;
     loop {
         let next = tokio::select! {
             _ = done.cancelled() => return,
             next = events.next() => next,
         };
         match next {
+            Some(Ok(event)) if !ours => {
+                let claim: Option<contract::events::LeaseHeld> =
+                    contract::events::read_payload(&event.payload);
+                ours = event.kind == contract::job::events::JOB_CLAIMED
+                    && claim.is_some_and(|c| c.attempt == attempt);
+            }
             Some(Ok(event)) if event.kind == contract::job::events::JOB_CANCEL_REQUESTED => {
                 cancel.cancel();
                 return;
+            }
+            Some(Ok(event)) if event.kind == contract::job::events::JOB_PAUSE_REQUESTED => {
+                let request: Option<contract::events::PauseRequest> =
+                    contract::events::read_payload(&event.payload);
+                pause.request(request.is_some_and(|r| r.immediate));
             }
             Some(_) => {}
             None => return,

@@ -11,7 +11,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use contract::JobId;
+use contract::{Job, JobId};
 use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -92,15 +92,16 @@ impl Lease {
         (self.inner.duration / 3).clamp(Duration::from_millis(200), Duration::from_secs(20))
     }
 
-    /// Renews it now, once: `Ok(true)` when the server asks for a cancel.
-    pub async fn renew(&self, client: &QueueClient) -> Result<bool, crate::client::ClientError> {
+    /// Renews it now, once: the job as the server has it, which says whether a cancel or
+    /// a pause was asked for.
+    pub async fn renew(&self, client: &QueueClient) -> Result<Job, crate::client::ClientError> {
         let sent_at = Instant::now();
         let seconds = self.inner.duration.as_secs().max(1);
         let job = client
             .heartbeat(&self.inner.job_id, self.inner.attempt, Some(seconds))
             .await?;
         self.renewed(sent_at);
-        Ok(job.cancel_requested_at.is_some())
+        Ok(job)
     }
 
     /// Renews it until it succeeds, while it is held: the gate before an act that cannot

@@ -22,7 +22,12 @@ enum StepEnded {
 }
 
 impl Run<'_> {
-    pub(super) async fn execute(&mut self, steps: &[ResolvedStep]) -> Result<(), TaskOutcome> {
+    /// Runs `steps` from the one at index `from` (the earlier ones were restored).
+    pub(super) async fn execute(
+        &mut self,
+        steps: &[ResolvedStep],
+        from: usize,
+    ) -> Result<(), TaskOutcome> {
         const STAGE: &str = task::STAGE_EXECUTE;
         let ws = self.ws.clone().expect("prepare made the workspace");
         let started = Instant::now();
@@ -39,7 +44,16 @@ impl Run<'_> {
             step_ids: steps.iter().map(|s| s.id.clone()).collect(),
         };
         self.event(EventLevel::Info, &format!("{} step(s)", steps.len()), &plan);
-        for step in steps {
+        if from > 0 {
+            log.line(
+                self.redactor,
+                &format!("steps 1 to {from} were restored from the checkpoint"),
+            );
+        }
+        for step in steps.iter().skip(from) {
+            if self.pause.is_requested() && !self.cancel.is_cancelled() {
+                return Err(self.pause_here(log, started));
+            }
             if self.cancel.is_cancelled() {
                 self.artifact(log);
                 self.stage_finished(STAGE, StageState::Cancelled, started);
@@ -74,11 +88,27 @@ impl Run<'_> {
         self.artifact(log);
         let state = match &looped {
             Ok(()) => StageState::Succeeded,
-            Err(TaskOutcome::Cancelled { .. }) => StageState::Cancelled,
+            Err(TaskOutcome::Cancelled { .. } | TaskOutcome::Paused { .. }) => {
+                StageState::Cancelled
+            }
             Err(_) => StageState::Failed,
         };
         self.stage_finished(STAGE, state, started);
         looped
+    }
+
+    /// Stops the stage at a boundary for a pause: nothing is lost, the latest checkpoint
+    /// holds the work.
+    fn pause_here(&self, mut log: Log, started: Instant) -> TaskOutcome {
+        log.line(
+            self.redactor,
+            "paused on request; the latest checkpoint keeps the work",
+        );
+        self.artifact(log);
+        self.stage_finished(task::STAGE_EXECUTE, StageState::Cancelled, started);
+        TaskOutcome::Paused {
+            stage: task::STAGE_EXECUTE,
+        }
     }
 
     async fn step(

@@ -43,12 +43,23 @@ impl Run<'_> {
         };
         let max = completion.max_iterations;
         let mut last_tail = String::new();
-        for n in 0..=max {
+        // Resumed after iteration `start`: its work is restored, so the loop goes on by
+        // checking it again, with no agent run first (as iteration 0 checks the steps').
+        let start = self
+            .restore
+            .and_then(|r| r.checkpoint.after_iteration)
+            .unwrap_or(0)
+            .min(max);
+        for n in start..=max {
             if self.cancel.is_cancelled() {
                 return Err(TaskOutcome::Cancelled {
                     stage: STAGE,
                     stop: Duration::ZERO,
                 });
+            }
+            if n > start && self.pause.is_requested() {
+                stage_log.line(self.redactor, "paused on request before the next iteration");
+                return Err(TaskOutcome::Paused { stage: STAGE });
             }
             let started = IterationStarted {
                 iteration: n,
@@ -56,13 +67,15 @@ impl Run<'_> {
             };
             let message = if n == 0 {
                 format!("checking the steps' work: {command}")
+            } else if n == start {
+                format!("iteration {n}/{max}: checking the restored work again: {command}")
             } else {
                 format!("iteration {n}/{max}: the agent runs again, then the check")
             };
             self.event(EventLevel::Info, &message, &started);
             let mut usage = StepUsage::default();
             let mut summary = None;
-            if n > 0 {
+            if n > start {
                 match self
                     .agent_again(ws, &completion, n, &last_tail, stage_log)
                     .await

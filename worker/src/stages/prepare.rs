@@ -99,6 +99,71 @@ impl Run<'_> {
         }
     }
 
+    /// Puts the work of an earlier attempt back: the working branch moved to the
+    /// checkpoint's base commit (the starting branch may have moved on since), and its
+    /// patch applied on top, uncommitted, as the steps left it. The job's work is then
+    /// measured against that base commit, as before.
+    async fn restore_checkpoint(
+        &self,
+        ws: &Workspace,
+        checkout: &mut git::Checkout,
+        restore: &super::Restore,
+        log: &mut Log,
+        budget: &crate::process::Budget,
+    ) -> Result<(), Stop> {
+        let saved = &restore.checkpoint;
+        let base = saved.base_commit.as_str();
+        if !base.bytes().all(|b| b.is_ascii_hexdigit()) || base.is_empty() {
+            return Err(Stop::Failed(format!(
+                "the checkpoint {} names no commit ({base:?})",
+                saved.label()
+            )));
+        }
+        let working = checkout.working_branch.clone();
+        git::git(
+            &ws.repo,
+            &["checkout", "--quiet", "-B", &working, base],
+            budget,
+        )
+        .await
+        .map_err(|e| {
+            Stop::Failed(format!(
+                "cannot restore the checkpoint {}: its base commit {base} is not in the \
+                 repository any more ({e}); retry the job from the first step",
+                saved.label()
+            ))
+        })?;
+        if !restore.patch.is_empty() {
+            let file = ws.root.join("checkpoint.patch");
+            std::fs::write(&file, &restore.patch).map_err(|e| e.to_string())?;
+            let path = file.to_string_lossy().into_owned();
+            let applied = git::git(
+                &ws.repo,
+                &["apply", "--binary", "--whitespace=nowarn", &path],
+                budget,
+            )
+            .await;
+            let _ = std::fs::remove_file(&file);
+            applied.map_err(|e| {
+                Stop::Failed(format!(
+                    "the patch of the checkpoint {} does not apply to {base} ({e}); \
+                     retry the job from an earlier step",
+                    saved.label()
+                ))
+            })?;
+        }
+        checkout.base_commit = base.to_string();
+        log.line(
+            self.redactor,
+            &format!(
+                "restored the checkpoint {} ({} bytes of patch) onto {base}",
+                saved.label(),
+                restore.patch.len()
+            ),
+        );
+        Ok(())
+    }
+
     /// The prepare stage's work, logged as it goes; the first failure ends it.
     async fn prepare_in(
         &self,
@@ -127,8 +192,12 @@ impl Run<'_> {
             .clone()
             .unwrap_or_else(|| git::generated_branch(job_id, &payload.task.instructions));
         let starting = payload.task.git.starting_branch.as_deref();
-        let checkout =
+        let mut checkout =
             git::checkout(&mirror.path, &url, &ws.repo, starting, &working, &budget).await?;
+        if let Some(restore) = self.restore {
+            self.restore_checkpoint(ws, &mut checkout, restore, log, &budget)
+                .await?;
+        }
         log.line(
             self.redactor,
             &format!(

@@ -2,6 +2,7 @@
 //! queue service and shape its answer. Paths and JSON follow the MoonMind queue contract.
 
 mod artifacts;
+mod course;
 mod extract;
 mod jobs;
 mod json;
@@ -20,6 +21,7 @@ pub fn router(max_artifact_bytes: u64) -> Router<AppState> {
     // the dashboard's 404 page or an empty 405.
     let queue_routes = Router::new()
         .merge(jobs::router())
+        .merge(course::router())
         .merge(worker::router())
         .merge(artifacts::router(max_artifact_bytes))
         .merge(stream::router())

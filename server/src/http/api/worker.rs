@@ -30,6 +30,8 @@ pub fn router() -> Router<AppState> {
         .route("/jobs/{id}/fail", post(fail))
         .route("/jobs/{id}/events", post(append_event))
         .route("/jobs/{id}/cancel/ack", post(ack_cancel))
+        .route("/jobs/{id}/pause/ack", post(ack_pause))
+        .route("/jobs/{id}/resume/patch", post(resume_patch))
 }
 
 fn lease(limits: &Limits, seconds: Option<u64>) -> Result<Duration, ApiError> {
@@ -212,4 +214,40 @@ async fn ack_cancel(
 ) -> Result<Json<Job>, ApiError> {
     let fence = worker.fence(body.worker_id.as_deref(), body.attempt)?;
     Ok(Json(state.queue.ack_cancel(&id, &fence).await?))
+}
+
+#[utoipa::path(post, path = "/api/queue/jobs/{id}/pause/ack", tag = "workers", params(("id" = String, Path, description = "the job id")), request_body = FenceBody,
+    responses((status = 200, description = "paused at the latest checkpoint this attempt saved (cancelled if a cancel was requested too)", body = Job), (status = 409, description = "the lease is not this worker's and attempt's, or no pause was requested", body = ErrorBody), (status = 404, body = ErrorBody), (status = 422, body = ErrorBody), (status = 401, description = "no valid worker token", body = ErrorBody), (status = 403, description = "not this worker's token", body = ErrorBody)))]
+async fn ack_pause(
+    State(state): State<AppState>,
+    worker: Worker,
+    JobPath(id): JobPath,
+    ApiJson(body): ApiJson<FenceBody>,
+) -> Result<Json<Job>, ApiError> {
+    let fence = worker.fence(body.worker_id.as_deref(), body.attempt)?;
+    Ok(Json(state.queue.ack_pause(&id, &fence).await?))
+}
+
+#[utoipa::path(post, path = "/api/queue/jobs/{id}/resume/patch", tag = "workers", params(("id" = String, Path, description = "the job id")), request_body = FenceBody,
+    responses((status = 200, description = "the patch of the checkpoint this attempt resumes from (`resumeFrom`), for its prepare stage to apply", content_type = "text/x-diff", body = Vec<u8>), (status = 409, description = "the lease is not this worker's and attempt's", body = ErrorBody), (status = 404, description = "the attempt resumes from no checkpoint, or its patch is gone", body = ErrorBody), (status = 422, body = ErrorBody), (status = 401, description = "no valid worker token", body = ErrorBody), (status = 403, description = "not this worker's token", body = ErrorBody)))]
+async fn resume_patch(
+    State(state): State<AppState>,
+    worker: Worker,
+    JobPath(id): JobPath,
+    ApiJson(body): ApiJson<FenceBody>,
+) -> Result<axum::response::Response, ApiError> {
+    use axum::response::IntoResponse;
+    let fence = worker.fence(body.worker_id.as_deref(), body.attempt)?;
+    let (artifact, content) = state.queue.resume_patch(&id, &fence).await?;
+    let mut response = axum::body::Body::from_stream(content.into_stream()).into_response();
+    let headers = response.headers_mut();
+    headers.insert(
+        axum::http::header::CONTENT_TYPE,
+        axum::http::HeaderValue::from_static("text/x-diff"),
+    );
+    headers.insert(
+        axum::http::header::CONTENT_LENGTH,
+        axum::http::HeaderValue::from(artifact.size),
+    );
+    Ok(response)
 }

@@ -1,0 +1,78 @@
+//! An operator's hold on a job's course: pause it, resume it, retry it from a step. The
+//! worker's side of a pause (its acknowledgement) is with the worker routes.
+
+use axum::extract::State;
+use axum::routing::post;
+use axum::{Json, Router};
+use contract::Job;
+use contract::api::{ErrorBody, PauseBody, ResumeBody, RetryBody};
+
+use super::extract::JobPath;
+use crate::http::auth::User;
+use crate::http::error::ApiError;
+use crate::http::state::AppState;
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/jobs/{id}/pause", post(pause))
+        .route("/jobs/{id}/resume", post(resume))
+        .route("/jobs/{id}/retry", post(retry))
+}
+
+#[utoipa::path(post, path = "/api/queue/jobs/{id}/pause", tag = "jobs", params(("id" = String, Path, description = "the job id")),
+    request_body(content = PauseBody, description = "optional; `immediate` stops the running step"),
+    responses((status = 200, description = "paused if it was queued; pause requested if running (`pauseRequested`); unchanged if already paused", body = Job),
+        (status = 409, description = "the job has ended, or a cancel is under way", body = ErrorBody), (status = 422, body = ErrorBody), (status = 404, body = ErrorBody), (status = 401, description = "no valid token", body = ErrorBody), (status = 403, description = "the token may not do this", body = ErrorBody)))]
+async fn pause(
+    State(state): State<AppState>,
+    user: User,
+    JobPath(id): JobPath,
+    body: axum::body::Bytes,
+) -> Result<Json<Job>, ApiError> {
+    user.require_operator()?;
+    let body: PauseBody = super::json::optional(&body)?;
+    let job = state
+        .queue
+        .request_pause(&id, Some(user.user_id()), body.immediate)
+        .await?;
+    Ok(Json(job))
+}
+
+#[utoipa::path(post, path = "/api/queue/jobs/{id}/resume", tag = "jobs", params(("id" = String, Path, description = "the job id")),
+    request_body(content = ResumeBody, description = "optional; `checkpoint` picks another checkpoint than the one it paused at"),
+    responses((status = 200, description = "queued again from its checkpoint (`resumeFrom`); a pause not yet obeyed is withdrawn", body = Job),
+        (status = 409, description = "the job has ended: retry it instead", body = ErrorBody), (status = 422, description = "no such checkpoint", body = ErrorBody), (status = 404, body = ErrorBody), (status = 401, description = "no valid token", body = ErrorBody), (status = 403, description = "the token may not do this", body = ErrorBody)))]
+async fn resume(
+    State(state): State<AppState>,
+    user: User,
+    JobPath(id): JobPath,
+    body: axum::body::Bytes,
+) -> Result<Json<Job>, ApiError> {
+    user.require_operator()?;
+    let body: ResumeBody = super::json::optional(&body)?;
+    let checkpoint = body.checkpoint.filter(|c| !c.trim().is_empty());
+    let job = state
+        .queue
+        .resume(&id, Some(user.user_id()), checkpoint.as_deref())
+        .await?;
+    Ok(Json(job))
+}
+
+#[utoipa::path(post, path = "/api/queue/jobs/{id}/retry", tag = "jobs", params(("id" = String, Path, description = "the job id")),
+    request_body(content = RetryBody, description = "optional; `fromStepIndex` picks the step, by default the one that failed"),
+    responses((status = 200, description = "queued again for a new attempt that restores the checkpoint before the step", body = Job),
+        (status = 409, description = "the job has not failed, been cancelled or dead-lettered", body = ErrorBody), (status = 422, description = "no such step, or no checkpoint before it", body = ErrorBody), (status = 404, body = ErrorBody), (status = 401, description = "no valid token", body = ErrorBody), (status = 403, description = "the token may not do this", body = ErrorBody)))]
+async fn retry(
+    State(state): State<AppState>,
+    user: User,
+    JobPath(id): JobPath,
+    body: axum::body::Bytes,
+) -> Result<Json<Job>, ApiError> {
+    user.require_operator()?;
+    let body: RetryBody = super::json::optional(&body)?;
+    let job = state
+        .queue
+        .retry_from_step(&id, Some(user.user_id()), body.from_step_index)
+        .await?;
+    Ok(Json(job))
+}
