@@ -2,6 +2,7 @@
 //! to a running server over its HTTP API through [`QueueClient`], like every other client,
 //! so they work from any machine that has a token and never open the database.
 
+mod course;
 mod render;
 mod submit;
 
@@ -116,6 +117,14 @@ pub enum JobsCommand {
     Show(ShowArgs),
     /// Cancel a job: at once when queued; a running job's worker stops it and acknowledges.
     Cancel(CancelArgs),
+    /// Pause a job: at once when queued; a running job's worker stops after the running
+    /// step (or at once with --now) and the job waits, its work kept in a checkpoint.
+    Pause(course::PauseArgs),
+    /// Resume a paused job from its checkpoint (or another with --checkpoint).
+    Resume(course::ResumeArgs),
+    /// Run a failed, cancelled or dead-lettered job again from a step (by default the one
+    /// that failed), its earlier work restored from the checkpoint before it.
+    Retry(course::RetryArgs),
     /// Print a job's events; with --follow, keep printing live ones until the job finishes.
     Events(EventsArgs),
     /// List a job's checkpoints: all its work after each step and iteration, as a patch.
@@ -214,6 +223,9 @@ impl JobsCommand {
                 }
                 Ok(())
             }
+            JobsCommand::Pause(args) => course::pause(args, out).await,
+            JobsCommand::Resume(args) => course::resume(args, out).await,
+            JobsCommand::Retry(args) => course::retry(args, out).await,
             JobsCommand::Events(args) => events(args, out).await,
             JobsCommand::Checkpoints(args) => {
                 let items = args.client.client()?.list_checkpoints(&args.id).await?;

@@ -624,3 +624,60 @@ async fn jobs_events_follow_prints_live_events_and_stops_when_the_job_finishes()
     assert!(events.iter().all(|e| e.id > 1));
     assert_eq!(events.last().unwrap().kind, "job.completed");
 }
+
+#[tokio::test]
+async fn jobs_pause_resume_and_retry_say_where_the_job_will_start() {
+    let server = start().await;
+    let operator = server.user(Role::Operator).await;
+    let token = server
+        .token("ops", queue::TokenKind::User, Some(Role::Operator))
+        .await;
+    let id = operator
+        .create_job(&json!({"type": "task", "payload": {"repository": "octo/hello", "task": {"instructions": "x"}}}))
+        .await
+        .unwrap()
+        .id
+        .to_string();
+    let url = server.url();
+    let run = |args: &[&str]| {
+        let mut argv: Vec<String> = ["jobs"].iter().chain(args).map(|s| s.to_string()).collect();
+        argv.extend([
+            "--token".into(),
+            token.clone(),
+            "--server".into(),
+            url.clone(),
+        ]);
+        async move {
+            let parsed = Jobs::try_parse_from(argv).map_err(|e| e.to_string())?;
+            let mut out = Vec::new();
+            match parsed.command.run(&mut out).await {
+                Ok(()) => Ok(output(out)),
+                Err(e) => Err(e.to_string()),
+            }
+        }
+    };
+    let paused = run(&["pause", &id]).await.unwrap();
+    assert_eq!(
+        paused,
+        format!("paused {id}; `stepwise jobs resume {id}` continues it from the start\n")
+    );
+    let unknown = run(&["resume", &id, "--checkpoint", "step-4"])
+        .await
+        .unwrap_err();
+    assert!(unknown.contains("checkpoint"), "{unknown}");
+    let resumed = run(&["resume", &id]).await.unwrap();
+    assert_eq!(
+        resumed,
+        format!("resumed {id}: queued to continue from the start\n")
+    );
+    // A queued job is not retried; and steps are numbered from 1.
+    let refused = run(&["retry", &id]).await.unwrap_err();
+    assert!(refused.contains("job_state_conflict"), "{refused}");
+    assert!(run(&["retry", &id, "--from-step", "0"]).await.is_err());
+    run(&["cancel", &id]).await.unwrap();
+    let retried = run(&["retry", &id, "--from-step", "1"]).await.unwrap();
+    assert_eq!(
+        retried,
+        format!("retrying {id}: queued for attempt 1, from the start\n")
+    );
+}

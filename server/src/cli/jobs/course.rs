@@ -1,0 +1,126 @@
+//! `stepwise jobs pause | resume | retry`: an operator's hold on a job's course.
+
+use std::io::Write;
+
+use clap::Args;
+use contract::{Job, JobId, JobState};
+
+use super::{ClientArgs, Result, pretty};
+
+#[derive(Debug, Args)]
+pub struct PauseArgs {
+    /// The job's id.
+    id: JobId,
+    /// Stop the running step now (its work since the last checkpoint is lost) rather than
+    /// after it finishes.
+    #[arg(long)]
+    now: bool,
+    /// Print the job as JSON.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    client: ClientArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct ResumeArgs {
+    /// The job's id.
+    id: JobId,
+    /// Resume from this checkpoint (`step-2`, `iteration-1`: `stepwise jobs checkpoints`
+    /// lists them) rather than the one it paused at.
+    #[arg(long)]
+    checkpoint: Option<String>,
+    /// Print the job as JSON.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    client: ClientArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct RetryArgs {
+    /// The job's id.
+    id: JobId,
+    /// The step to run again first, numbered from 1 as `jobs show` numbers them; the work
+    /// before it is restored from its checkpoint. By default the step that failed.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    from_step: Option<u32>,
+    /// Print the job as JSON.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    client: ClientArgs,
+}
+
+/// Where the job will start, in words.
+fn start_of(job: &Job) -> String {
+    match &job.resume_from {
+        Some(saved) => format!("from the checkpoint {}", saved.label()),
+        None => "from the start".to_string(),
+    }
+}
+
+pub async fn pause(args: PauseArgs, out: &mut impl Write) -> Result<()> {
+    let job = args.client.client()?.pause_job(&args.id, args.now).await?;
+    if args.json {
+        writeln!(out, "{}", pretty(&job))?;
+    } else if job.status == JobState::Paused {
+        writeln!(
+            out,
+            "paused {}; `stepwise jobs resume {}` continues it {}",
+            job.id,
+            job.id,
+            start_of(&job)
+        )?;
+    } else {
+        let when = if args.now {
+            "stops the running step now"
+        } else {
+            "stops after the running step"
+        };
+        writeln!(
+            out,
+            "pause requested for {} ({}); its worker {when}",
+            job.id, job.status
+        )?;
+    }
+    Ok(())
+}
+
+pub async fn resume(args: ResumeArgs, out: &mut impl Write) -> Result<()> {
+    let client = args.client.client()?;
+    let job = client
+        .resume_job(&args.id, args.checkpoint.as_deref())
+        .await?;
+    if args.json {
+        writeln!(out, "{}", pretty(&job))?;
+    } else if job.status == JobState::Queued {
+        writeln!(
+            out,
+            "resumed {}: queued to continue {}",
+            job.id,
+            start_of(&job)
+        )?;
+    } else {
+        writeln!(out, "{} is {}; nothing to resume", job.id, job.status)?;
+    }
+    Ok(())
+}
+
+pub async fn retry(args: RetryArgs, out: &mut impl Write) -> Result<()> {
+    let client = args.client.client()?;
+    let from = args.from_step.map(|n| n as usize - 1);
+    let job = client.retry_job(&args.id, from).await?;
+    if args.json {
+        writeln!(out, "{}", pretty(&job))?;
+    } else {
+        writeln!(
+            out,
+            "retrying {}: queued for attempt {}, {}",
+            job.id,
+            job.attempt + 1,
+            start_of(&job)
+        )?;
+    }
+    Ok(())
+}
