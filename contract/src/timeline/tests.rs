@@ -384,3 +384,71 @@ fn a_new_attempt_starts_the_loop_and_its_checkpoints_over() {
     let ids: Vec<&str> = timeline.checkpoints.iter().map(|c| c.id.as_str()).collect();
     assert_eq!(ids, ["step-1"]);
 }
+
+#[test]
+fn an_attempt_resumed_from_a_checkpoint_keeps_what_came_before_it() {
+    let saved = |index: usize| json!({ "afterStep": index, "baseCommit": "b", "artifact": task::step_checkpoint(index) });
+    let events = [
+        event(
+            1,
+            crate::job::events::JOB_CLAIMED,
+            json!({ "workerId": "w1", "attempt": 1 }),
+            1,
+        ),
+        step(2, task::STEP_STARTED, 0, 2),
+        step(3, task::STEP_FINISHED, 0, 3),
+        event(4, task::CHECKPOINT, saved(0), 4),
+        step(5, task::STEP_STARTED, 1, 5),
+        step(6, task::STEP_FINISHED, 1, 6),
+        event(7, task::CHECKPOINT, saved(1), 7),
+        step(8, task::STEP_STARTED, 2, 8),
+        step(9, task::STEP_FAILED, 2, 9),
+        // An operator retries from step 2: the checkpoint after step 1 is restored.
+        event(
+            10,
+            crate::job::events::JOB_RETRY_REQUESTED,
+            json!({ "requestedBy": "bob", "fromStepIndex": 1, "resumeFrom": saved(0) }),
+            10,
+        ),
+        event(
+            11,
+            crate::job::events::JOB_CLAIMED,
+            json!({ "workerId": "w2", "attempt": 2 }),
+            11,
+        ),
+    ];
+    let timeline = Timeline::from_events(3, &events);
+    assert_eq!(
+        states(&timeline),
+        [StepState::Succeeded, StepState::Pending, StepState::Pending]
+    );
+    let ids: Vec<&str> = timeline.checkpoints.iter().map(|c| c.id.as_str()).collect();
+    assert_eq!(ids, ["step-1"]);
+    let attempts: Vec<(u32, Option<&str>, Option<&str>)> = timeline
+        .attempts
+        .iter()
+        .map(|a| (a.attempt, a.worker_id.as_deref(), a.resumed_from.as_deref()))
+        .collect();
+    assert_eq!(
+        attempts,
+        [(1, Some("w1"), None), (2, Some("w2"), Some("after step 1"))]
+    );
+    assert_eq!(timeline.stages, [StageState::Pending; 3]);
+}
+
+#[test]
+fn a_fresh_attempt_starts_every_step_over() {
+    let events = [
+        step(1, task::STEP_STARTED, 0, 1),
+        step(2, task::STEP_FAILED, 0, 2),
+        event(
+            3,
+            crate::job::events::JOB_CLAIMED,
+            json!({ "attempt": 2 }),
+            3,
+        ),
+    ];
+    let timeline = Timeline::from_events(2, &events);
+    assert_eq!(states(&timeline), [StepState::Pending, StepState::Pending]);
+    assert_eq!(timeline.attempts[0].resumed_from, None);
+}

@@ -38,7 +38,10 @@ impl Stepwise {
     pub fn new(source: Source) -> Stepwise {
         Stepwise {
             source,
-            tools: Self::queue_tools() + Self::task_tools() + Self::worker_tools(),
+            tools: Self::queue_tools()
+                + Self::task_tools()
+                + Self::course_tools()
+                + Self::worker_tools(),
             subscriptions: Subscriptions::default(),
             remote_kind: None,
         }

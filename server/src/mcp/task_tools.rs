@@ -96,6 +96,39 @@ pub struct TaskCancelArgs {
     pub reason: Option<String>,
 }
 
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TaskPauseArgs {
+    /// The task's id.
+    pub task_id: String,
+    /// Stop the running step now, losing its work since the last checkpoint, rather than
+    /// pausing after it finishes (the default).
+    #[serde(default)]
+    pub immediate: bool,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TaskResumeArgs {
+    /// The task's id.
+    pub task_id: String,
+    /// The checkpoint to resume from (`step-2`, `iteration-1`, as the task's
+    /// `progress.checkpoints` lists them); the one it paused at when left out.
+    #[serde(default)]
+    pub checkpoint: Option<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TaskRetryArgs {
+    /// The task's id.
+    pub task_id: String,
+    /// The step to run again first, numbered from 1; the work before it is restored from
+    /// its checkpoint. The step that failed when left out.
+    #[serde(default)]
+    pub from_step: Option<usize>,
+}
+
 #[tool_router(router = task_tools, vis = "pub(super)")]
 impl Stepwise {
     /// Start a task (seed 003): an objective with its completion criteria, as a job in
@@ -227,6 +260,77 @@ impl Stepwise {
                 let id = parse_id(&args.task_id)?;
                 let reason = args.reason.as_deref().filter(|r| !r.trim().is_empty());
                 let job = desk.cancel(&id, reason).await?;
+                show_task(task_resource(&desk, &job, false).await?).map_err(internal)
+            }
+            .await,
+        )
+    }
+}
+
+#[tool_router(router = course_tools, vis = "pub(super)")]
+impl Stepwise {
+    /// Pause a task: a pending one at once; a running one stops after its running step
+    /// (or at once with `immediate`) and waits, its work kept in a checkpoint, until
+    /// `tasks.resume`.
+    #[tool(name = "tasks.pause", annotations(idempotent_hint = true))]
+    async fn pause_task_tool(
+        &self,
+        Parameters(args): Parameters<TaskPauseArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let desk = self.desk(&ctx)?;
+        reply(
+            async {
+                let id = parse_id(&args.task_id)?;
+                let job = desk.pause(&id, args.immediate).await?;
+                show_task(task_resource(&desk, &job, false).await?).map_err(internal)
+            }
+            .await,
+        )
+    }
+
+    /// Resume a paused task from its checkpoint (or another one it lists): it continues
+    /// at the next step, nothing done before is run again.
+    #[tool(name = "tasks.resume", annotations(idempotent_hint = true))]
+    async fn resume_task_tool(
+        &self,
+        Parameters(args): Parameters<TaskResumeArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let desk = self.desk(&ctx)?;
+        reply(
+            async {
+                let id = parse_id(&args.task_id)?;
+                let checkpoint = args.checkpoint.as_deref().filter(|c| !c.trim().is_empty());
+                let job = desk.resume(&id, checkpoint).await?;
+                show_task(task_resource(&desk, &job, false).await?).map_err(internal)
+            }
+            .await,
+        )
+    }
+
+    /// Run a failed or cancelled task again from a step (the one that failed by default),
+    /// the work of the steps before it restored from their checkpoint.
+    #[tool(name = "tasks.retry")]
+    async fn retry_task_tool(
+        &self,
+        Parameters(args): Parameters<TaskRetryArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let desk = self.desk(&ctx)?;
+        reply(
+            async {
+                let id = parse_id(&args.task_id)?;
+                let from = match args.from_step {
+                    Some(0) => {
+                        return Err(ErrorBody::invalid(vec![FieldError::new(
+                            "fromStep",
+                            "steps are numbered from 1",
+                        )]));
+                    }
+                    other => other.map(|n| n - 1),
+                };
+                let job = desk.retry(&id, from).await?;
                 show_task(task_resource(&desk, &job, false).await?).map_err(internal)
             }
             .await,

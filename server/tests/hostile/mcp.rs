@@ -66,6 +66,12 @@ fn tool_calls(site: &Site) -> Vec<(&'static str, Value)> {
         ("tasks.status", json!({ "taskId": job })),
         ("tasks.list", json!({ "status": "running", "limit": 5 })),
         ("tasks.cancel", json!({ "taskId": job, "reason": "x" })),
+        ("tasks.pause", json!({ "taskId": job, "immediate": true })),
+        (
+            "tasks.resume",
+            json!({ "taskId": job, "checkpoint": "step-1" }),
+        ),
+        ("tasks.retry", json!({ "taskId": job, "fromStep": 2 })),
         (
             "queue.claim",
             json!({ "capabilities": ["codex"], "waitSeconds": 0 }),

@@ -24,11 +24,14 @@ use client::McpClient;
 use stepwise::testing::server::{TestServer, start};
 
 /// Every tool a user token reaches.
-const QUEUE_TOOLS: [&str; 11] = [
+const QUEUE_TOOLS: [&str; 14] = [
     "tasks.start",
     "tasks.status",
     "tasks.list",
     "tasks.cancel",
+    "tasks.pause",
+    "tasks.resume",
+    "tasks.retry",
     "queue.enqueue",
     "queue.get",
     "queue.list",

@@ -203,3 +203,62 @@ async fn tasks_start_refuses_what_the_contract_refuses_by_field() {
         .await;
     assert!(is_error(&bad) && text(&bad).contains("status"), "{bad}");
 }
+
+#[tokio::test]
+async fn tasks_pause_and_resume_stop_a_task_at_a_step_and_continue_it_there() {
+    let s = setup().await;
+    let mut client = s.client("http").await;
+    let started = client
+        .call(
+            "tasks.start",
+            json!({
+                "objective": "Two parts",
+                "repository": s.remote,
+                "steps": ["@fake sleep 1\n@fake write a.txt x", "@fake write b.txt y"],
+                "runtime": "claude",
+                "publish": "none",
+            }),
+        )
+        .await;
+    let id = started["structuredContent"]["uri"]
+        .as_str()
+        .unwrap()
+        .rsplit('/')
+        .next()
+        .unwrap()
+        .to_string();
+    // Step 1 is under way (its agent sleeps a second).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let status = client.call("tasks.status", json!({ "taskId": id })).await;
+        let message = status["structuredContent"]["progress"]["message"].to_string();
+        if message.contains("step 1/2") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "step 1 never started: {status}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let asked = client.call("tasks.pause", json!({ "taskId": id })).await;
+    assert!(!is_error(&asked), "{asked}");
+    let paused = until_status(&mut client, &id, "paused").await;
+    assert_eq!(
+        paused["progress"]["checkpoints"],
+        json!(["step-1"]),
+        "{paused}"
+    );
+    assert!(
+        paused["progress"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("paused; resuming continues after step 1"),
+        "{paused}"
+    );
+    // Only an ended task is retried.
+    let refused = client.call("tasks.retry", json!({ "taskId": id })).await;
+    assert!(is_error(&refused), "{refused}");
+    assert!(text(&refused).contains("job_state_conflict"), "{refused}");
+    let resumed = client.call("tasks.resume", json!({ "taskId": id })).await;
+    assert!(!is_error(&resumed), "{resumed}");
+    let done = until_status(&mut client, &id, "completed").await;
+    assert_eq!(done["state"]["status"], "completed", "{done}");
+}

@@ -173,6 +173,52 @@ impl Desk {
         }
     }
 
+    /// Pauses the job: at once when queued; a running one's worker stops at the next
+    /// boundary (at once when `immediate`).
+    pub async fn pause(&self, id: &JobId, immediate: bool) -> Result<Job> {
+        match self {
+            Desk::Local { state, token, .. } => {
+                user(token)?.require_operator().map_err(refusal)?;
+                state
+                    .queue
+                    .request_pause(id, Some(&token.name), immediate)
+                    .await
+                    .map_err(refusal)
+            }
+            Desk::Remote(client) => client.pause_job(id, immediate).await.map_err(remote),
+        }
+    }
+
+    /// Queues a paused job again, from `checkpoint` or the one it paused at.
+    pub async fn resume(&self, id: &JobId, checkpoint: Option<&str>) -> Result<Job> {
+        match self {
+            Desk::Local { state, token, .. } => {
+                user(token)?.require_operator().map_err(refusal)?;
+                state
+                    .queue
+                    .resume(id, Some(&token.name), checkpoint)
+                    .await
+                    .map_err(refusal)
+            }
+            Desk::Remote(client) => client.resume_job(id, checkpoint).await.map_err(remote),
+        }
+    }
+
+    /// Runs a job that ended again, from the step at `from_step_index`.
+    pub async fn retry(&self, id: &JobId, from_step_index: Option<usize>) -> Result<Job> {
+        match self {
+            Desk::Local { state, token, .. } => {
+                user(token)?.require_operator().map_err(refusal)?;
+                state
+                    .queue
+                    .retry_from_step(id, Some(&token.name), from_step_index)
+                    .await
+                    .map_err(refusal)
+            }
+            Desk::Remote(client) => client.retry_job(id, from_step_index).await.map_err(remote),
+        }
+    }
+
     pub async fn artifacts(&self, id: &JobId) -> Result<Vec<Artifact>> {
         match self {
             Desk::Local { state, token, .. } => {
