@@ -275,10 +275,34 @@ pub fn job_view(data: JobData<'_>, now_ms: i64, waiting: Option<String>) -> JobV
         .map(|c| c.label.clone())
         .collect();
     fact("Checkpoints", checkpoints.join(", "));
+    // Each attempt after the first says where it started: from scratch, or a checkpoint.
+    let resumed = timeline
+        .attempts
+        .last()
+        .and_then(|a| a.resumed_from.clone())
+        .map(|label| format!(", resumed {label}"))
+        .unwrap_or_default();
     fact(
         "Attempt",
-        format!("{} of {}", job.attempt, job.max_attempts),
+        format!("{} of {}{resumed}", job.attempt, job.max_attempts),
     );
+    if let Some(pause) = &job.pause_requested {
+        let how = if pause.immediate {
+            "the running step is being stopped"
+        } else {
+            "it pauses after the running step"
+        };
+        let by = pause.requested_by.as_deref().unwrap_or("someone");
+        fact(
+            "Pause",
+            format!("requested by {by} at {}: {how}", when(&pause.requested_at)),
+        );
+    }
+    if job.status == contract::JobState::Paused || job.status == contract::JobState::Queued {
+        if let Some(saved) = &job.resume_from {
+            fact("Resumes", format!("{}, from its checkpoint", saved.label()));
+        }
+    }
     fact("Worker", job.claimed_by.clone().unwrap_or_default());
     fact("Created", when(&job.created_at));
     fact(

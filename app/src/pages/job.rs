@@ -120,7 +120,10 @@ pub fn JobPage() -> impl IntoView {
         <Suspense fallback=|| view! { <p class="muted">"Loading the job…"</p> }>
             {move || Suspend::new(async move {
                 match job.await {
-                    Ok(view) => view! { <LiveJob initial=view/> }.into_any(),
+                    Ok(view) => view! {
+                        <LiveJob initial=view.clone()/>
+                        <course::CourseSection view/>
+                    }.into_any(),
                     Err(e) => view! {
                         <p class="error" role="alert">"Could not load this job: " {e.to_string()}</p>
                     }.into_any(),
@@ -151,6 +154,7 @@ fn LiveJob(initial: JobView) -> impl IntoView {
     }
 }
 
+mod course;
 /// The browser side of the live job (see `live.rs`).
 #[cfg(feature = "hydrate")]
 mod live;

@@ -220,3 +220,76 @@ async fn unknown_pages_are_404() {
     assert_eq!(status, StatusCode::NOT_FOUND);
     assert!(html.contains("Go to the queue"), "{html}");
 }
+
+#[tokio::test]
+async fn an_operator_pauses_resumes_and_retries_from_the_job_page_without_javascript() {
+    let site = tempfile::tempdir().unwrap();
+    let (app, queue) = test_site(site.path(), "none").await;
+    let admin = session_cookie(&queue).await;
+    let viewer = session_as(&queue, queue::Role::Viewer).await;
+    let raw = serde_json::json!({
+        "payload": { "repository": "octo/repo", "task": { "instructions": "Fix it",
+            "steps": [{ "instructions": "one" }, { "instructions": "two" }] } }
+    });
+    let job = queue.create_job(&raw, Some("admin")).await.unwrap();
+    let page = format!("/tasks/queue/{}", job.id);
+    let (_, _, html) = get(&app, &admin, &page).await;
+    assert!(html.contains("data-testid=\"pause\""), "{html}");
+    assert!(!html.contains("data-testid=\"resume\""), "{html}");
+    // A viewer gets no forms, and the functions refuse it.
+    let (_, _, html) = get(&app, &viewer, &page).await;
+    assert!(!html.contains("data-testid=\"pause\""), "{html}");
+    let (status, _) = call_server_fn(&app, &viewer, "pause_job", &format!("id={}", job.id)).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    let (status, body) = call_server_fn(&app, &admin, "pause_job", &format!("id={}", job.id)).await;
+    assert!(
+        status.is_success() || status.is_redirection(),
+        "{status} {body}"
+    );
+    let paused = queue.get_job(&job.id).await.unwrap();
+    assert_eq!(paused.status, contract::JobState::Paused);
+    let (_, _, html) = get(&app, &admin, &page).await;
+    assert!(html.contains("data-testid=\"resume\""), "{html}");
+    let (status, body) =
+        call_server_fn(&app, &admin, "resume_job", &format!("id={}", job.id)).await;
+    assert!(
+        status.is_success() || status.is_redirection(),
+        "{status} {body}"
+    );
+    assert_eq!(
+        queue.get_job(&job.id).await.unwrap().status,
+        contract::JobState::Queued
+    );
+    queue
+        .request_cancel(&job.id, Some("admin"), None)
+        .await
+        .unwrap();
+    let (_, _, html) = get(&app, &admin, &page).await;
+    assert!(html.contains("data-testid=\"retry\""), "{html}");
+    assert!(html.contains("Retry from step"), "{html}");
+    // Steps are numbered from 1; 0 is named as the field it is.
+    let (status, body) = call_server_fn(
+        &app,
+        &admin,
+        "retry_job",
+        &format!("id={}&from_step=0", job.id),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    assert!(body.contains("fromStep"), "{body}");
+    let (status, body) = call_server_fn(
+        &app,
+        &admin,
+        "retry_job",
+        &format!("id={}&from_step=1", job.id),
+    )
+    .await;
+    assert!(
+        status.is_success() || status.is_redirection(),
+        "{status} {body}"
+    );
+    assert_eq!(
+        queue.get_job(&job.id).await.unwrap().status,
+        contract::JobState::Queued
+    );
+}

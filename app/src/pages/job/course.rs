@@ -1,0 +1,130 @@
+//! The job's course, as an operator steers it: pause a queued or running job, resume a
+//! paused one, retry one that ended from a step. Plain form posts to the server functions
+//! below (the server answers with a redirect back to the page), rendered on the server
+//! outside the live island, so they cost the browser bundle nothing; the page shows the
+//! job as it is after each.
+
+use contract::{JobState, StepState};
+use leptos::prelude::*;
+
+use crate::error::AppError;
+use crate::views::JobView;
+
+/// Pauses the job as the logged-in operator: `now` ("on") stops the running step.
+#[server]
+pub async fn pause_job(id: String, now: Option<String>) -> Result<(), AppError> {
+    use crate::ssr;
+    let user = ssr::operator()?;
+    let id = ssr::job_id(&id)?;
+    let immediate = now.is_some_and(|v| !v.is_empty());
+    ssr::queue()?
+        .request_pause(&id, Some(&user.name), immediate)
+        .await
+        .map_err(ssr::refused)?;
+    Ok(())
+}
+
+/// Resumes a paused job from the checkpoint it paused at.
+#[server]
+pub async fn resume_job(id: String) -> Result<(), AppError> {
+    use crate::ssr;
+    let user = ssr::operator()?;
+    let id = ssr::job_id(&id)?;
+    ssr::queue()?
+        .resume(&id, Some(&user.name), None)
+        .await
+        .map_err(ssr::refused)?;
+    Ok(())
+}
+
+/// Retries a job that ended from step `from_step` (numbered from 1, as the page shows).
+#[server]
+pub async fn retry_job(id: String, from_step: String) -> Result<(), AppError> {
+    use crate::ssr;
+    let user = ssr::operator()?;
+    let id = ssr::job_id(&id)?;
+    let from = match from_step.trim().parse::<usize>() {
+        Ok(n) if n >= 1 => n - 1,
+        _ => {
+            return Err(ssr::invalid("fromStep", "choose a step, numbered from 1"));
+        }
+    };
+    ssr::queue()?
+        .retry_from_step(&id, Some(&user.name), Some(from))
+        .await
+        .map_err(ssr::refused)?;
+    Ok(())
+}
+
+/// The forms that fit the job's state, for an operator; nothing for a viewer or a job
+/// that succeeded.
+#[component]
+pub fn CourseSection(view: JobView) -> impl IntoView {
+    if !view.may_cancel {
+        return None;
+    }
+    let id = view.id.clone();
+    let form = match view.status {
+        JobState::Queued | JobState::Running => {
+            let action = <PauseJob as leptos::server_fn::ServerFn>::url();
+            view! {
+                <p class="muted">"Pausing keeps the work done so far as a checkpoint; resuming continues from it."</p>
+                <form method="post" action=action class="inline">
+                    <input type="hidden" name="id" value=id.clone()/>
+                    <button type="submit" data-testid="pause">"Pause after the running step"</button>
+                </form>
+                <form method="post" action=action class="inline">
+                    <input type="hidden" name="id" value=id/>
+                    <input type="hidden" name="now" value="on"/>
+                    <button type="submit" class="danger" data-testid="pause-now">"Pause now (stops the running step)"</button>
+                </form>
+            }
+            .into_any()
+        }
+        JobState::Paused => {
+            let action = <ResumeJob as leptos::server_fn::ServerFn>::url();
+            view! {
+                <form method="post" action=action>
+                    <input type="hidden" name="id" value=id/>
+                    <button type="submit" data-testid="resume">"Resume"</button>
+                </form>
+            }
+            .into_any()
+        }
+        JobState::Failed | JobState::Cancelled | JobState::DeadLetter => {
+            let action = <RetryJob as leptos::server_fn::ServerFn>::url();
+            // The step that did not succeed is the default; any step before it may be chosen.
+            let failed = view
+                .steps
+                .iter()
+                .position(|s| s.state != StepState::Succeeded)
+                .unwrap_or(view.steps.len().saturating_sub(1));
+            let options = view
+                .steps
+                .iter()
+                .take(failed + 1)
+                .map(|s| {
+                    let label = format!("{}. {}", s.number, s.title);
+                    view! { <option value=s.number.to_string() selected=s.index == failed>{label}</option> }
+                })
+                .collect_view();
+            view! {
+                <form method="post" action=action>
+                    <input type="hidden" name="id" value=id/>
+                    <label for="retry-from">"Retry from step"</label>
+                    <select id="retry-from" name="from_step">{options}</select>
+                    <button type="submit" data-testid="retry">"Retry"</button>
+                    <p class="muted">"The steps before it are not run again: their work is restored from its checkpoint."</p>
+                </form>
+            }
+            .into_any()
+        }
+        JobState::Succeeded => return None,
+    };
+    Some(view! {
+        <section class="card" aria-labelledby="course-title">
+            <h2 id="course-title">"Pause, resume, retry"</h2>
+            {form}
+        </section>
+    })
+}
