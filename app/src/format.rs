@@ -298,10 +298,12 @@ pub fn job_view(data: JobData<'_>, now_ms: i64, waiting: Option<String>) -> JobV
             format!("requested by {by} at {}: {how}", when(&pause.requested_at)),
         );
     }
-    if job.status == contract::JobState::Paused || job.status == contract::JobState::Queued {
-        if let Some(saved) = &job.resume_from {
-            fact("Resumes", format!("{}, from its checkpoint", saved.label()));
-        }
+    let waits = matches!(
+        job.status,
+        contract::JobState::Paused | contract::JobState::Queued
+    );
+    if let Some(saved) = job.resume_from.as_ref().filter(|_| waits) {
+        fact("Resumes", format!("{}, from its checkpoint", saved.label()));
     }
     fact("Worker", job.claimed_by.clone().unwrap_or_default());
     fact("Created", when(&job.created_at));
