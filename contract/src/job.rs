@@ -49,6 +49,13 @@ pub enum JobState {
     /// when the lease ran out after a pause was requested. Out: `resume` (→ queued) or
     /// `request_cancel` (→ cancelled).
     Paused,
+    /// The steps are done and the task asks for an operator's approval before anything is
+    /// published (`task.publish.approval: required`): the work is kept as a checkpoint
+    /// (`resumeFrom`, its diff in `patches/changes.patch`); no lease, no workspace. Not terminal.
+    ///
+    /// In: `request_approval` by the worker holding the job, after execute. Out: `approve`
+    /// (→ queued, to publish only), `reject` (→ failed) or `request_cancel` (→ cancelled).
+    AwaitingApproval,
     /// The worker finished the work. Terminal.
     ///
     /// In: `complete`, even when a cancel was requested too late to stop the work: the
@@ -77,6 +84,7 @@ wire_names!(JobState, "job state", exact {
     Queued = "queued",
     Running = "running",
     Paused = "paused",
+    AwaitingApproval = "awaiting_approval",
     Succeeded = "succeeded",
     Failed = "failed",
     Cancelled = "cancelled",
@@ -151,6 +159,28 @@ pub struct Job {
     /// steps and iterations before it not run again. `null`: from the start.
     #[serde(default)]
     pub resume_from: Option<CheckpointSaved>,
+    /// The gate before publish, once the job reached it: when it was asked for, and who
+    /// approved it. An approved job's next attempt only publishes.
+    #[serde(default)]
+    pub approval: Option<Approval>,
+}
+
+/// A job's approval gate (`task.publish.approval: required`).
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Approval {
+    pub requested_at: DateTime<Utc>,
+    #[serde(default)]
+    pub approved_by: Option<String>,
+    #[serde(default)]
+    pub approved_at: Option<DateTime<Utc>>,
+}
+
+impl Approval {
+    pub fn is_approved(&self) -> bool {
+        self.approved_at.is_some()
+    }
 }
 
 impl Job {
@@ -184,6 +214,7 @@ impl Job {
             usage: None,
             pause_requested: None,
             resume_from: None,
+            approval: None,
         }
     }
 
@@ -274,11 +305,14 @@ pub mod events {
     pub const JOB_PAUSED: &str = "job.paused";
     pub const JOB_RESUMED: &str = "job.resumed";
     pub const JOB_RETRY_REQUESTED: &str = "job.retry_requested";
+    pub const JOB_APPROVAL_REQUESTED: &str = "job.approval_requested";
+    pub const JOB_APPROVED: &str = "job.approved";
+    pub const JOB_REJECTED: &str = "job.rejected";
 
     /// The prefix reserved for the kinds above.
     pub const RESERVED_PREFIX: &str = "job.";
 
-    pub const ALL: [&str; 13] = [
+    pub const ALL: [&str; 16] = [
         JOB_CREATED,
         JOB_CLAIMED,
         JOB_COMPLETED,
@@ -292,6 +326,9 @@ pub mod events {
         JOB_PAUSED,
         JOB_RESUMED,
         JOB_RETRY_REQUESTED,
+        JOB_APPROVAL_REQUESTED,
+        JOB_APPROVED,
+        JOB_REJECTED,
     ];
 }
 
@@ -486,6 +523,7 @@ mod tests {
             }),
             pause_requested: None,
             resume_from: None,
+            approval: None,
         };
         let value = serde_json::to_value(&job).unwrap();
         let mut keys: Vec<_> = value.as_object().unwrap().keys().cloned().collect();
@@ -508,6 +546,7 @@ mod tests {
             "cancelRequestedByUserId",
             "pauseRequested",
             "resumeFrom",
+            "approval",
             "cancelReason",
             "resultSummary",
             "errorMessage",

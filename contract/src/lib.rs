@@ -52,7 +52,7 @@ pub use capabilities::derive_capabilities;
 pub use checklist::{ChecklistItem, ChecklistLabel, parse_checklist, render_checklist};
 pub use defaults::{Defaults, RuntimeDefaults};
 pub use error::FieldError;
-pub use job::{Artifact, EventLevel, Job, JobEvent, JobState, NewEvent, StepUsage};
+pub use job::{Approval, Artifact, EventLevel, Job, JobEvent, JobState, NewEvent, StepUsage};
 pub use job_id::{JobId, ParseJobIdError};
 pub use model::{
     Completion, NormalizedTask, Payload, PublishSettings, RuntimeSettings, Step, TaskSpec,

@@ -108,6 +108,29 @@ pub struct PublishSettings {
     pub commit_message: Option<String>,
     pub pr_title: Option<String>,
     pub pr_body: Option<String>,
+    /// `true` (`"approval": "required"`): the job stops after execute, awaiting an
+    /// operator's approval before anything is published. Absent when not required, so a
+    /// task without it normalizes as it always did.
+    #[serde(
+        default,
+        rename = "approval",
+        with = "approval_wire",
+        skip_serializing_if = "std::ops::Not::not"
+    )]
+    pub approval_required: bool,
+}
+
+/// `task.publish.approval` on the wire: `"required"`, or absent.
+mod approval_wire {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(required: &bool, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(if *required { "required" } else { "none" })
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+        Ok(Option::<String>::deserialize(d)?.as_deref() == Some("required"))
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

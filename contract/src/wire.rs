@@ -177,6 +177,9 @@ pub struct PublishInput {
     pub pr_title: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pr_body: Option<String>,
+    /// `required`: stop after execute, awaiting an operator's approval, before publishing.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub approval: Option<String>,
 }
 
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]

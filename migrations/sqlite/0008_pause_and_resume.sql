@@ -1,5 +1,5 @@
--- Pause, resume and retry from a step (SQLite; see the PostgreSQL migration of the same
--- number for what the columns hold).
+-- Pause, resume, retry from a step, and the approval gate before publish (SQLite; see the
+-- PostgreSQL migration of the same number for what the columns hold).
 --
 -- SQLite cannot change a CHECK constraint in place, and `status` gains the state
 -- `paused`, so the jobs table is rebuilt the way SQLite documents (section 7 of "ALTER
@@ -13,7 +13,8 @@ CREATE TABLE jobs_new (
     id TEXT PRIMARY KEY NOT NULL,
     job_type TEXT NOT NULL,
     status TEXT NOT NULL CHECK (status IN
-        ('queued', 'running', 'paused', 'succeeded', 'failed', 'cancelled', 'dead_letter')),
+        ('queued', 'running', 'paused', 'awaiting_approval', 'succeeded', 'failed', 'cancelled',
+         'dead_letter')),
     priority INTEGER NOT NULL,
     payload TEXT NOT NULL CHECK (json_valid(payload)),
     repository TEXT NOT NULL,
@@ -40,9 +41,11 @@ CREATE TABLE jobs_new (
         OR (json_valid(pause_requested) AND json_type(pause_requested) = 'object')),
     resume_from TEXT CHECK (resume_from IS NULL
         OR (json_valid(resume_from) AND json_type(resume_from) = 'object')),
+    approval TEXT CHECK (approval IS NULL
+        OR (json_valid(approval) AND json_type(approval) = 'object')),
     CHECK (status <> 'running' OR (claimed_by IS NOT NULL AND lease_expires_at IS NOT NULL)),
-    -- A paused job holds no lease.
-    CHECK (status <> 'paused' OR lease_expires_at IS NULL)
+    -- A paused job, or one awaiting approval, holds no lease.
+    CHECK (status NOT IN ('paused', 'awaiting_approval') OR lease_expires_at IS NULL)
 ) STRICT;
 
 INSERT INTO jobs_new (id, job_type, status, priority, payload, repository, affinity_key,

@@ -320,7 +320,7 @@ pub(crate) fn request_cancel(
     match job.status {
         JobState::Cancelled => Ok(Outcome::Unchanged),
         JobState::Running if job.cancel_requested_at.is_some() => Ok(Outcome::Unchanged),
-        JobState::Queued | JobState::Running | JobState::Paused => {
+        JobState::Queued | JobState::Running | JobState::Paused | JobState::AwaitingApproval => {
             job.cancel_requested_at = Some(now);
             job.cancel_requested_by_user_id = user_id.map(str::to_string);
             job.cancel_reason = reason;
@@ -330,10 +330,10 @@ pub(crate) fn request_cancel(
                 reason: job.cancel_reason.clone(),
             };
             if job.status != JobState::Running {
-                let message = if job.status == JobState::Paused {
-                    "cancelled while paused"
-                } else {
-                    "cancelled before any worker claimed it"
+                let message = match job.status {
+                    JobState::Paused => "cancelled while paused",
+                    JobState::AwaitingApproval => "cancelled while awaiting approval",
+                    _ => "cancelled before any worker claimed it",
                 };
                 finish_cancelled(job, now);
                 let cancelled = Cancelled {
@@ -489,8 +489,10 @@ pub(crate) fn acknowledged_by(payload: &Map<String, Value>) -> Option<Fence> {
     })
 }
 
+mod approval;
 mod pauses;
 mod recorded;
+pub(crate) use approval::{approve, reject, request_approval};
 use pauses::pause_now;
 pub(crate) use pauses::{ack_pause, paused_by, request_pause, resume, retry_from_step};
 pub(crate) use recorded::{claimed_event, claimed_event_template, created_event};

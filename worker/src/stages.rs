@@ -14,6 +14,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use contract::events::{CheckpointSaved, StageFinished, StageStarted, TaskEvent};
+use contract::job::task;
 use contract::{EventLevel, JobId, NormalizedTask, StageState, limits};
 use serde_json::Value;
 use tokio::sync::mpsc;
@@ -93,6 +94,9 @@ pub enum TaskOutcome {
     Paused {
         stage: &'static str,
     },
+    /// The steps are done and the task wants an operator's approval before publishing:
+    /// the work is kept in the latest checkpoint, its diff in `patches/changes.patch`.
+    AwaitingApproval,
 }
 
 /// A checkpoint to restore before the steps run: where it was taken, and its patch (as
@@ -171,6 +175,8 @@ pub struct Warrant<'a> {
     pub hold: &'a dyn Hold,
     pub restore: Option<&'a Restore>,
     pub pause: &'a Pause,
+    /// An operator approved the work (restored from `restore`): publish it, run nothing.
+    pub approved: bool,
 }
 
 /// Runs `task` (job `job_id`) through its three stages.
@@ -190,6 +196,7 @@ pub async fn run_task(
         hold: warrant.hold,
         restore: warrant.restore,
         pause: warrant.pause,
+        approved: warrant.approved,
         cancel,
         reports,
         ws: None,
@@ -206,6 +213,7 @@ struct Run<'a> {
     hold: &'a dyn Hold,
     restore: Option<&'a Restore>,
     pause: &'a Pause,
+    approved: bool,
     config: &'a StageConfig,
     task: &'a NormalizedTask,
     redactor: &'a Redactor,
@@ -386,8 +394,23 @@ impl Run<'_> {
         let from = self
             .restore
             .map_or(0, |r| r.checkpoint.resume_step(steps.len()));
+        if self.approved {
+            // The approved work was restored by prepare; only publishing is left.
+            return self.publish(&prepared).await;
+        }
         if let Err(outcome) = self.execute(&steps, from).await {
             return outcome;
+        }
+        if self.task.payload.task.publish.approval_required {
+            // Stop before anything leaves the machine: the diff is what the operator
+            // reviews, the latest checkpoint what an approved attempt publishes.
+            if let Some(ws) = self.ws.clone() {
+                let budget = self.publish_budget(false);
+                let base = prepared.checkout.base_commit.clone();
+                self.patch_artifact(&ws, task::CHANGES_PATCH, &base, &budget)
+                    .await;
+            }
+            return TaskOutcome::AwaitingApproval;
         }
         self.publish(&prepared).await
     }

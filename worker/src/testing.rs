@@ -92,6 +92,7 @@ pub async fn run_stages_from(
         hold: &Unshared,
         restore,
         pause,
+        approved: false,
     };
     let outcome = run_task(config, &job_id, task, warrant, cancel, tx).await;
     let mut reports = Vec::new();

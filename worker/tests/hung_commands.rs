@@ -49,6 +49,7 @@ fn start(config: &StageConfig, task: NormalizedTask, cancel: &CancellationToken)
                 hold: &Unshared,
                 restore: None,
                 pause: &worker::stages::Pause::default(),
+                approved: false,
             },
             &cancel,
             tx,

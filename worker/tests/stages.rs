@@ -292,6 +292,7 @@ async fn cancelling_a_running_step_stops_it_and_skips_the_rest() {
                 hold: &Unshared,
                 restore: None,
                 pause: &worker::stages::Pause::default(),
+                approved: false,
             },
             &stopper,
             tx,

@@ -44,6 +44,15 @@ pub struct ResumeBody {
     pub checkpoint: Option<String>,
 }
 
+/// `POST /api/queue/jobs/{id}/reject`.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RejectBody {
+    /// Why; it becomes the job's error.
+    pub reason: Option<String>,
+}
+
 /// `POST /api/queue/jobs/{id}/retry`.
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -68,7 +68,8 @@ impl From<JobState> for TaskStatus {
         match state {
             JobState::Queued => TaskStatus::Pending,
             JobState::Running => TaskStatus::Running,
-            JobState::Paused => TaskStatus::Paused,
+            // Stopped until an operator acts, as a paused task is.
+            JobState::Paused | JobState::AwaitingApproval => TaskStatus::Paused,
             JobState::Succeeded => TaskStatus::Completed,
             JobState::Failed | JobState::DeadLetter => TaskStatus::Failed,
             JobState::Cancelled => TaskStatus::Cancelled,

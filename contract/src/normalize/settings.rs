@@ -13,7 +13,14 @@ use crate::wire::{ContainerSpec, GitSettings};
 
 const RUNTIME_FIELDS: &[&str] = &["mode", "model", "effort"];
 const GIT_FIELDS: &[&str] = &["startingBranch", "newBranch"];
-const PUBLISH_FIELDS: &[&str] = &["mode", "prBaseBranch", "commitMessage", "prTitle", "prBody"];
+const PUBLISH_FIELDS: &[&str] = &[
+    "mode",
+    "prBaseBranch",
+    "commitMessage",
+    "prTitle",
+    "prBody",
+    "approval",
+];
 
 /// The object at `path`, with its unknown fields reported; `None` when absent or not an object.
 fn section<'a>(
@@ -117,6 +124,7 @@ pub fn publish(w: &mut Walker, v: Option<&Value>, defaults: &Defaults) -> Publis
             commit_message: None,
             pr_title: None,
             pr_body: None,
+            approval_required: false,
         };
     };
     let mode = mode::<PublishMode>(w, map, "mode", "task.publish.mode")
@@ -132,12 +140,28 @@ pub fn publish(w: &mut Walker, v: Option<&Value>, defaults: &Defaults) -> Publis
         .opt_text(map, "prBody", "task.publish.prBody")
         .ok()
         .flatten();
+    let approval_required = match w.opt_text(map, "approval", "task.publish.approval") {
+        Ok(None) => false,
+        Ok(Some(text)) => match text.as_str() {
+            "required" => true,
+            "none" => false,
+            _ => {
+                w.error(
+                    "task.publish.approval",
+                    "use \"required\" (stop before publishing until an operator approves) or \"none\"",
+                );
+                false
+            }
+        },
+        Err(_) => false,
+    };
     PublishSettings {
         mode: mode.unwrap_or(defaults.publish_mode),
         pr_base_branch,
         commit_message,
         pr_title,
         pr_body,
+        approval_required,
     }
 }
 

@@ -155,3 +155,32 @@ fn an_iterations_prompt_holds_the_objective_the_criteria_the_check_and_its_outpu
     );
     assert_eq!(prompt, expected);
 }
+
+#[test]
+fn an_approval_gate_is_kept_when_required_and_named_when_misspelt() {
+    let task = ok(&task_with(
+        "publish",
+        json!({ "mode": "pr", "approval": "required" }),
+    ));
+    assert!(task.payload.task.publish.approval_required);
+    let written = serde_json::to_value(&task.payload).unwrap();
+    assert_eq!(written["task"]["publish"]["approval"], "required");
+    // Read back as stored, it is still required.
+    let again = ok(&json!({ "payload": written }));
+    assert!(again.payload.task.publish.approval_required);
+    for raw in [
+        minimal(),
+        task_with("publish", json!({ "approval": "none" })),
+    ] {
+        let task = ok(&raw);
+        assert!(!task.payload.task.publish.approval_required);
+        let written = serde_json::to_value(&task.payload).unwrap();
+        assert!(
+            written["task"]["publish"].get("approval").is_none(),
+            "{written}"
+        );
+    }
+    let refused = errors(&task_with("publish", json!({ "approval": "maybe" })));
+    assert_eq!(paths(&refused), ["task.publish.approval"]);
+    assert!(refused[0].message.contains("required"), "{refused:?}");
+}

@@ -97,6 +97,11 @@ pub(crate) fn request_pause(
             let paused = pause_now(job, CancelledBy::User, None, None);
             Ok(changed(vec![paused]))
         }
+        JobState::AwaitingApproval => Err(QueueError::conflict(
+            &job.id,
+            job.status,
+            "the job waits for approval, holding nothing; approve or reject it",
+        )),
         JobState::Succeeded | JobState::Failed | JobState::Cancelled | JobState::DeadLetter => {
             Err(QueueError::conflict(
                 &job.id,
@@ -183,6 +188,11 @@ pub(crate) fn resume(
                 available: paused,
             })
         }
+        JobState::AwaitingApproval => Err(QueueError::conflict(
+            &job.id,
+            job.status,
+            "the job waits for approval, not a resume; approve or reject it",
+        )),
         JobState::Succeeded | JobState::Failed | JobState::Cancelled | JobState::DeadLetter => {
             Err(QueueError::conflict(
                 &job.id,
@@ -206,6 +216,7 @@ pub(crate) fn retry_from_step(
     if !job.status.is_retryable_by_operator() {
         let why = match job.status {
             JobState::Paused => "a paused job is resumed, not retried",
+            JobState::AwaitingApproval => "a job awaiting approval is approved or rejected",
             JobState::Succeeded => "a job that succeeded cannot be retried; submit a new one",
             _ => "only a job that failed, was cancelled or was dead-lettered can be retried",
         };
@@ -223,6 +234,8 @@ pub(crate) fn retry_from_step(
     job.cancel_reason = None;
     job.pause_requested = None;
     job.resume_from = checkpoint;
+    // The steps run again, so their work is reviewed again.
+    job.approval = None;
     job.updated_at = now;
     let requeued = Requeued {
         requested_by: user_id.map(str::to_string),

@@ -1,16 +1,17 @@
 //! An operator's hold on a job's course: pause a running or queued job, resume a paused
-//! one from a checkpoint, retry one that ended from a step. Each is a guarded transition
+//! one from a checkpoint, retry one that ended from a step, approve or reject one waiting
+//! at the gate before publish. Each is a guarded transition
 //! of the state machine; what is read here is only which checkpoint it restores, from the
 //! job's timeline.
 
 use contract::events::CheckpointSaved;
 use contract::job::events;
 use contract::timeline::{StepState, Timeline};
-use contract::{Artifact, Job, JobId, JobState, NormalizedTask};
+use contract::{Artifact, Job, JobId, JobState, NormalizedTask, limits};
 
 use super::Queue;
 use crate::artifacts::ArtifactContent;
-use crate::error::{Entity, QueueError};
+use crate::error::{Entity, QueueError, refuse_nul};
 use crate::lease::Fence;
 use crate::machine;
 
@@ -107,6 +108,44 @@ impl Queue {
         let (from, checkpoint) = restore_point(&timeline, steps, from_step_index)?;
         self.transition(id, |job, now| {
             machine::retry_from_step(job, user_id, checkpoint.clone(), from, now)
+        })
+        .await
+    }
+
+    /// running → awaiting_approval, by the worker holding the lease once its steps are
+    /// done, at the latest checkpoint its attempt saved.
+    pub async fn request_approval(&self, id: &JobId, fence: &Fence) -> Result<Job, QueueError> {
+        let latest = self.attempt_checkpoint(id).await?;
+        self.transition(id, |job, now| {
+            machine::request_approval(job, fence, now, latest.clone())
+        })
+        .await
+    }
+
+    /// awaiting_approval → queued, to publish only.
+    pub async fn approve(&self, id: &JobId, user_id: Option<&str>) -> Result<Job, QueueError> {
+        self.transition(id, |job, now| machine::approve(job, user_id, now))
+            .await
+    }
+
+    /// awaiting_approval → failed, with the operator's reason; nothing is published.
+    pub async fn reject(
+        &self,
+        id: &JobId,
+        user_id: Option<&str>,
+        reason: Option<String>,
+    ) -> Result<Job, QueueError> {
+        if let Some(reason) = &reason {
+            refuse_nul("reason", reason)?;
+            if reason.chars().count() > limits::CANCEL_REASON_CHARS {
+                return Err(QueueError::invalid(
+                    "reason",
+                    format!("at most {} characters", limits::CANCEL_REASON_CHARS),
+                ));
+            }
+        }
+        self.transition(id, |job, now| {
+            machine::reject(job, user_id, reason.clone(), now)
         })
         .await
     }

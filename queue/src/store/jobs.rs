@@ -33,11 +33,12 @@ pub(super) fn state_args(job: &Job) -> [Arg<'_>; 13] {
 }
 
 /// The fields a transition may change besides those of [`state_args`], added after them:
-/// `$15`, `$16` of [`SAVE_JOB`]. A new job has neither, so [`INSERT_JOB`] leaves them NULL.
-pub(super) fn control_args(job: &Job) -> Result<[Arg<'static>; 2], sqlx::Error> {
+/// `$15`..`$17` of [`SAVE_JOB`]. A new job has none, so [`INSERT_JOB`] leaves them NULL.
+pub(super) fn control_args(job: &Job) -> Result<[Arg<'static>; 3], sqlx::Error> {
     Ok([
         Arg::json_opt(job.pause_requested.as_ref())?,
         Arg::json_opt(job.resume_from.as_ref())?,
+        Arg::json_opt(job.approval.as_ref())?,
     ])
 }
 
@@ -73,7 +74,7 @@ const SAVE_JOB: &str = "UPDATE jobs SET status = $2, attempt = $3, next_attempt_
      claimed_by = $5, lease_expires_at = $6, cancel_requested_at = $7, \
      cancel_requested_by_user_id = $8, cancel_reason = $9, result_summary = $10, \
      error_message = $11, started_at = $12, finished_at = $13, updated_at = $14, \
-     pause_requested = $15, resume_from = $16 \
+     pause_requested = $15, resume_from = $16, approval = $17 \
      WHERE id = $1";
 
 /// The filter of a job listing, already parsed.

@@ -41,7 +41,7 @@ macro_rules! job_columns {
          created_by_user_id, attempt, max_attempts, next_attempt_at, claimed_by, \
          lease_expires_at, cancel_requested_at, cancel_requested_by_user_id, cancel_reason, \
          result_summary, error_message, started_at, finished_at, created_at, updated_at, usage, \
-         pause_requested, resume_from"
+         pause_requested, resume_from, approval"
     };
 }
 
@@ -114,6 +114,9 @@ macro_rules! job_from_row {
                     .try_get::<Option<::sqlx::types::Json<::contract::events::CheckpointSaved>>, _>(
                         "resume_from",
                     )?
+                    .map(|j| j.0),
+                approval: row
+                    .try_get::<Option<::sqlx::types::Json<::contract::Approval>>, _>("approval")?
                     .map(|j| j.0),
             })
         })()

@@ -376,3 +376,114 @@ pub async fn a_cancelled_job_retries_from_the_start_and_forgets_the_cancel(h: Ha
         JobState::Succeeded,
     );
 }
+
+pub async fn a_job_awaiting_approval_holds_nothing_and_approving_queues_it_to_publish(h: Harness) {
+    let job = three_steps(&h).await;
+    let claimed = h.claim_exactly("w1", &job).await;
+    checkpoint(&h, &claimed, 2).await;
+    let waiting = h
+        .queue
+        .request_approval(&job.id, &fence(&claimed))
+        .await
+        .unwrap();
+    assert_eq!(waiting.status, JobState::AwaitingApproval);
+    assert_eq!(waiting.lease_expires_at, None);
+    assert_eq!(waiting.resume_from, Some(saved_after(2)));
+    assert!(!waiting.approval.as_ref().unwrap().is_approved());
+    // It is neither claimed nor rescued while it waits; asking again is a no-op.
+    assert_eq!(h.claim("w2").await, None);
+    let again = h
+        .queue
+        .request_approval(&job.id, &fence(&claimed))
+        .await
+        .unwrap();
+    assert_eq!(again, waiting);
+    assert_conflict(
+        h.queue.request_pause(&job.id, None, false).await,
+        JobState::AwaitingApproval,
+    );
+    let approved = h.queue.approve(&job.id, Some("bob")).await.unwrap();
+    assert_eq!(approved.status, JobState::Queued);
+    let approval = approved.approval.clone().unwrap();
+    assert_eq!(approval.approved_by.as_deref(), Some("bob"));
+    assert_eq!(
+        h.event_kinds(&job).await.last().map(String::as_str),
+        Some(events::JOB_APPROVED)
+    );
+    let second = h.claim_exactly("w2", &job).await;
+    assert!(second.approval.as_ref().unwrap().is_approved());
+    assert_eq!(second.resume_from, Some(saved_after(2)));
+    // The approved attempt is not asked again.
+    assert_conflict(
+        h.queue.request_approval(&job.id, &fence(&second)).await,
+        JobState::Running,
+    );
+}
+
+pub async fn rejecting_fails_the_job_with_the_reason_and_a_retry_asks_again(h: Harness) {
+    let job = three_steps(&h).await;
+    let claimed = h.claim_exactly("w1", &job).await;
+    h.queue
+        .request_approval(&job.id, &fence(&claimed))
+        .await
+        .unwrap();
+    assert_code(
+        h.queue.reject(&job.id, None, Some("a\0b".into())).await,
+        "invalid_queue_payload",
+    );
+    let rejected = h
+        .queue
+        .reject(&job.id, Some("bob"), Some("wrong approach".into()))
+        .await
+        .unwrap();
+    assert_eq!(rejected.status, JobState::Failed);
+    assert_eq!(
+        rejected.error_message.as_deref(),
+        Some("rejected by bob: wrong approach")
+    );
+    assert_conflict(h.queue.approve(&job.id, None).await, JobState::Failed);
+    let retried = h
+        .queue
+        .retry_from_step(&job.id, None, Some(0))
+        .await
+        .unwrap();
+    assert_eq!(retried.approval, None);
+}
+
+pub async fn a_cancel_ends_a_job_awaiting_approval_and_wins_over_the_request(h: Harness) {
+    let job = three_steps(&h).await;
+    let claimed = h.claim_exactly("w1", &job).await;
+    h.queue.request_cancel(&job.id, None, None).await.unwrap();
+    let ended = h
+        .queue
+        .request_approval(&job.id, &fence(&claimed))
+        .await
+        .unwrap();
+    assert_eq!(ended.status, JobState::Cancelled);
+    let other = three_steps(&h).await;
+    let claimed = h.claim_exactly("w1", &other).await;
+    h.queue
+        .request_approval(&other.id, &fence(&claimed))
+        .await
+        .unwrap();
+    let cancelled = h.queue.request_cancel(&other.id, None, None).await.unwrap();
+    assert_eq!(cancelled.status, JobState::Cancelled);
+    assert_conflict(h.queue.approve(&other.id, None).await, JobState::Cancelled);
+}
+
+pub async fn a_worker_without_the_lease_cannot_ask_for_approval(h: Harness) {
+    let job = three_steps(&h).await;
+    let claimed = h.claim_exactly("w1", &job).await;
+    h.advance(LEASE + Duration::from_millis(1));
+    Rescuer::new(h.queue.clone(), RescuerConfig::default())
+        .run_once()
+        .await
+        .unwrap();
+    // Past the retry's backoff.
+    h.advance(Duration::from_secs(3600));
+    h.claim_exactly("w2", &job).await;
+    assert_code(
+        h.queue.request_approval(&job.id, &fence(&claimed)).await,
+        "job_ownership_mismatch",
+    );
+}

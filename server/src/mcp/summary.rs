@@ -159,6 +159,9 @@ pub fn line(job: &Job, progress: Option<&Progress>) -> String {
         JobState::Running if job.pause_requested.is_some() => {
             Some("pause requested, waiting for the worker to stop".to_string())
         }
+        JobState::AwaitingApproval => Some(
+            "the steps are done; awaiting an operator's approval before publishing".to_string(),
+        ),
         JobState::Paused => Some(match &job.resume_from {
             Some(saved) => format!("paused; resuming continues {}", saved.label()),
             None => "paused; resuming starts from the beginning".to_string(),

@@ -41,9 +41,11 @@ pub async fn get(desk: &Desk, task_id: &str) -> Result<GetTaskResult, ErrorData>
     }
     let task = task(&view.job, &view.summary);
     let payload = match view.job.status {
-        // Paused waits for an operator, not for the client: still working, as its status
-        // message says.
-        JobState::Queued | JobState::Running | JobState::Paused => TaskPayload::Working,
+        // Paused, or awaiting approval, waits for an operator, not for the client: still
+        // working, as its status message says.
+        JobState::Queued | JobState::Running | JobState::Paused | JobState::AwaitingApproval => {
+            TaskPayload::Working
+        }
         JobState::Cancelled => TaskPayload::Cancelled,
         // A job that failed is a tool call that completed with an error: `Failed` is for
         // a call that could not be carried out at all (a JSON-RPC error).
@@ -72,7 +74,9 @@ pub async fn update(desk: &Desk, task_id: &str) -> Result<(), ErrorData> {
 
 fn task(job: &Job, summary: &str) -> Task {
     let status = match job.status {
-        JobState::Queued | JobState::Running | JobState::Paused => TaskStatus::Working,
+        JobState::Queued | JobState::Running | JobState::Paused | JobState::AwaitingApproval => {
+            TaskStatus::Working
+        }
         JobState::Cancelled => TaskStatus::Cancelled,
         JobState::Succeeded | JobState::Failed | JobState::DeadLetter => TaskStatus::Completed,
     };

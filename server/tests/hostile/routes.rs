@@ -104,6 +104,10 @@ fn valid_body(route: &Route) -> Option<Value> {
         _ if path.ends_with("/pause") => json!({ "immediate": true }),
         _ if path.ends_with("/resume") => json!({ "checkpoint": "step-1" }),
         _ if path.ends_with("/retry") => json!({ "fromStepIndex": 1 }),
+        _ if path.ends_with("/reject") => json!({ "reason": "no" }),
+        _ if path.ends_with("/approval/request") || path.ends_with("/resume/patch") => {
+            fence.clone()
+        }
         _ if path.ends_with("/heartbeat") => with(json!({ "leaseSeconds": 60 })),
         _ if path.ends_with("/complete") => with(json!({ "resultSummary": "done" })),
         _ if path.ends_with("/fail") => with(json!({ "errorMessage": "broke", "retryable": true })),

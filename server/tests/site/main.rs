@@ -293,3 +293,41 @@ async fn an_operator_pauses_resumes_and_retries_from_the_job_page_without_javasc
         contract::JobState::Queued
     );
 }
+
+#[tokio::test]
+async fn an_operator_approves_or_rejects_a_job_at_the_gate_from_its_page() {
+    let site = tempfile::tempdir().unwrap();
+    let (app, queue) = test_site(site.path(), "none").await;
+    let admin = session_cookie(&queue).await;
+    let raw = serde_json::json!({
+        "payload": { "repository": "octo/repo", "task": { "instructions": "Fix it",
+            "publish": { "mode": "branch", "approval": "required" } } }
+    });
+    for (function, args, after) in [
+        ("approve_job", String::new(), contract::JobState::Queued),
+        (
+            "reject_job",
+            "&reason=no".to_string(),
+            contract::JobState::Failed,
+        ),
+    ] {
+        let (job, fence) = claimed_job(&queue, &raw, "w1").await;
+        queue.request_approval(&job.id, &fence).await.unwrap();
+        let (_, _, html) = get(&app, &admin, &format!("/tasks/queue/{}", job.id)).await;
+        assert!(html.contains("data-testid=\"approve\""), "{html}");
+        assert!(html.contains("data-testid=\"reject\""), "{html}");
+        assert!(html.contains("Nothing is published until"), "{html}");
+        let (status, body) =
+            call_server_fn(&app, &admin, function, &format!("id={}{args}", job.id)).await;
+        assert!(
+            status.is_success() || status.is_redirection(),
+            "{status} {body}"
+        );
+        let job = queue.get_job(&job.id).await.unwrap();
+        assert_eq!(job.status, after);
+        if after == contract::JobState::Queued {
+            // Out of the way of the next case's claim.
+            queue.request_cancel(&job.id, None, None).await.unwrap();
+        }
+    }
+}

@@ -173,3 +173,78 @@ async fn an_immediate_pause_stops_the_running_step_and_the_paused_job_can_be_can
     assert_eq!(cancelled.status, JobState::Cancelled);
     assert!(s.user.resume_job(&job.id, None).await.is_err());
 }
+
+#[tokio::test]
+async fn a_task_that_needs_approval_waits_before_publishing_and_publishes_once_approved() {
+    let s = setup().await;
+    let job = s
+        .submit_task(
+            json!({
+                "instructions": "Build",
+                "publish": { "mode": "branch", "approval": "required" },
+                "git": { "newBranch": "course/approval" },
+                "steps": [{ "instructions": "@fake write one.txt first" }],
+            }),
+            json!({}),
+        )
+        .await;
+    assert_eq!(job.payload["task"]["publish"]["approval"], "required");
+    let (waiting, kinds) = s
+        .until(&job, "the gate", |j, _| {
+            j.status == JobState::AwaitingApproval
+        })
+        .await;
+    assert_eq!(waiting.lease_expires_at, None);
+    assert!(
+        !kinds.iter().any(|k| k.contains(task::STAGE_PUBLISH)),
+        "nothing is published before approval: {kinds:#?}"
+    );
+    let branches = worker::testing::run(std::path::Path::new(&s.remote), &["branch"]);
+    assert!(!branches.contains("course/approval"), "{branches}");
+    // The operator reviews the diff.
+    let artifacts = s.artifacts(&job).await;
+    let changes = Setup::artifact(&artifacts, task::CHANGES_PATCH);
+    assert!(changes.contains("+first"), "{changes}");
+    let approved = s.user.approve_job(&job.id).await.unwrap();
+    assert_eq!(approved.status, JobState::Queued);
+    let (done, kinds) = s
+        .until(&job, "the publish", |j, _| j.status.is_terminal())
+        .await;
+    assert_eq!(done.status, JobState::Succeeded, "{done:?} {kinds:#?}");
+    assert_eq!(started(&kinds), 1, "the step ran once: {kinds:#?}");
+    assert_eq!(published(&s, "course/approval", "one.txt"), "first");
+    // Nothing is left to approve or reject.
+    assert!(s.user.reject_job(&job.id, Some("late")).await.is_err());
+}
+
+#[tokio::test]
+async fn a_rejected_task_fails_with_the_reason_and_publishes_nothing() {
+    let s = setup().await;
+    let job = s
+        .submit_task(
+            json!({
+                "instructions": "Build",
+                "publish": { "mode": "branch", "approval": "required" },
+                "git": { "newBranch": "course/rejected" },
+                "steps": [{ "instructions": "@fake write one.txt first" }],
+            }),
+            json!({}),
+        )
+        .await;
+    s.until(&job, "the gate", |j, _| {
+        j.status == JobState::AwaitingApproval
+    })
+    .await;
+    let rejected = s
+        .user
+        .reject_job(&job.id, Some("not this way"))
+        .await
+        .unwrap();
+    assert_eq!(rejected.status, JobState::Failed);
+    assert_eq!(
+        rejected.error_message.as_deref(),
+        Some("rejected by operator: not this way")
+    );
+    let branches = worker::testing::run(std::path::Path::new(&s.remote), &["branch"]);
+    assert!(!branches.contains("course/rejected"), "{branches}");
+}

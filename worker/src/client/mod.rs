@@ -16,7 +16,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use contract::api::{
-    ArtifactList, CancelBody, CheckpointList, EventList, JobList, PauseBody, ResumeBody, RetryBody,
+    ArtifactList, CancelBody, CheckpointList, EventList, JobList, PauseBody, RejectBody,
+    ResumeBody, RetryBody,
 };
 use contract::timeline::Checkpoint;
 use contract::{Artifact, Job, JobEvent, JobId, JobState};
@@ -250,6 +251,22 @@ impl QueueClient {
     pub async fn retry_job(&self, id: &JobId, from_step_index: Option<usize>) -> Result<Job> {
         let url = self.job_url(id, &["retry"]);
         let body = RetryBody { from_step_index };
+        self.fetch(self.request(Method::POST, &url).json(&body), &url)
+            .await
+    }
+
+    /// `POST /jobs/{id}/approve`: queues a job awaiting approval to publish.
+    pub async fn approve_job(&self, id: &JobId) -> Result<Job> {
+        let url = self.job_url(id, &["approve"]);
+        self.fetch(self.request(Method::POST, &url), &url).await
+    }
+
+    /// `POST /jobs/{id}/reject`: fails a job awaiting approval; nothing is published.
+    pub async fn reject_job(&self, id: &JobId, reason: Option<&str>) -> Result<Job> {
+        let url = self.job_url(id, &["reject"]);
+        let body = RejectBody {
+            reason: reason.map(str::to_string),
+        };
         self.fetch(self.request(Method::POST, &url).json(&body), &url)
             .await
     }

@@ -99,6 +99,18 @@ impl QueueClient {
             .await
     }
 
+    /// `POST /jobs/{id}/approval/request` (worker token): the steps are done and the task
+    /// wants approval; the job waits, its lease released.
+    pub async fn request_approval(&self, id: &JobId, attempt: u32) -> Result<Job> {
+        let url = self.job_url(id, &["approval", "request"]);
+        let body = FenceBody {
+            worker_id: None,
+            attempt: Some(attempt),
+        };
+        self.fetch(self.request(Method::POST, &url).json(&body), &url)
+            .await
+    }
+
     /// `POST /jobs/{id}/resume/patch` (worker token): the patch of the checkpoint this
     /// attempt resumes from.
     pub async fn resume_patch(&self, id: &JobId, attempt: u32) -> Result<Vec<u8>> {

@@ -32,6 +32,8 @@ pub enum Settled {
     Cancelled,
     /// Stopped for an operator's pause; the job waits, paused, to be resumed.
     Paused,
+    /// The steps are done; the job waits for an operator's approval before publishing.
+    AwaitingApproval,
     /// The lease was lost: the server took it back, or it ran out while the server could
     /// not be reached. Nothing more was done or said about the job.
     Lost,
@@ -209,6 +211,10 @@ async fn run_and_settle(
             hold: &hold,
             restore: restore.as_ref(),
             pause: &pause,
+            approved: job
+                .approval
+                .as_ref()
+                .is_some_and(contract::Approval::is_approved),
         },
         &stop_run,
         reports,
@@ -240,6 +246,16 @@ async fn run_and_settle(
                 settle(&lease, || fail(client, &job, &message, retryable)).await
             }
             TaskOutcome::Paused { .. } => acknowledge_pause(client, &lease, &job).await,
+            TaskOutcome::AwaitingApproval => {
+                settle(&lease, || async {
+                    let done = client.request_approval(&job.id, attempt).await?;
+                    Ok(match done.status {
+                        contract::JobState::Cancelled => Settled::Cancelled,
+                        _ => Settled::AwaitingApproval,
+                    })
+                })
+                .await
+            }
             // Stopped for an immediate pause, not a cancel or a hand-back.
             TaskOutcome::Cancelled { .. } if !cancel.is_cancelled() && pause.is_immediate() => {
                 acknowledge_pause(client, &lease, &job).await

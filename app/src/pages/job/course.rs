@@ -56,6 +56,33 @@ pub async fn retry_job(id: String, from_step: String) -> Result<(), AppError> {
     Ok(())
 }
 
+/// Approves a job awaiting approval: it is queued to publish its kept work.
+#[server]
+pub async fn approve_job(id: String) -> Result<(), AppError> {
+    use crate::ssr;
+    let user = ssr::operator()?;
+    let id = ssr::job_id(&id)?;
+    ssr::queue()?
+        .approve(&id, Some(&user.name))
+        .await
+        .map_err(ssr::refused)?;
+    Ok(())
+}
+
+/// Rejects a job awaiting approval with `reason`: it fails, nothing is published.
+#[server]
+pub async fn reject_job(id: String, reason: String) -> Result<(), AppError> {
+    use crate::ssr;
+    let user = ssr::operator()?;
+    let id = ssr::job_id(&id)?;
+    let reason = Some(reason.trim().to_string()).filter(|r| !r.is_empty());
+    ssr::queue()?
+        .reject(&id, Some(&user.name), reason)
+        .await
+        .map_err(ssr::refused)?;
+    Ok(())
+}
+
 /// The forms that fit the job's state, for an operator; nothing for a viewer or a job
 /// that succeeded.
 #[component]
@@ -119,11 +146,40 @@ pub fn CourseSection(view: JobView) -> impl IntoView {
             }
             .into_any()
         }
+        JobState::AwaitingApproval => {
+            let approve = <ApproveJob as leptos::server_fn::ServerFn>::url();
+            let reject = <RejectJob as leptos::server_fn::ServerFn>::url();
+            let changes = view
+                .artifacts
+                .iter()
+                .find(|a| a.name == contract::job::task::CHANGES_PATCH)
+                .map(|a| view! { <p><a href=a.href.clone() data-testid="changes">"Review the changes (" {a.name.clone()} ")"</a></p> });
+            view! {
+                <p>"The steps are done. Nothing is published until an operator approves."</p>
+                {changes}
+                <form method="post" action=approve class="inline">
+                    <input type="hidden" name="id" value=id.clone()/>
+                    <button type="submit" data-testid="approve">"Approve and publish"</button>
+                </form>
+                <form method="post" action=reject>
+                    <input type="hidden" name="id" value=id/>
+                    <label for="reject-reason">"Reason (optional)"</label>
+                    <input id="reject-reason" type="text" name="reason" autocomplete="off"/>
+                    <button type="submit" class="danger" data-testid="reject">"Reject"</button>
+                </form>
+            }
+            .into_any()
+        }
         JobState::Succeeded => return None,
+    };
+    let title = if view.status == JobState::AwaitingApproval {
+        "Approval"
+    } else {
+        "Pause, resume, retry"
     };
     Some(view! {
         <section class="card" aria-labelledby="course-title">
-            <h2 id="course-title">"Pause, resume, retry"</h2>
+            <h2 id="course-title">{title}</h2>
             {form}
         </section>
     })

@@ -141,6 +141,7 @@ fn draft_request(task: &TaskDraft, steps: &[StepDraft], skills: &[SkillInfo]) ->
         commit_message: given(&task.commit_message),
         pr_title: given(&task.pr_title),
         pr_body: given(&task.pr_body),
+        approval: None,
     };
     // A blank step is sent as one, so the contract can refuse it.
     spec.steps = steps

@@ -41,30 +41,34 @@ const SAVE_JOBS_POSTGRES: &str = "UPDATE jobs AS j SET status = u.status, attemp
      cancel_reason = u.cancel_reason, result_summary = u.result_summary, \
      error_message = u.error_message, started_at = u.started_at, \
      finished_at = u.finished_at, updated_at = u.updated_at, \
-     pause_requested = u.pause_requested, resume_from = u.resume_from \
+     pause_requested = u.pause_requested, resume_from = u.resume_from, approval = u.approval \
      FROM unnest($1::uuid[], $2::text[], $3::int[], $4::timestamptz[], $5::text[], \
        $6::timestamptz[], $7::timestamptz[], $8::text[], $9::text[], $10::text[], $11::text[], \
-       $12::timestamptz[], $13::timestamptz[], $14::timestamptz[], $15::jsonb[], $16::jsonb[]) \
+       $12::timestamptz[], $13::timestamptz[], $14::timestamptz[], $15::jsonb[], $16::jsonb[], \
+       $17::jsonb[]) \
        AS u(id, status, attempt, next_attempt_at, claimed_by, lease_expires_at, \
        cancel_requested_at, cancel_requested_by_user_id, cancel_reason, result_summary, \
-       error_message, started_at, finished_at, updated_at, pause_requested, resume_from) \
+       error_message, started_at, finished_at, updated_at, pause_requested, resume_from, \
+       approval) \
      WHERE j.id = u.id";
 
 /// `SAVE_JOB` guarded by the row's previous state (`$15`..`$27`, the same columns), with
 /// the transition's events (`$28`..`$31` arrays, `$32` the time) appended in the same
-/// statement; the control columns come last (`$33`, `$34` new; `$35`, `$36` as read). See
+/// statement; the control columns come last (`$33`..`$35` new; `$36`..`$38` as read). See
 /// [`write_job_if_unchanged`].
 const SWAP_JOB_POSTGRES: &str = "WITH updated AS (\
        UPDATE jobs SET status = $2, attempt = $3, next_attempt_at = $4, claimed_by = $5, \
          lease_expires_at = $6, cancel_requested_at = $7, cancel_requested_by_user_id = $8, \
          cancel_reason = $9, result_summary = $10, error_message = $11, started_at = $12, \
-         finished_at = $13, updated_at = $14, pause_requested = $33, resume_from = $34 \
+         finished_at = $13, updated_at = $14, pause_requested = $33, resume_from = $34, \
+         approval = $35 \
        WHERE id = $1 AND (status, attempt, next_attempt_at, claimed_by, lease_expires_at, \
          cancel_requested_at, cancel_requested_by_user_id, cancel_reason, result_summary, \
-         error_message, started_at, finished_at, updated_at, pause_requested, resume_from) \
+         error_message, started_at, finished_at, updated_at, pause_requested, resume_from, \
+         approval) \
          IS NOT DISTINCT FROM ($15::text, $16::int, $17::timestamptz, $18::text, \
          $19::timestamptz, $20::timestamptz, $21::text, $22::text, $23::text, $24::text, \
-         $25::timestamptz, $26::timestamptz, $27::timestamptz, $35::jsonb, $36::jsonb) \
+         $25::timestamptz, $26::timestamptz, $27::timestamptz, $36::jsonb, $37::jsonb, $38::jsonb) \
        RETURNING id), \
      appended AS (\
        INSERT INTO job_events (job_id, kind, level, message, payload, created_at) \
@@ -183,6 +187,11 @@ pub(crate) async fn save_jobs(t: &mut PgConnection, jobs: &[&Job]) -> Result<(),
         .bind(
             jobs.iter()
                 .map(|j| j.resume_from.as_ref().map(Json))
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            jobs.iter()
+                .map(|j| j.approval.as_ref().map(Json))
                 .collect::<Vec<_>>(),
         )
         .execute(t)

@@ -1,4 +1,5 @@
-//! `stepwise jobs pause | resume | retry`: an operator's hold on a job's course.
+//! `stepwise jobs pause | resume | retry | approve | reject`: an operator's hold on a job's
+//! course.
 
 use std::io::Write;
 
@@ -45,6 +46,31 @@ pub struct RetryArgs {
     /// before it is restored from its checkpoint. By default the step that failed.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     from_step: Option<u32>,
+    /// Print the job as JSON.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    client: ClientArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct ApproveArgs {
+    /// The job's id.
+    id: JobId,
+    /// Print the job as JSON.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    client: ClientArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct RejectArgs {
+    /// The job's id.
+    id: JobId,
+    /// Why; it becomes the job's error.
+    #[arg(long)]
+    reason: Option<String>,
     /// Print the job as JSON.
     #[arg(long)]
     json: bool,
@@ -121,6 +147,27 @@ pub async fn retry(args: RetryArgs, out: &mut impl Write) -> Result<()> {
             job.attempt + 1,
             start_of(&job)
         )?;
+    }
+    Ok(())
+}
+
+pub async fn approve(args: ApproveArgs, out: &mut impl Write) -> Result<()> {
+    let job = args.client.client()?.approve_job(&args.id).await?;
+    if args.json {
+        writeln!(out, "{}", pretty(&job))?;
+    } else {
+        writeln!(out, "approved {}: queued to publish its work", job.id)?;
+    }
+    Ok(())
+}
+
+pub async fn reject(args: RejectArgs, out: &mut impl Write) -> Result<()> {
+    let client = args.client.client()?;
+    let job = client.reject_job(&args.id, args.reason.as_deref()).await?;
+    if args.json {
+        writeln!(out, "{}", pretty(&job))?;
+    } else {
+        writeln!(out, "rejected {}: nothing is published", job.id)?;
     }
     Ok(())
 }

@@ -125,6 +125,10 @@ pub enum JobsCommand {
     /// Run a failed, cancelled or dead-lettered job again from a step (by default the one
     /// that failed), its earlier work restored from the checkpoint before it.
     Retry(course::RetryArgs),
+    /// Approve a job awaiting approval: it publishes its work, no step run again.
+    Approve(course::ApproveArgs),
+    /// Reject a job awaiting approval: it fails with the reason, nothing is published.
+    Reject(course::RejectArgs),
     /// Print a job's events; with --follow, keep printing live ones until the job finishes.
     Events(EventsArgs),
     /// List a job's checkpoints: all its work after each step and iteration, as a patch.
@@ -226,6 +230,8 @@ impl JobsCommand {
             JobsCommand::Pause(args) => course::pause(args, out).await,
             JobsCommand::Resume(args) => course::resume(args, out).await,
             JobsCommand::Retry(args) => course::retry(args, out).await,
+            JobsCommand::Approve(args) => course::approve(args, out).await,
+            JobsCommand::Reject(args) => course::reject(args, out).await,
             JobsCommand::Events(args) => events(args, out).await,
             JobsCommand::Checkpoints(args) => {
                 let items = args.client.client()?.list_checkpoints(&args.id).await?;

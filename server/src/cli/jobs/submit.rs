@@ -59,6 +59,10 @@ pub struct TaskFlags {
     /// What happens to the changes once every step succeeded.
     #[arg(long, value_parser = publish_parser(), conflicts_with = "file")]
     publish: Option<PublishMode>,
+    /// Stop after the steps until an operator approves (`stepwise jobs approve`) before
+    /// anything is published.
+    #[arg(long, conflicts_with = "file")]
+    require_approval: bool,
     /// The skill the task uses (`auto` lets the agent decide).
     #[arg(long = "skill", value_name = "ID", conflicts_with = "file")]
     skill: Option<String>,
@@ -111,6 +115,7 @@ impl TaskFlags {
             effort: self.effort.clone(),
         };
         task.publish.mode = self.publish;
+        task.publish.approval = self.require_approval.then(|| "required".to_string());
         task.skill = self.skill.as_ref().map(|id| SkillSelection {
             id: id.clone(),
             ..SkillSelection::default()

@@ -680,4 +680,12 @@ async fn jobs_pause_resume_and_retry_say_where_the_job_will_start() {
         retried,
         format!("retrying {id}: queued for attempt 1, from the start\n")
     );
+    // Only a job at the gate is approved or rejected.
+    let refused = run(&["approve", &id]).await.unwrap_err();
+    assert!(refused.contains("job_state_conflict"), "{refused}");
+    let refused = run(&["reject", &id, "--reason", "no"]).await.unwrap_err();
+    assert!(
+        refused.contains("only a job awaiting approval"),
+        "{refused}"
+    );
 }

@@ -1,11 +1,12 @@
-//! An operator's hold on a job's course: pause it, resume it, retry it from a step. The
-//! worker's side of a pause (its acknowledgement) is with the worker routes.
+//! An operator's hold on a job's course: pause it, resume it, retry it from a step,
+//! approve or reject it at the gate before publish. The worker's side (its acknowledgement
+//! of a pause, its request for approval) is with the worker routes.
 
 use axum::extract::State;
 use axum::routing::post;
 use axum::{Json, Router};
 use contract::Job;
-use contract::api::{ErrorBody, PauseBody, ResumeBody, RetryBody};
+use contract::api::{ErrorBody, PauseBody, RejectBody, ResumeBody, RetryBody};
 
 use super::extract::JobPath;
 use crate::http::auth::User;
@@ -17,6 +18,8 @@ pub fn router() -> Router<AppState> {
         .route("/jobs/{id}/pause", post(pause))
         .route("/jobs/{id}/resume", post(resume))
         .route("/jobs/{id}/retry", post(retry))
+        .route("/jobs/{id}/approve", post(approve))
+        .route("/jobs/{id}/reject", post(reject))
 }
 
 #[utoipa::path(post, path = "/api/queue/jobs/{id}/pause", tag = "jobs", params(("id" = String, Path, description = "the job id")),
@@ -73,6 +76,38 @@ async fn retry(
     let job = state
         .queue
         .retry_from_step(&id, Some(user.user_id()), body.from_step_index)
+        .await?;
+    Ok(Json(job))
+}
+
+#[utoipa::path(post, path = "/api/queue/jobs/{id}/approve", tag = "jobs", params(("id" = String, Path, description = "the job id")),
+    responses((status = 200, description = "queued again to publish its kept work, no step run again; unchanged if already approved", body = Job),
+        (status = 409, description = "the job is not awaiting approval", body = ErrorBody), (status = 404, body = ErrorBody), (status = 401, description = "no valid token", body = ErrorBody), (status = 403, description = "the token may not do this", body = ErrorBody)))]
+async fn approve(
+    State(state): State<AppState>,
+    user: User,
+    JobPath(id): JobPath,
+) -> Result<Json<Job>, ApiError> {
+    user.require_operator()?;
+    Ok(Json(state.queue.approve(&id, Some(user.user_id())).await?))
+}
+
+#[utoipa::path(post, path = "/api/queue/jobs/{id}/reject", tag = "jobs", params(("id" = String, Path, description = "the job id")),
+    request_body(content = RejectBody, description = "optional; the reason becomes the job's error"),
+    responses((status = 200, description = "failed with the reason; nothing published", body = Job),
+        (status = 409, description = "the job is not awaiting approval", body = ErrorBody), (status = 422, body = ErrorBody), (status = 404, body = ErrorBody), (status = 401, description = "no valid token", body = ErrorBody), (status = 403, description = "the token may not do this", body = ErrorBody)))]
+async fn reject(
+    State(state): State<AppState>,
+    user: User,
+    JobPath(id): JobPath,
+    body: axum::body::Bytes,
+) -> Result<Json<Job>, ApiError> {
+    user.require_operator()?;
+    let body: RejectBody = super::json::optional(&body)?;
+    let reason = body.reason.filter(|r| !r.trim().is_empty());
+    let job = state
+        .queue
+        .reject(&id, Some(user.user_id()), reason)
         .await?;
     Ok(Json(job))
 }

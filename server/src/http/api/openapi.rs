@@ -15,14 +15,14 @@ use crate::http::state::AppState;
 #[openapi(
     info(title = "stepwise queue API", description = "A queue for coding-agent tasks. Every route needs `Authorization: Bearer <token>`."),
     paths(
-        jobs::create, jobs::list, jobs::show, jobs::cancel, jobs::events, jobs::checkpoints, course::pause, course::resume, course::retry, stream::stream_events, stream::stream_jobs,
+        jobs::create, jobs::list, jobs::show, jobs::cancel, jobs::events, jobs::checkpoints, course::pause, course::resume, course::retry, course::approve, course::reject, stream::stream_events, stream::stream_jobs,
         artifacts::list, artifacts::download, artifacts::upload,
-        worker::claim, worker::heartbeat, worker::complete, worker::fail, worker::append_event, worker::ack_cancel, worker::ack_pause, worker::resume_patch,
+        worker::claim, worker::heartbeat, worker::complete, worker::fail, worker::append_event, worker::ack_cancel, worker::ack_pause, worker::resume_patch, worker::request_approval,
     ),
     modifiers(&BearerAuth),
     security(("bearer" = [])),
     tags(
-        (name = "jobs", description = "Submit, read, cancel, pause, resume and retry jobs (user tokens)"),
+        (name = "jobs", description = "Submit, read, cancel, pause, resume, retry, approve and reject jobs (user tokens)"),
         (name = "workers", description = "Claim and run jobs (worker tokens)"),
         (name = "artifacts", description = "Logs, patches and results of a job"),
     )

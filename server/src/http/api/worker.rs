@@ -32,6 +32,7 @@ pub fn router() -> Router<AppState> {
         .route("/jobs/{id}/cancel/ack", post(ack_cancel))
         .route("/jobs/{id}/pause/ack", post(ack_pause))
         .route("/jobs/{id}/resume/patch", post(resume_patch))
+        .route("/jobs/{id}/approval/request", post(request_approval))
 }
 
 fn lease(limits: &Limits, seconds: Option<u64>) -> Result<Duration, ApiError> {
@@ -250,4 +251,16 @@ async fn resume_patch(
         axum::http::HeaderValue::from(artifact.size),
     );
     Ok(response)
+}
+
+#[utoipa::path(post, path = "/api/queue/jobs/{id}/approval/request", tag = "workers", params(("id" = String, Path, description = "the job id")), request_body = FenceBody,
+    responses((status = 200, description = "awaiting approval at the latest checkpoint this attempt saved, the lease released (cancelled if a cancel was requested)", body = Job), (status = 409, description = "the lease is not this worker's and attempt's, or the job is approved already", body = ErrorBody), (status = 404, body = ErrorBody), (status = 422, body = ErrorBody), (status = 401, description = "no valid worker token", body = ErrorBody), (status = 403, description = "not this worker's token", body = ErrorBody)))]
+async fn request_approval(
+    State(state): State<AppState>,
+    worker: Worker,
+    JobPath(id): JobPath,
+    ApiJson(body): ApiJson<FenceBody>,
+) -> Result<Json<Job>, ApiError> {
+    let fence = worker.fence(body.worker_id.as_deref(), body.attempt)?;
+    Ok(Json(state.queue.request_approval(&id, &fence).await?))
 }
