@@ -14,8 +14,8 @@ use serde::{Deserialize, Serialize};
 use crate::error::FieldError;
 
 pub use jobs::{
-    ArtifactList, CancelBody, CheckpointList, EventList, JobList, PauseBody, RejectBody,
-    ResumeBody, RetryBody,
+    AppendStepsBody, ArtifactList, CancelBody, CheckpointList, EventList, JobList, PauseBody,
+    RejectBody, ResumeBody, RetryBody,
 };
 pub use worker::{ClaimBody, Claimed, CompleteBody, EventBody, FailBody, FenceBody, HeartbeatBody};
 

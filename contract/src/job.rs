@@ -308,11 +308,12 @@ pub mod events {
     pub const JOB_APPROVAL_REQUESTED: &str = "job.approval_requested";
     pub const JOB_APPROVED: &str = "job.approved";
     pub const JOB_REJECTED: &str = "job.rejected";
+    pub const JOB_STEPS_APPENDED: &str = "job.steps_appended";
 
     /// The prefix reserved for the kinds above.
     pub const RESERVED_PREFIX: &str = "job.";
 
-    pub const ALL: [&str; 16] = [
+    pub const ALL: [&str; 17] = [
         JOB_CREATED,
         JOB_CLAIMED,
         JOB_COMPLETED,
@@ -329,6 +330,7 @@ pub mod events {
         JOB_APPROVAL_REQUESTED,
         JOB_APPROVED,
         JOB_REJECTED,
+        JOB_STEPS_APPENDED,
     ];
 }
 

@@ -349,6 +349,7 @@ impl Run<'_> {
             after_iteration: None,
             base_commit: self.base_commit.clone()?,
             artifact: contract::job::task::step_checkpoint(index),
+            steps_done: None,
         })
     }
 
@@ -359,6 +360,7 @@ impl Run<'_> {
             after_iteration: Some(n),
             base_commit: self.base_commit.clone()?,
             artifact: contract::job::task::iteration_checkpoint(n),
+            steps_done: Some(self.task.resolved_steps().len()),
         })
     }
 

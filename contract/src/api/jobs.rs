@@ -44,6 +44,17 @@ pub struct ResumeBody {
     pub checkpoint: Option<String>,
 }
 
+/// `POST /api/queue/jobs/{id}/steps`.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AppendStepsBody {
+    /// The steps to add after the job's own: an array of step objects (as at submit) or
+    /// a markdown checklist string.
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
+    pub steps: serde_json::Value,
+}
+
 /// `POST /api/queue/jobs/{id}/reject`.
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -89,6 +89,10 @@ pub struct CheckpointSaved {
     pub base_commit: String,
     /// The patch's artifact name (`checkpoints/step-0000.patch`).
     pub artifact: String,
+    /// After an iteration: how many steps had run. Steps appended later still run when
+    /// the job resumes from here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steps_done: Option<usize>,
 }
 
 impl CheckpointSaved {
@@ -105,9 +109,10 @@ impl CheckpointSaved {
     /// The index of the first step a job resumed from here runs: the next step, or none
     /// of a task's `step_count` after an iteration (the loop goes on).
     pub fn resume_step(&self, step_count: usize) -> usize {
-        match self.after_step {
-            Some(index) => index.saturating_add(1).min(step_count),
-            None => step_count,
+        match (self.after_step, self.steps_done) {
+            (Some(index), _) => index.saturating_add(1).min(step_count),
+            (None, Some(done)) => done.min(step_count),
+            (None, None) => step_count,
         }
     }
 

@@ -24,6 +24,7 @@
 //!   task line up; duplicates (including a generated id colliding with an explicit one)
 //!   are errors.
 
+mod append;
 mod envelope;
 mod payload;
 mod settings;
@@ -38,6 +39,8 @@ use crate::defaults::Defaults;
 use crate::error::FieldError;
 use crate::model::NormalizedTask;
 use crate::wire::JobRequest;
+
+pub use append::append_steps;
 
 /// Validates `raw` (the request envelope) and fills in everything it leaves to `defaults`.
 pub fn normalize(raw: &Value, defaults: &Defaults) -> Result<NormalizedTask, Vec<FieldError>> {

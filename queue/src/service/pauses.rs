@@ -150,6 +150,33 @@ impl Queue {
         .await
     }
 
+    /// Adds `steps` (an array of step objects or a markdown checklist) after the job's
+    /// steps, checked as at submit. A queued or paused job runs them with the rest; a job
+    /// awaiting approval goes back to the queue to run them. A running job is refused:
+    /// pause it first.
+    pub async fn append_steps(
+        &self,
+        id: &JobId,
+        user_id: Option<&str>,
+        steps: &serde_json::Value,
+    ) -> Result<Job, QueueError> {
+        let job = self.get_job(id).await?;
+        // The state is the first thing that can be wrong: said before the steps are judged.
+        machine::check_appendable(&job)?;
+        let task = contract::append_steps(&job.payload, steps, &self.inner.config.defaults)
+            .map_err(QueueError::Invalid)?;
+        let counts = (step_count(&job), task.resolved_steps().len());
+        let payload = serde_json::to_value(&task.payload)
+            .map_err(|e| QueueError::invalid("steps", e.to_string()))?;
+        let now = self.now();
+        let (mut tx, mut locked) = self.lock(id).await?;
+        let outcome =
+            machine::append_steps(&mut locked, user_id, &job.payload, payload, counts, now)?;
+        tx.save_payload(&locked).await?;
+        self.write_outcome(tx, &locked, outcome, now).await?;
+        Ok(locked)
+    }
+
     /// The patch of the checkpoint the worker's attempt resumes from (`resumeFrom`), for
     /// its prepare stage to apply: only while it holds the lease.
     pub async fn resume_patch(

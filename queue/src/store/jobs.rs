@@ -118,6 +118,13 @@ impl Tx {
         self.execute(SAVE_JOB, &args).await
     }
 
+    /// Writes the job's task (`payload`): steps appended, which no transition does.
+    pub(crate) async fn save_payload(&mut self, job: &Job) -> Result<(), QueueError> {
+        let args = [Arg::Id(job.id.uuid()), Arg::json(&job.payload)?];
+        self.execute("UPDATE jobs SET payload = $2 WHERE id = $1", &args)
+            .await
+    }
+
     /// The jobs among `ids` that exist, each locked until commit (on PostgreSQL in id
     /// order, so two transactions locking overlapping sets cannot deadlock).
     pub(crate) async fn lock_jobs(&mut self, ids: &[Uuid]) -> Result<Vec<Job>, QueueError> {

@@ -68,6 +68,8 @@ conformance! {
     pauses::rejecting_fails_the_job_with_the_reason_and_a_retry_asks_again,
     pauses::a_cancel_ends_a_job_awaiting_approval_and_wins_over_the_request,
     pauses::a_worker_without_the_lease_cannot_ask_for_approval,
+    pauses::steps_appended_to_a_paused_job_are_checked_as_at_submit_and_kept,
+    pauses::appending_a_step_sends_a_job_back_from_the_gate_to_run_it,
     lifecycle::created_job_is_queued_with_normalized_fields,
     lifecycle::seed_example_payload_is_stored_as_normalized,
     lifecycle::invalid_task_is_refused_with_field_errors,

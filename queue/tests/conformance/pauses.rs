@@ -39,6 +39,7 @@ fn saved_after(index: usize) -> CheckpointSaved {
         after_iteration: None,
         base_commit: "0123abcd".into(),
         artifact: task::step_checkpoint(index),
+        steps_done: None,
     }
 }
 
@@ -485,5 +486,83 @@ pub async fn a_worker_without_the_lease_cannot_ask_for_approval(h: Harness) {
     assert_code(
         h.queue.request_approval(&job.id, &fence(&claimed)).await,
         "job_ownership_mismatch",
+    );
+}
+
+pub async fn steps_appended_to_a_paused_job_are_checked_as_at_submit_and_kept(h: Harness) {
+    let job = three_steps(&h).await;
+    let claimed = h.claim_exactly("w1", &job).await;
+    // A running job is refused; so is a malformed step, named by its place in the request.
+    assert_conflict(
+        h.queue
+            .append_steps(&job.id, None, &json!([{ "instructions": "four" }]))
+            .await,
+        JobState::Running,
+    );
+    h.queue.request_pause(&job.id, None, false).await.unwrap();
+    h.queue.ack_pause(&job.id, &fence(&claimed)).await.unwrap();
+    let refused = assert_code(
+        h.queue
+            .append_steps(
+                &job.id,
+                None,
+                &json!([{ "instructions": "four" }, { "model": "x" }]),
+            )
+            .await,
+        "invalid_queue_payload",
+    );
+    assert!(refused.to_string().contains("steps[1]"), "{refused}");
+    let appended = h
+        .queue
+        .append_steps(&job.id, Some("bob"), &json!("- [ ] four\n- [ ] five"))
+        .await
+        .unwrap();
+    assert_eq!(appended.status, JobState::Paused);
+    let steps = appended.payload["task"]["steps"].as_array().unwrap();
+    let ids: Vec<&str> = steps.iter().map(|s| s["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, ["step-1", "step-2", "step-3", "step-4", "step-5"]);
+    assert_eq!(steps[4]["instructions"], "five");
+    assert_eq!(h.get(&job).await.payload, appended.payload);
+    let events = h.queue.list_events(&job.id, 0, 100).await.unwrap();
+    let last = events.last().unwrap();
+    assert_eq!(last.kind, events::JOB_STEPS_APPENDED);
+    assert_eq!(last.payload["stepCount"], 5);
+}
+
+pub async fn appending_a_step_sends_a_job_back_from_the_gate_to_run_it(h: Harness) {
+    let job = three_steps(&h).await;
+    let claimed = h.claim_exactly("w1", &job).await;
+    checkpoint(&h, &claimed, 2).await;
+    h.queue
+        .request_approval(&job.id, &fence(&claimed))
+        .await
+        .unwrap();
+    let sent_back = h
+        .queue
+        .append_steps(
+            &job.id,
+            Some("bob"),
+            &json!([{ "instructions": "add the docs" }]),
+        )
+        .await
+        .unwrap();
+    assert_eq!(sent_back.status, JobState::Queued);
+    assert_eq!(sent_back.approval, None);
+    assert_eq!(sent_back.resume_from, Some(saved_after(2)));
+    let second = h.claim_exactly("w2", &job).await;
+    // The next attempt starts at the new step.
+    let steps = contract::NormalizedTask::from_job(&second)
+        .unwrap()
+        .resolved_steps()
+        .len();
+    assert_eq!(second.resume_from.as_ref().unwrap().resume_step(steps), 3);
+    // An ended job takes none.
+    h.queue.request_cancel(&job.id, None, None).await.unwrap();
+    h.queue.ack_cancel(&job.id, &fence(&second)).await.unwrap();
+    assert_conflict(
+        h.queue
+            .append_steps(&job.id, None, &json!([{ "instructions": "x" }]))
+            .await,
+        JobState::Cancelled,
     );
 }

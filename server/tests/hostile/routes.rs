@@ -105,6 +105,7 @@ fn valid_body(route: &Route) -> Option<Value> {
         _ if path.ends_with("/resume") => json!({ "checkpoint": "step-1" }),
         _ if path.ends_with("/retry") => json!({ "fromStepIndex": 1 }),
         _ if path.ends_with("/reject") => json!({ "reason": "no" }),
+        _ if path.ends_with("/steps") => json!({ "steps": [{ "instructions": "more" }] }),
         _ if path.ends_with("/approval/request") || path.ends_with("/resume/patch") => {
             fence.clone()
         }

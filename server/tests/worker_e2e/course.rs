@@ -248,3 +248,49 @@ async fn a_rejected_task_fails_with_the_reason_and_publishes_nothing() {
     let branches = worker::testing::run(std::path::Path::new(&s.remote), &["branch"]);
     assert!(!branches.contains("course/rejected"), "{branches}");
 }
+
+#[tokio::test]
+async fn a_job_sent_back_from_approval_with_a_step_runs_only_that_step_and_asks_again() {
+    let s = setup().await;
+    let job = s
+        .submit_task(
+            json!({
+                "instructions": "Build",
+                "publish": { "mode": "branch", "approval": "required" },
+                "git": { "newBranch": "course/sent-back" },
+                "steps": [{ "instructions": "@fake write one.txt first" }],
+            }),
+            json!({}),
+        )
+        .await;
+    s.until(&job, "the gate", |j, _| {
+        j.status == JobState::AwaitingApproval
+    })
+    .await;
+    let sent_back = s
+        .user
+        .append_steps(&job.id, &json!("- [ ] @fake write two.txt second"))
+        .await
+        .unwrap();
+    assert_eq!(sent_back.status, JobState::Queued);
+    let (again, kinds) = s
+        .until(&job, "the gate again", |j, kinds| {
+            j.status == JobState::AwaitingApproval && started(kinds) == 2
+        })
+        .await;
+    assert_eq!(again.attempt, 2, "{kinds:#?}");
+    let changes = s.artifacts(&job).await;
+    let patch = Setup::artifact(&changes, task::CHANGES_PATCH);
+    assert!(
+        patch.contains("+first") && patch.contains("+second"),
+        "{patch}"
+    );
+    s.user.approve_job(&job.id).await.unwrap();
+    let (done, kinds) = s
+        .until(&job, "the publish", |j, _| j.status.is_terminal())
+        .await;
+    assert_eq!(done.status, JobState::Succeeded, "{kinds:#?}");
+    assert_eq!(started(&kinds), 2, "each step ran once: {kinds:#?}");
+    assert_eq!(published(&s, "course/sent-back", "one.txt"), "first");
+    assert_eq!(published(&s, "course/sent-back", "two.txt"), "second");
+}

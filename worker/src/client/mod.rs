@@ -16,8 +16,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use contract::api::{
-    ArtifactList, CancelBody, CheckpointList, EventList, JobList, PauseBody, RejectBody,
-    ResumeBody, RetryBody,
+    AppendStepsBody, ArtifactList, CancelBody, CheckpointList, EventList, JobList, PauseBody,
+    RejectBody, ResumeBody, RetryBody,
 };
 use contract::timeline::Checkpoint;
 use contract::{Artifact, Job, JobEvent, JobId, JobState};
@@ -251,6 +251,17 @@ impl QueueClient {
     pub async fn retry_job(&self, id: &JobId, from_step_index: Option<usize>) -> Result<Job> {
         let url = self.job_url(id, &["retry"]);
         let body = RetryBody { from_step_index };
+        self.fetch(self.request(Method::POST, &url).json(&body), &url)
+            .await
+    }
+
+    /// `POST /jobs/{id}/steps`: adds `steps` (an array of step objects or a markdown
+    /// checklist) after the job's own.
+    pub async fn append_steps(&self, id: &JobId, steps: &serde_json::Value) -> Result<Job> {
+        let url = self.job_url(id, &["steps"]);
+        let body = AppendStepsBody {
+            steps: steps.clone(),
+        };
         self.fetch(self.request(Method::POST, &url).json(&body), &url)
             .await
     }

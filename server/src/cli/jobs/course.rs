@@ -78,6 +78,20 @@ pub struct RejectArgs {
     client: ClientArgs,
 }
 
+#[derive(Debug, Args)]
+pub struct AppendArgs {
+    /// The job's id.
+    id: JobId,
+    /// A step's instructions, in order; repeat for more.
+    #[arg(long = "step", value_name = "INSTRUCTIONS", required = true)]
+    steps: Vec<String>,
+    /// Print the job as JSON.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    client: ClientArgs,
+}
+
 /// Where the job will start, in words.
 fn start_of(job: &Job) -> String {
     match &job.resume_from {
@@ -168,6 +182,31 @@ pub async fn reject(args: RejectArgs, out: &mut impl Write) -> Result<()> {
         writeln!(out, "{}", pretty(&job))?;
     } else {
         writeln!(out, "rejected {}: nothing is published", job.id)?;
+    }
+    Ok(())
+}
+
+pub async fn append(args: AppendArgs, out: &mut impl Write) -> Result<()> {
+    let steps: Vec<serde_json::Value> = args
+        .steps
+        .iter()
+        .map(|s| serde_json::json!({ "instructions": s }))
+        .collect();
+    let client = args.client.client()?;
+    let job = client
+        .append_steps(&args.id, &serde_json::Value::Array(steps))
+        .await?;
+    if args.json {
+        writeln!(out, "{}", pretty(&job))?;
+    } else {
+        let total = job.payload["task"]["steps"].as_array().map_or(0, Vec::len);
+        writeln!(
+            out,
+            "appended {} step(s) to {}: {total} in all ({})",
+            args.steps.len(),
+            job.id,
+            job.status
+        )?;
     }
     Ok(())
 }

@@ -125,6 +125,9 @@ pub enum JobsCommand {
     /// Run a failed, cancelled or dead-lettered job again from a step (by default the one
     /// that failed), its earlier work restored from the checkpoint before it.
     Retry(course::RetryArgs),
+    /// Add steps after a queued or paused job's own; a job awaiting approval goes back to
+    /// the queue to run them.
+    Append(course::AppendArgs),
     /// Approve a job awaiting approval: it publishes its work, no step run again.
     Approve(course::ApproveArgs),
     /// Reject a job awaiting approval: it fails with the reason, nothing is published.
@@ -230,6 +233,7 @@ impl JobsCommand {
             JobsCommand::Pause(args) => course::pause(args, out).await,
             JobsCommand::Resume(args) => course::resume(args, out).await,
             JobsCommand::Retry(args) => course::retry(args, out).await,
+            JobsCommand::Append(args) => course::append(args, out).await,
             JobsCommand::Approve(args) => course::approve(args, out).await,
             JobsCommand::Reject(args) => course::reject(args, out).await,
             JobsCommand::Events(args) => events(args, out).await,

@@ -661,6 +661,13 @@ async fn jobs_pause_resume_and_retry_say_where_the_job_will_start() {
         paused,
         format!("paused {id}; `stepwise jobs resume {id}` continues it from the start\n")
     );
+    let appended = run(&["append", &id, "--step", "and the docs"])
+        .await
+        .unwrap();
+    assert_eq!(
+        appended,
+        format!("appended 1 step(s) to {id}: 2 in all (paused)\n")
+    );
     let unknown = run(&["resume", &id, "--checkpoint", "step-4"])
         .await
         .unwrap_err();

@@ -6,9 +6,10 @@ use axum::extract::State;
 use axum::routing::post;
 use axum::{Json, Router};
 use contract::Job;
-use contract::api::{ErrorBody, PauseBody, RejectBody, ResumeBody, RetryBody};
+use contract::api::{AppendStepsBody, ErrorBody, PauseBody, RejectBody, ResumeBody, RetryBody};
 
 use super::extract::JobPath;
+use super::json::ApiJson;
 use crate::http::auth::User;
 use crate::http::error::ApiError;
 use crate::http::state::AppState;
@@ -20,6 +21,7 @@ pub fn router() -> Router<AppState> {
         .route("/jobs/{id}/retry", post(retry))
         .route("/jobs/{id}/approve", post(approve))
         .route("/jobs/{id}/reject", post(reject))
+        .route("/jobs/{id}/steps", post(append_steps))
 }
 
 #[utoipa::path(post, path = "/api/queue/jobs/{id}/pause", tag = "jobs", params(("id" = String, Path, description = "the job id")),
@@ -108,6 +110,24 @@ async fn reject(
     let job = state
         .queue
         .reject(&id, Some(user.user_id()), reason)
+        .await?;
+    Ok(Json(job))
+}
+
+#[utoipa::path(post, path = "/api/queue/jobs/{id}/steps", tag = "jobs", params(("id" = String, Path, description = "the job id")),
+    request_body(content = AppendStepsBody, description = "the steps to add, checked as at submit"),
+    responses((status = 200, description = "the job with the steps added; a job awaiting approval goes back to the queue to run them", body = Job),
+        (status = 409, description = "the job is running (pause it first) or has ended", body = ErrorBody), (status = 422, description = "each invalid step field, as `steps[i]…`", body = ErrorBody), (status = 404, body = ErrorBody), (status = 401, description = "no valid token", body = ErrorBody), (status = 403, description = "the token may not do this", body = ErrorBody)))]
+async fn append_steps(
+    State(state): State<AppState>,
+    user: User,
+    JobPath(id): JobPath,
+    ApiJson(body): ApiJson<AppendStepsBody>,
+) -> Result<Json<Job>, ApiError> {
+    user.require_operator()?;
+    let job = state
+        .queue
+        .append_steps(&id, Some(user.user_id()), &body.steps)
         .await?;
     Ok(Json(job))
 }
