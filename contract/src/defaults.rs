@@ -21,6 +21,10 @@ pub struct RuntimeDefaults {
 pub struct Defaults {
     pub runtime: RuntimeMode,
     pub publish_mode: PublishMode,
+    /// Whether a task that does not say (`task.publish.approval`) waits for an operator's
+    /// approval before publishing.
+    #[serde(default)]
+    pub approval_required: bool,
     pub codex: RuntimeDefaults,
     pub claude: RuntimeDefaults,
     pub gemini: RuntimeDefaults,

@@ -142,16 +142,10 @@ impl Timeline {
     pub fn apply(&mut self, event: &JobEvent) {
         if event.kind == events::JOB_CLAIMED {
             self.claimed(event);
-        } else if matches!(
-            event.kind.as_str(),
-            events::JOB_RESUMED | events::JOB_RETRY_REQUESTED
-        ) {
-            if let Some(requeued) = read_payload::<Requeued>(&event.payload) {
-                self.resume_from = requeued.resume_from;
-            }
-        } else if event.kind == events::JOB_PAUSED {
-            if let Some(paused) = read_payload::<Paused>(&event.payload) {
-                self.resume_from = paused.resume_from;
+        } else if RESUME_POINTS.contains(&event.kind.as_str()) {
+            // Where the next attempt starts, as the queue set it (its `resumeFrom`).
+            if let Some(point) = event.payload.get("resumeFrom") {
+                self.resume_from = CheckpointSaved::deserialize(point).ok();
             }
         } else if let Some(state) = state_after(&event.kind) {
             self.apply_step(event, state);
@@ -306,6 +300,15 @@ impl Timeline {
             .map(|(i, _)| i)
     }
 }
+
+/// The queue's events that set where a job's next attempt starts.
+const RESUME_POINTS: [&str; 5] = [
+    events::JOB_PAUSED,
+    events::JOB_RESUMED,
+    events::JOB_RETRY_REQUESTED,
+    events::JOB_APPROVAL_REQUESTED,
+    events::JOB_APPROVED,
+];
 
 /// The state an event of `kind` moves its step into; `None` for a kind that does not
 /// (a log line, the plan).

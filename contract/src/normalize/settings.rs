@@ -124,7 +124,7 @@ pub fn publish(w: &mut Walker, v: Option<&Value>, defaults: &Defaults) -> Publis
             commit_message: None,
             pr_title: None,
             pr_body: None,
-            approval_required: false,
+            approval_required: defaults.approval_required,
         };
     };
     let mode = mode::<PublishMode>(w, map, "mode", "task.publish.mode")
@@ -141,7 +141,7 @@ pub fn publish(w: &mut Walker, v: Option<&Value>, defaults: &Defaults) -> Publis
         .ok()
         .flatten();
     let approval_required = match w.opt_text(map, "approval", "task.publish.approval") {
-        Ok(None) => false,
+        Ok(None) => defaults.approval_required,
         Ok(Some(text)) => match text.as_str() {
             "required" => true,
             "none" => false,

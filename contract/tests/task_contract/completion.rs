@@ -184,3 +184,20 @@ fn an_approval_gate_is_kept_when_required_and_named_when_misspelt() {
     assert_eq!(paths(&refused), ["task.publish.approval"]);
     assert!(refused[0].message.contains("required"), "{refused:?}");
 }
+
+#[test]
+fn a_server_that_requires_approval_stores_it_on_tasks_that_do_not_say() {
+    let defaults = contract::Defaults {
+        approval_required: true,
+        ..contract::Defaults::default()
+    };
+    let task = crate::common::ok_with(&minimal(), &defaults);
+    assert!(task.payload.task.publish.approval_required);
+    let written = serde_json::to_value(&task.payload).unwrap();
+    assert_eq!(written["task"]["publish"]["approval"], "required");
+    let opted_out = crate::common::ok_with(
+        &task_with("publish", json!({ "approval": "none" })),
+        &defaults,
+    );
+    assert!(!opted_out.payload.task.publish.approval_required);
+}

@@ -41,6 +41,7 @@ fn defaults_serialize_for_the_ui() {
         serde_json::json!({
             "runtime": "codex",
             "publishMode": "pr",
+            "approvalRequired": false,
             "codex": { "model": null, "effort": null },
             "claude": { "model": null, "effort": null },
             "gemini": { "model": null, "effort": null }

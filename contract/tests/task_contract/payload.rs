@@ -507,7 +507,7 @@ fn unknown_fields_are_rejected_everywhere() {
         (
             task_with("publish", json!({ "draft": true })),
             "task.publish.draft",
-            "mode, prBaseBranch, commitMessage, prTitle, prBody",
+            "mode, prBaseBranch, commitMessage, prTitle, prBody, approval",
         ),
         (
             with(minimal(), "/payload/auth", json!({ "token": "x" })),

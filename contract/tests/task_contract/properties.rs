@@ -281,6 +281,7 @@ fn arb_defaults() -> impl Strategy<Value = Defaults> {
         .prop_map(|(runtime, publish_mode, codex, claude, gemini)| Defaults {
             runtime,
             publish_mode,
+            approval_required: false,
             codex,
             claude,
             gemini,

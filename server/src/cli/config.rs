@@ -183,6 +183,16 @@ mod tests {
     }
 
     #[test]
+    fn tasks_publish_without_approval_unless_the_server_requires_it() {
+        let site = site();
+        let config = Config::load(args(site.path()), |_| None).unwrap();
+        assert!(!config.settings.defaults.approval_required);
+        let args = args_with(site.path(), &["--require-approval"]);
+        let config = Config::load(args, |_| None).unwrap();
+        assert!(config.settings.defaults.approval_required);
+    }
+
+    #[test]
     fn missing_site_says_how_to_build_it() {
         let dir = tempfile::tempdir().unwrap();
         let err = Config::load(args(dir.path()), |_| None).unwrap_err();

@@ -39,6 +39,10 @@ pub struct DefaultsArgs {
         hide = true
     )]
     moonmind_default_publish_mode: Option<Given<PublishMode>>,
+    /// Every task that does not say otherwise (`task.publish.approval: "none"`) stops
+    /// after its steps until an operator approves it, before anything is published.
+    #[arg(long, env = "STEPWISE_REQUIRE_APPROVAL")]
+    require_approval: bool,
     /// The agent CLI of a task that names no runtime [default: codex].
     #[arg(
         long,
@@ -126,6 +130,7 @@ impl DefaultsArgs {
                 .and_then(|g| g.value)
                 .unwrap_or_default(),
             publish_mode,
+            approval_required: self.require_approval,
             codex: runtime_defaults(self.codex_model, self.codex_effort),
             claude: runtime_defaults(self.claude_model, self.claude_effort),
             gemini: runtime_defaults(self.gemini_model, self.gemini_effort),

@@ -129,6 +129,33 @@ pub struct TaskRetryArgs {
     pub from_step: Option<usize>,
 }
 
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TaskApproveArgs {
+    /// The task's id.
+    pub task_id: String,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TaskRejectArgs {
+    /// The task's id.
+    pub task_id: String,
+    /// Why; it becomes the task's error.
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TaskAppendArgs {
+    /// The task's id.
+    pub task_id: String,
+    /// The steps to add after the task's own: a list of instructions or a markdown
+    /// checklist. A task awaiting approval goes back to run them, then asks again.
+    pub steps: StepsArg,
+}
+
 #[tool_router(router = task_tools, vis = "pub(super)")]
 impl Stepwise {
     /// Start a task (seed 003): an objective with its completion criteria, as a job in
@@ -303,6 +330,70 @@ impl Stepwise {
                 let id = parse_id(&args.task_id)?;
                 let checkpoint = args.checkpoint.as_deref().filter(|c| !c.trim().is_empty());
                 let job = desk.resume(&id, checkpoint).await?;
+                show_task(task_resource(&desk, &job, false).await?).map_err(internal)
+            }
+            .await,
+        )
+    }
+
+    /// Approve a task awaiting approval: its kept work is published; no step runs again.
+    #[tool(name = "tasks.approve", annotations(idempotent_hint = true))]
+    async fn approve_task_tool(
+        &self,
+        Parameters(args): Parameters<TaskApproveArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let desk = self.desk(&ctx)?;
+        reply(
+            async {
+                let job = desk.approve(&parse_id(&args.task_id)?).await?;
+                show_task(task_resource(&desk, &job, false).await?).map_err(internal)
+            }
+            .await,
+        )
+    }
+
+    /// Reject a task awaiting approval: it fails with the reason, nothing is published.
+    #[tool(name = "tasks.reject", annotations(destructive_hint = true))]
+    async fn reject_task_tool(
+        &self,
+        Parameters(args): Parameters<TaskRejectArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let desk = self.desk(&ctx)?;
+        reply(
+            async {
+                let id = parse_id(&args.task_id)?;
+                let reason = args.reason.as_deref().filter(|r| !r.trim().is_empty());
+                let job = desk.reject(&id, reason).await?;
+                show_task(task_resource(&desk, &job, false).await?).map_err(internal)
+            }
+            .await,
+        )
+    }
+
+    /// Add steps after a pending, paused or awaiting task's own, checked as at start. A
+    /// running task must be paused first.
+    #[tool(name = "tasks.append")]
+    async fn append_task_tool(
+        &self,
+        Parameters(args): Parameters<TaskAppendArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let desk = self.desk(&ctx)?;
+        reply(
+            async {
+                let id = parse_id(&args.task_id)?;
+                let steps = match args.steps {
+                    StepsArg::List(items) => json!(
+                        items
+                            .into_iter()
+                            .map(|instructions| json!({ "instructions": instructions }))
+                            .collect::<Vec<_>>()
+                    ),
+                    StepsArg::Checklist(text) => json!(text),
+                };
+                let job = desk.append_steps(&id, &steps).await?;
                 show_task(task_resource(&desk, &job, false).await?).map_err(internal)
             }
             .await,

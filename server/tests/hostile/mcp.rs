@@ -72,6 +72,9 @@ fn tool_calls(site: &Site) -> Vec<(&'static str, Value)> {
             json!({ "taskId": job, "checkpoint": "step-1" }),
         ),
         ("tasks.retry", json!({ "taskId": job, "fromStep": 2 })),
+        ("tasks.approve", json!({ "taskId": job })),
+        ("tasks.reject", json!({ "taskId": job, "reason": "no" })),
+        ("tasks.append", json!({ "taskId": job, "steps": ["more"] })),
         (
             "queue.claim",
             json!({ "capabilities": ["codex"], "waitSeconds": 0 }),

@@ -24,7 +24,7 @@ use client::McpClient;
 use stepwise::testing::server::{TestServer, start};
 
 /// Every tool a user token reaches.
-const QUEUE_TOOLS: [&str; 14] = [
+const QUEUE_TOOLS: [&str; 17] = [
     "tasks.start",
     "tasks.status",
     "tasks.list",
@@ -32,6 +32,9 @@ const QUEUE_TOOLS: [&str; 14] = [
     "tasks.pause",
     "tasks.resume",
     "tasks.retry",
+    "tasks.approve",
+    "tasks.reject",
+    "tasks.append",
     "queue.enqueue",
     "queue.get",
     "queue.list",

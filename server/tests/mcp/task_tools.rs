@@ -262,3 +262,66 @@ async fn tasks_pause_and_resume_stop_a_task_at_a_step_and_continue_it_there() {
     let done = until_status(&mut client, &id, "completed").await;
     assert_eq!(done["state"]["status"], "completed", "{done}");
 }
+
+#[tokio::test]
+async fn a_task_at_the_gate_is_sent_back_with_a_step_then_approved_through_tools() {
+    let s = setup().await;
+    let mut client = s.client("http").await;
+    let queued = client
+        .call(
+            "queue.enqueue",
+            json!({ "request": { "payload": {
+                "repository": s.remote,
+                "task": {
+                    "instructions": "Gate",
+                    "runtime": { "mode": "claude" },
+                    "publish": { "mode": "none", "approval": "required" },
+                    "steps": [{ "instructions": "@fake write a.txt x" }],
+                },
+            } } }),
+        )
+        .await;
+    assert!(!is_error(&queued), "{queued}");
+    let id = queued["structuredContent"]["job"]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let waiting = until_status(&mut client, &id, "paused").await;
+    assert!(
+        waiting["progress"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("awaiting an operator's approval"),
+        "{waiting}"
+    );
+    let sent_back = client
+        .call(
+            "tasks.append",
+            json!({ "taskId": id, "steps": "- [ ] @fake write b.txt y" }),
+        )
+        .await;
+    assert!(!is_error(&sent_back), "{sent_back}");
+    // Back at the gate once the new step ran.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let status = client.call("tasks.status", json!({ "taskId": id })).await;
+        let task = &status["structuredContent"];
+        if task["state"]["status"] == "paused"
+            && task["progress"]["checkpoints"] == json!(["step-1", "step-2"])
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "never back at the gate: {status}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let approved = client.call("tasks.approve", json!({ "taskId": id })).await;
+    assert!(!is_error(&approved), "{approved}");
+    until_status(&mut client, &id, "completed").await;
+    let late = client
+        .call("tasks.reject", json!({ "taskId": id, "reason": "late" }))
+        .await;
+    assert!(is_error(&late), "{late}");
+}

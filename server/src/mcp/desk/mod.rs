@@ -219,6 +219,51 @@ impl Desk {
         }
     }
 
+    /// Approves a job awaiting approval: it is queued to publish.
+    pub async fn approve(&self, id: &JobId) -> Result<Job> {
+        match self {
+            Desk::Local { state, token, .. } => {
+                user(token)?.require_operator().map_err(refusal)?;
+                state
+                    .queue
+                    .approve(id, Some(&token.name))
+                    .await
+                    .map_err(refusal)
+            }
+            Desk::Remote(client) => client.approve_job(id).await.map_err(remote),
+        }
+    }
+
+    /// Rejects a job awaiting approval: it fails, nothing is published.
+    pub async fn reject(&self, id: &JobId, reason: Option<&str>) -> Result<Job> {
+        match self {
+            Desk::Local { state, token, .. } => {
+                user(token)?.require_operator().map_err(refusal)?;
+                state
+                    .queue
+                    .reject(id, Some(&token.name), reason.map(str::to_string))
+                    .await
+                    .map_err(refusal)
+            }
+            Desk::Remote(client) => client.reject_job(id, reason).await.map_err(remote),
+        }
+    }
+
+    /// Adds `steps` after the job's own.
+    pub async fn append_steps(&self, id: &JobId, steps: &serde_json::Value) -> Result<Job> {
+        match self {
+            Desk::Local { state, token, .. } => {
+                user(token)?.require_operator().map_err(refusal)?;
+                state
+                    .queue
+                    .append_steps(id, Some(&token.name), steps)
+                    .await
+                    .map_err(refusal)
+            }
+            Desk::Remote(client) => client.append_steps(id, steps).await.map_err(remote),
+        }
+    }
+
     pub async fn artifacts(&self, id: &JobId) -> Result<Vec<Artifact>> {
         match self {
             Desk::Local { state, token, .. } => {
