@@ -12,8 +12,8 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::events::{
-    CheckResult, CheckpointSaved, IterationFinished, IterationStarted, LeaseHeld, Paused, Requeued,
-    StageFinished, StageStarted, StepIndex, TaskEvent, read_payload, reported_usage,
+    CheckResult, CheckpointSaved, IterationFinished, IterationStarted, LeaseHeld, StageFinished,
+    StageStarted, StepIndex, TaskEvent, read_payload, reported_usage,
 };
 use crate::job::{JobEvent, events, task};
 pub use crate::states::{StageState, StepState};

@@ -12,9 +12,10 @@ use contract::{Defaults, PublishMode, RuntimeDefaults, RuntimeMode};
 use stepwise::cli::Cli;
 use stepwise::cli::config::ServeArgs;
 
-const VARIABLES: [&str; 9] = [
+const VARIABLES: [&str; 10] = [
     "STEPWISE_DEFAULT_PUBLISH_MODE",
     "MOONMIND_DEFAULT_PUBLISH_MODE",
+    "STEPWISE_REQUIRE_APPROVAL",
     "STEPWISE_DEFAULT_RUNTIME",
     "STEPWISE_CODEX_MODEL",
     "STEPWISE_CODEX_EFFORT",

@@ -41,8 +41,15 @@ pub struct DefaultsArgs {
     moonmind_default_publish_mode: Option<Given<PublishMode>>,
     /// Every task that does not say otherwise (`task.publish.approval: "none"`) stops
     /// after its steps until an operator approves it, before anything is published.
-    #[arg(long, env = "STEPWISE_REQUIRE_APPROVAL")]
-    require_approval: bool,
+    #[arg(
+        long,
+        env = "STEPWISE_REQUIRE_APPROVAL",
+        value_name = "BOOL",
+        num_args = 0..=1,
+        default_missing_value = "true",
+        value_parser = switch()
+    )]
+    require_approval: Option<Given<bool>>,
     /// The agent CLI of a task that names no runtime [default: codex].
     #[arg(
         long,
@@ -130,7 +137,7 @@ impl DefaultsArgs {
                 .and_then(|g| g.value)
                 .unwrap_or_default(),
             publish_mode,
-            approval_required: self.require_approval,
+            approval_required: self.require_approval.and_then(|g| g.value).unwrap_or(false),
             codex: runtime_defaults(self.codex_model, self.codex_effort),
             claude: runtime_defaults(self.claude_model, self.claude_effort),
             gemini: runtime_defaults(self.gemini_model, self.gemini_effort),
@@ -183,6 +190,18 @@ where
     DefaultParser {
         check: Arc::new(|v| v.parse().map_err(|e: ParseModeError| e.to_string())),
         accepted: names,
+    }
+}
+
+/// `true` or `false`, in any case.
+fn switch() -> DefaultParser<bool> {
+    DefaultParser {
+        check: Arc::new(|v| match v.to_ascii_lowercase().as_str() {
+            "true" => Ok(true),
+            "false" => Ok(false),
+            _ => Err("use true or false".to_string()),
+        }),
+        accepted: &["true", "false"],
     }
 }
 

@@ -1213,6 +1213,15 @@ async fn the_openapi_document_describes_every_route() {
         ("post", "/api/queue/jobs/{id}/fail"),
         ("post", "/api/queue/jobs/{id}/events"),
         ("post", "/api/queue/jobs/{id}/cancel/ack"),
+        ("post", "/api/queue/jobs/{id}/pause"),
+        ("post", "/api/queue/jobs/{id}/resume"),
+        ("post", "/api/queue/jobs/{id}/retry"),
+        ("post", "/api/queue/jobs/{id}/approve"),
+        ("post", "/api/queue/jobs/{id}/reject"),
+        ("post", "/api/queue/jobs/{id}/steps"),
+        ("post", "/api/queue/jobs/{id}/pause/ack"),
+        ("post", "/api/queue/jobs/{id}/resume/patch"),
+        ("post", "/api/queue/jobs/{id}/approval/request"),
     ];
     for (method, path) in expected {
         assert!(
