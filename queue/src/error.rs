@@ -122,6 +122,22 @@ pub(crate) fn refuse_nul(path: &str, text: &str) -> Result<(), QueueError> {
     contract::text::refuse_nul(path, text).map_err(|e| QueueError::Invalid(vec![e]))
 }
 
+/// An operator's `reason` (for a cancel, a rejection): no NUL, at most
+/// [`limits::CANCEL_REASON_CHARS`] characters.
+pub(crate) fn check_reason(reason: Option<&str>) -> Result<(), QueueError> {
+    let Some(reason) = reason else {
+        return Ok(());
+    };
+    refuse_nul("reason", reason)?;
+    if reason.chars().count() > limits::CANCEL_REASON_CHARS {
+        return Err(QueueError::invalid(
+            "reason",
+            format!("at most {} characters", limits::CANCEL_REASON_CHARS),
+        ));
+    }
+    Ok(())
+}
+
 /// Text a worker reports (an error message, a summary): NULs replaced, size bounded.
 pub(crate) fn reported(what: &'static str, text: String) -> Result<String, QueueError> {
     if text.len() > limits::REPORTED_TEXT_BYTES {

@@ -4,11 +4,11 @@
 use std::time::Duration;
 
 use contract::job::events;
-use contract::{Job, JobId, JobState, limits};
+use contract::{Job, JobId, JobState};
 
 use super::Queue;
 use super::write::Apply;
-use crate::error::{QueueError, refuse_nul, reported};
+use crate::error::{QueueError, check_reason, reported};
 use crate::lease::{Completion, Fence};
 use crate::machine::{self, Outcome};
 
@@ -103,15 +103,7 @@ impl Queue {
         user_id: Option<&str>,
         reason: Option<String>,
     ) -> Result<Job, QueueError> {
-        if let Some(reason) = &reason {
-            refuse_nul("reason", reason)?;
-            if reason.chars().count() > limits::CANCEL_REASON_CHARS {
-                return Err(QueueError::invalid(
-                    "reason",
-                    format!("at most {} characters", limits::CANCEL_REASON_CHARS),
-                ));
-            }
-        }
+        check_reason(reason.as_deref())?;
         self.transition(id, |job, now| {
             machine::request_cancel(job, user_id, reason.clone(), now)
         })

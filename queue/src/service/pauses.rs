@@ -7,11 +7,11 @@
 use contract::events::CheckpointSaved;
 use contract::job::events;
 use contract::timeline::{StepState, Timeline};
-use contract::{Artifact, Job, JobId, JobState, NormalizedTask, limits};
+use contract::{Artifact, Job, JobId, JobState, NormalizedTask};
 
 use super::Queue;
 use crate::artifacts::ArtifactContent;
-use crate::error::{Entity, QueueError, refuse_nul};
+use crate::error::{Entity, QueueError, check_reason};
 use crate::lease::Fence;
 use crate::machine;
 
@@ -135,15 +135,7 @@ impl Queue {
         user_id: Option<&str>,
         reason: Option<String>,
     ) -> Result<Job, QueueError> {
-        if let Some(reason) = &reason {
-            refuse_nul("reason", reason)?;
-            if reason.chars().count() > limits::CANCEL_REASON_CHARS {
-                return Err(QueueError::invalid(
-                    "reason",
-                    format!("at most {} characters", limits::CANCEL_REASON_CHARS),
-                ));
-            }
-        }
+        check_reason(reason.as_deref())?;
         self.transition(id, |job, now| {
             machine::reject(job, user_id, reason.clone(), now)
         })
