@@ -5,6 +5,7 @@
 //! The routes people use are here, the worker's in `worker_routes.rs`; past 500 lines
 //! only by its own tests (about 90 lines at the end).
 
+mod course;
 mod error;
 mod sse;
 mod stream;
@@ -15,10 +16,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use contract::api::{
-    AppendStepsBody, ArtifactList, CancelBody, CheckpointList, EventList, JobList, PauseBody,
-    RejectBody, ResumeBody, RetryBody,
-};
+use contract::api::{ArtifactList, CancelBody, CheckpointList, EventList, JobList};
 use contract::timeline::Checkpoint;
 use contract::{Artifact, Job, JobEvent, JobId, JobState};
 use reqwest::header::{self, HeaderValue};
@@ -220,62 +218,6 @@ impl QueueClient {
     pub async fn cancel_job(&self, id: &JobId, reason: Option<&str>) -> Result<Job> {
         let url = self.job_url(id, &["cancel"]);
         let body = CancelBody {
-            reason: reason.map(str::to_string),
-        };
-        self.fetch(self.request(Method::POST, &url).json(&body), &url)
-            .await
-    }
-
-    /// `POST /jobs/{id}/pause`: pauses a queued job, or asks the running one's worker to
-    /// stop at the next boundary (at once when `immediate`).
-    pub async fn pause_job(&self, id: &JobId, immediate: bool) -> Result<Job> {
-        let url = self.job_url(id, &["pause"]);
-        let body = PauseBody { immediate };
-        self.fetch(self.request(Method::POST, &url).json(&body), &url)
-            .await
-    }
-
-    /// `POST /jobs/{id}/resume`: queues a paused job again, from `checkpoint` (an id such
-    /// as `step-2`) or the one it paused at.
-    pub async fn resume_job(&self, id: &JobId, checkpoint: Option<&str>) -> Result<Job> {
-        let url = self.job_url(id, &["resume"]);
-        let body = ResumeBody {
-            checkpoint: checkpoint.map(str::to_string),
-        };
-        self.fetch(self.request(Method::POST, &url).json(&body), &url)
-            .await
-    }
-
-    /// `POST /jobs/{id}/retry`: runs a job that ended again, from the step at
-    /// `from_step_index` (by default the one that failed).
-    pub async fn retry_job(&self, id: &JobId, from_step_index: Option<usize>) -> Result<Job> {
-        let url = self.job_url(id, &["retry"]);
-        let body = RetryBody { from_step_index };
-        self.fetch(self.request(Method::POST, &url).json(&body), &url)
-            .await
-    }
-
-    /// `POST /jobs/{id}/steps`: adds `steps` (an array of step objects or a markdown
-    /// checklist) after the job's own.
-    pub async fn append_steps(&self, id: &JobId, steps: &serde_json::Value) -> Result<Job> {
-        let url = self.job_url(id, &["steps"]);
-        let body = AppendStepsBody {
-            steps: steps.clone(),
-        };
-        self.fetch(self.request(Method::POST, &url).json(&body), &url)
-            .await
-    }
-
-    /// `POST /jobs/{id}/approve`: queues a job awaiting approval to publish.
-    pub async fn approve_job(&self, id: &JobId) -> Result<Job> {
-        let url = self.job_url(id, &["approve"]);
-        self.fetch(self.request(Method::POST, &url), &url).await
-    }
-
-    /// `POST /jobs/{id}/reject`: fails a job awaiting approval; nothing is published.
-    pub async fn reject_job(&self, id: &JobId, reason: Option<&str>) -> Result<Job> {
-        let url = self.job_url(id, &["reject"]);
-        let body = RejectBody {
             reason: reason.map(str::to_string),
         };
         self.fetch(self.request(Method::POST, &url).json(&body), &url)
