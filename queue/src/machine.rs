@@ -492,7 +492,7 @@ pub(crate) fn acknowledged_by(payload: &Map<String, Value>) -> Option<Fence> {
 mod append;
 mod approval;
 mod pauses;
-pub(crate) use append::{append_steps, check_appendable};
+pub(crate) use append::{append_steps, check_appendable, check_steps_pending};
 mod recorded;
 pub(crate) use approval::{approve, reject, request_approval};
 use pauses::pause_now;

@@ -9,6 +9,7 @@
 //! Each stage has its own file: `stages/prepare.rs`, `stages/execute.rs` (the steps),
 //! `stages/publish.rs`. What is here is what they share: the run, its logs and reports.
 
+use std::borrow::Cow;
 use std::io::Write;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -16,8 +17,9 @@ use std::time::{Duration, Instant};
 use contract::events::{CheckpointSaved, StageFinished, StageStarted, TaskEvent};
 use contract::job::task;
 use contract::{EventLevel, JobId, NormalizedTask, StageState, limits};
+use futures_util::future::BoxFuture;
 use serde_json::Value;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::git::MirrorCache;
@@ -45,6 +47,42 @@ pub enum Report {
     },
     /// A finished artifact: `name` is its path in the job's artifact list.
     Artifact { name: String, path: PathBuf },
+    /// Everything reported before it has reached the other end: it is answered then
+    /// (dropping it answers too). Only the claim loop's hold sends it.
+    Flush(Flushed),
+}
+
+/// The answer a [`Report::Flush`] waits for.
+#[derive(Clone)]
+pub struct Flushed(std::sync::Arc<std::sync::Mutex<Option<oneshot::Sender<()>>>>);
+
+impl Flushed {
+    pub fn new() -> (Flushed, oneshot::Receiver<()>) {
+        let (tx, rx) = oneshot::channel();
+        (
+            Flushed(std::sync::Arc::new(std::sync::Mutex::new(Some(tx)))),
+            rx,
+        )
+    }
+
+    /// Says that everything before it went out.
+    pub fn answer(&self) {
+        if let Some(tx) = self.0.lock().ok().and_then(|mut tx| tx.take()) {
+            let _ = tx.send(());
+        }
+    }
+}
+
+impl std::fmt::Debug for Flushed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Flushed")
+    }
+}
+
+impl PartialEq for Flushed {
+    fn eq(&self, other: &Flushed) -> bool {
+        std::sync::Arc::ptr_eq(&self.0, &other.0)
+    }
 }
 
 /// The worker's side of running tasks: where, with what, and how long.
@@ -154,14 +192,25 @@ pub struct Credentials {
 /// their own (tests, benchmarks) share the job with nobody ([`Unshared`]).
 pub trait Hold: Send + Sync {
     /// `Err` says why the job may no longer be acted on.
-    fn confirm(&self) -> futures_util::future::BoxFuture<'_, Result<(), String>>;
+    fn confirm(&self) -> BoxFuture<'_, Result<(), String>>;
+
+    /// The job's task as the queue holds it now (steps may have been appended), read with
+    /// a renewal of the lease; `None` when it cannot be read (the heartbeat deals with an
+    /// outage). `settled`: only once everything reported so far has reached the queue,
+    /// and the renewal is retried while the lease lasts. The queue takes no more steps
+    /// once the last step's end has reached it, so this read after that end is the last
+    /// one that matters.
+    fn latest_task(&self, settled: bool) -> BoxFuture<'_, Option<NormalizedTask>> {
+        let _ = settled;
+        Box::pin(async { None })
+    }
 }
 
-/// A job no one else can take: always held.
+/// A job no one else can take: always held, and its task never changes.
 pub struct Unshared;
 
 impl Hold for Unshared {
-    fn confirm(&self) -> futures_util::future::BoxFuture<'_, Result<(), String>> {
+    fn confirm(&self) -> BoxFuture<'_, Result<(), String>> {
         Box::pin(async { Ok(()) })
     }
 }
@@ -190,13 +239,13 @@ pub async fn run_task(
 ) -> TaskOutcome {
     let mut run = Run {
         config,
-        task,
         redactor: warrant.redactor,
         credentials: warrant.credentials,
         hold: warrant.hold,
         restore: warrant.restore,
         pause: warrant.pause,
         approved: warrant.approved,
+        task: Cow::Borrowed(task),
         cancel,
         reports,
         ws: None,
@@ -215,7 +264,8 @@ struct Run<'a> {
     pause: &'a Pause,
     approved: bool,
     config: &'a StageConfig,
-    task: &'a NormalizedTask,
+    /// The task as claimed, or with the steps appended since (`execute.rs`).
+    task: Cow<'a, NormalizedTask>,
     redactor: &'a Redactor,
     credentials: &'a Credentials,
     cancel: &'a CancellationToken,
@@ -391,16 +441,14 @@ impl Run<'_> {
             Err(outcome) => return outcome,
         };
         self.base_commit = Some(prepared.checkout.base_commit.clone());
-        let steps = self.task.resolved_steps();
+        let steps = self.task.resolved_steps().len();
         // A resumed run starts after its checkpoint: the next step, or the loop.
-        let from = self
-            .restore
-            .map_or(0, |r| r.checkpoint.resume_step(steps.len()));
+        let from = self.restore.map_or(0, |r| r.checkpoint.resume_step(steps));
         if self.approved {
             // The approved work was restored by prepare; only publishing is left.
             return self.publish(&prepared).await;
         }
-        if let Err(outcome) = self.execute(&steps, from).await {
+        if let Err(outcome) = self.execute(from).await {
             return outcome;
         }
         if self.task.payload.task.publish.approval_required {

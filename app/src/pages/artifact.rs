@@ -186,7 +186,24 @@ fn ArtifactView(page: ArtifactPage) -> impl IntoView {
             )}</p>
         }
     });
-    let body = match page.content {
+    let body = content_view(page.content);
+    view! {
+        <Title text=page.name.clone()/>
+        <p><a href=back>"← The job"</a></p>
+        <div class="page-head">
+            <h1><code>{page.name}</code></h1>
+            <a class="button" href=page.download>"Download"</a>
+        </div>
+        <p class="muted">{format!("{} bytes", page.size)}</p>
+        {truncated}
+        {body}
+    }
+}
+
+/// A file's content as the page shows it: a patch as its files and marked lines, text as
+/// text. The job page's approval card shows the changes with it too.
+pub fn content_view(content: Content) -> AnyView {
+    match content {
         Content::Diff { files, .. } if files.is_empty() => view! {
             <p class="card" data-testid="no-changes">"No changes: this patch is empty."</p>
         }
@@ -226,17 +243,6 @@ fn ArtifactView(page: ArtifactPage) -> impl IntoView {
             <p class="muted">"This file is not text; download it to look inside."</p>
         }
         .into_any(),
-    };
-    view! {
-        <Title text=page.name.clone()/>
-        <p><a href=back>"← The job"</a></p>
-        <div class="page-head">
-            <h1><code>{page.name}</code></h1>
-            <a class="button" href=page.download>"Download"</a>
-        </div>
-        <p class="muted">{format!("{} bytes", page.size)}</p>
-        {truncated}
-        {body}
     }
 }
 

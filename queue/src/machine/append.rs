@@ -1,25 +1,58 @@
 //! Steps appended to a job that has not run them yet: a queued or paused job takes them
-//! as they are; a job awaiting approval goes back to the queue to run them (then asks
-//! again). A running job is refused for now: pause it, append, resume.
+//! as they are; a running one while a step of its attempt is still to end (its worker
+//! reads them at the next step boundary); a job awaiting approval goes back to the queue
+//! to run them (then asks again).
 
 use chrono::{DateTime, Utc};
 use contract::job::events;
-use contract::{EventLevel, Job, JobState};
+use contract::timeline::{StepState, Timeline};
+use contract::{Approval, EventLevel, Job, JobState};
 use serde_json::{Value, json};
 
 use super::{Outcome, PendingEvent};
 use crate::error::QueueError;
 
-/// Whether the job may take more steps now: queued, paused or awaiting approval.
+/// Whether the job may take more steps now: queued, paused, running or awaiting
+/// approval. A running job is checked again, against its steps, by [`check_steps_pending`].
 pub(crate) fn check_appendable(job: &Job) -> Result<(), QueueError> {
-    let why = match job.status {
-        JobState::Queued | JobState::Paused | JobState::AwaitingApproval => return Ok(()),
-        JobState::Running => {
-            "a running job takes no steps yet: pause it, append them, then resume it"
+    match job.status {
+        JobState::Queued | JobState::Paused | JobState::Running | JobState::AwaitingApproval => {
+            Ok(())
         }
-        _ => "the job has ended; retry it, or submit a new one with the steps",
-    };
-    Err(QueueError::conflict(&job.id, job.status, why))
+        _ => Err(QueueError::conflict(
+            &job.id,
+            job.status,
+            "the job has ended; retry it, or submit a new one with the steps",
+        )),
+    }
+}
+
+/// A running job takes steps only while one of its attempt's steps is still to end: its
+/// worker reads the job's steps at every step boundary and, once the last step's end has
+/// reached the queue, one last time. After that end the steps are sealed (the completion
+/// loop, the gate or publish follow), so this must be read under the job's lock, which
+/// every worker event takes too. `timeline` is the job's, folded over its steps.
+pub(crate) fn check_steps_pending(job: &Job, timeline: &Timeline) -> Result<(), QueueError> {
+    let approved = job.approval.as_ref().is_some_and(Approval::is_approved);
+    let pending = timeline
+        .steps
+        .iter()
+        .any(|step| step.state != StepState::Succeeded);
+    if job.status != JobState::Running || (pending && !approved) {
+        return Ok(());
+    }
+    let gated = job.payload["task"]["publish"]["approval"] == "required" && !approved;
+    Err(QueueError::conflict(
+        &job.id,
+        job.status,
+        if gated {
+            "its steps have all run and it is past them, on its way to the approval gate; \
+             add the step once it awaits approval, which sends it back to run it"
+        } else {
+            "its steps have all run and it is past them (the completion loop or publish); \
+             once it has ended, retry it from a step or submit a new task"
+        },
+    ))
 }
 
 /// Stores `payload` (the task with the steps added, already normalized) on the job: from

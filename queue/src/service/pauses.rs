@@ -143,9 +143,9 @@ impl Queue {
     }
 
     /// Adds `steps` (an array of step objects or a markdown checklist) after the job's
-    /// steps, checked as at submit. A queued or paused job runs them with the rest; a job
-    /// awaiting approval goes back to the queue to run them. A running job is refused:
-    /// pause it first.
+    /// steps, checked as at submit. A queued or paused job runs them with the rest; a
+    /// running one after its current steps, while one of them is still to end; a job
+    /// awaiting approval goes back to the queue to run them.
     pub async fn append_steps(
         &self,
         id: &JobId,
@@ -162,6 +162,12 @@ impl Queue {
             .map_err(|e| QueueError::invalid("steps", e.to_string()))?;
         let now = self.now();
         let (mut tx, mut locked) = self.lock(id).await?;
+        if locked.status == JobState::Running {
+            // Read under the lock: the worker's step events wait for it, so the steps'
+            // ends seen here are all there are until this append is stored.
+            let timeline = self.timeline(id, counts.0).await?;
+            machine::check_steps_pending(&locked, &timeline)?;
+        }
         let outcome =
             machine::append_steps(&mut locked, user_id, &job.payload, payload, counts, now)?;
         tx.save_payload(&locked).await?;

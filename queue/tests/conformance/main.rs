@@ -70,6 +70,8 @@ conformance! {
     pauses::a_worker_without_the_lease_cannot_ask_for_approval,
     pauses::steps_appended_to_a_paused_job_are_checked_as_at_submit_and_kept,
     pauses::appending_a_step_sends_a_job_back_from_the_gate_to_run_it,
+    pauses::a_running_job_takes_steps_until_its_last_step_has_ended,
+    pauses::a_running_job_resumed_past_its_steps_takes_none,
     lifecycle::created_job_is_queued_with_normalized_fields,
     lifecycle::seed_example_payload_is_stored_as_normalized,
     lifecycle::invalid_task_is_refused_with_field_errors,

@@ -43,6 +43,16 @@ fn saved_after(index: usize) -> CheckpointSaved {
     }
 }
 
+/// The worker holding `job` reports that the step at `index` started or ended (`kind`).
+async fn step_at(h: &Harness, job: &Job, kind: &str, index: usize) {
+    let mut event = step_event(kind);
+    event.payload.insert("stepIndex".into(), json!(index));
+    h.queue
+        .append_event(&job.id, &fence(job), event)
+        .await
+        .unwrap();
+}
+
 /// The worker holding `job` reports the checkpoint after the step at `index`.
 async fn checkpoint(h: &Harness, job: &Job, index: usize) {
     let saved = saved_after(index);
@@ -492,13 +502,7 @@ pub async fn a_worker_without_the_lease_cannot_ask_for_approval(h: Harness) {
 pub async fn steps_appended_to_a_paused_job_are_checked_as_at_submit_and_kept(h: Harness) {
     let job = three_steps(&h).await;
     let claimed = h.claim_exactly("w1", &job).await;
-    // A running job is refused; so is a malformed step, named by its place in the request.
-    assert_conflict(
-        h.queue
-            .append_steps(&job.id, None, &json!([{ "instructions": "four" }]))
-            .await,
-        JobState::Running,
-    );
+    // A malformed step is refused, named by its place in the request.
     h.queue.request_pause(&job.id, None, false).await.unwrap();
     h.queue.ack_pause(&job.id, &fence(&claimed)).await.unwrap();
     let refused = assert_code(
@@ -564,5 +568,85 @@ pub async fn appending_a_step_sends_a_job_back_from_the_gate_to_run_it(h: Harnes
             .append_steps(&job.id, None, &json!([{ "instructions": "x" }]))
             .await,
         JobState::Cancelled,
+    );
+}
+
+pub async fn a_running_job_takes_steps_until_its_last_step_has_ended(h: Harness) {
+    let job = three_steps(&h).await;
+    let claimed = h.claim_exactly("w1", &job).await;
+    step_at(&h, &claimed, task::STEP_STARTED, 0).await;
+    let appended = h
+        .queue
+        .append_steps(&job.id, Some("bob"), &json!([{ "instructions": "four" }]))
+        .await
+        .unwrap();
+    // Nothing else changes: the worker reads the steps at its next boundary.
+    assert_eq!(appended.status, JobState::Running);
+    assert_eq!(appended.attempt, claimed.attempt);
+    assert_eq!(appended.claimed_by, claimed.claimed_by);
+    let steps = appended.payload["task"]["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), 4);
+    for index in 0..3 {
+        step_at(&h, &claimed, task::STEP_FINISHED, index).await;
+    }
+    // The fourth is still to run: more may come.
+    h.queue
+        .append_steps(&job.id, None, &json!("- [ ] five"))
+        .await
+        .unwrap();
+    step_at(&h, &claimed, task::STEP_STARTED, 3).await;
+    step_at(&h, &claimed, task::STEP_FINISHED, 3).await;
+    step_at(&h, &claimed, task::STEP_STARTED, 4).await;
+    step_at(&h, &claimed, task::STEP_FINISHED, 4).await;
+    // Every step has ended: the worker has read them for the last time.
+    let refused = assert_code(
+        h.queue
+            .append_steps(&job.id, None, &json!([{ "instructions": "six" }]))
+            .await,
+        "job_state_conflict",
+    );
+    assert!(
+        refused.to_string().contains("steps have all run"),
+        "{refused}"
+    );
+    assert_eq!(
+        h.get(&job).await.payload["task"]["steps"]
+            .as_array()
+            .unwrap()
+            .len(),
+        5
+    );
+    let appends = h
+        .queue
+        .list_events(&job.id, 0, 100)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.kind == events::JOB_STEPS_APPENDED)
+        .count();
+    assert_eq!(appends, 2);
+}
+
+pub async fn a_running_job_resumed_past_its_steps_takes_none(h: Harness) {
+    let job = three_steps(&h).await;
+    let claimed = h.claim_exactly("w1", &job).await;
+    for index in 0..3 {
+        step_at(&h, &claimed, task::STEP_STARTED, index).await;
+        step_at(&h, &claimed, task::STEP_FINISHED, index).await;
+    }
+    checkpoint(&h, &claimed, 2).await;
+    h.queue
+        .request_approval(&job.id, &fence(&claimed))
+        .await
+        .unwrap();
+    h.queue.approve(&job.id, Some("bob")).await.unwrap();
+    // Approved, it runs again only to publish: its steps are sealed.
+    let publishing = h.claim_exactly("w2", &job).await;
+    assert_eq!(publishing.status, JobState::Running);
+    assert_conflict(
+        h.queue
+            .append_steps(&job.id, None, &json!([{ "instructions": "four" }]))
+            .await,
+        JobState::Running,
     );
 }

@@ -372,8 +372,9 @@ impl Stepwise {
         )
     }
 
-    /// Add steps after a pending, paused or awaiting task's own, checked as at start. A
-    /// running task must be paused first.
+    /// Add steps after a task's own, checked as at start: a pending or paused task runs
+    /// them with the rest, a running one after its current steps (refused once they have
+    /// all run), and one awaiting approval goes back to run them.
     #[tool(name = "tasks.append")]
     async fn append_task_tool(
         &self,

@@ -260,11 +260,50 @@ async fn an_operator_pauses_resumes_and_retries_from_the_job_page_without_javasc
         queue.get_job(&job.id).await.unwrap().status,
         contract::JobState::Queued
     );
+    // A step added from the page: checked as at submit, a blank one named as the field.
+    let (_, _, html) = get(&app, &admin, &page).await;
+    assert!(html.contains("data-testid=\"add-step\""), "{html}");
+    let (status, _) = call_server_fn(
+        &app,
+        &viewer,
+        "add_step",
+        &format!("id={}&instructions=x", job.id),
+    )
+    .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    let (status, body) = call_server_fn(
+        &app,
+        &admin,
+        "add_step",
+        &format!("id={}&instructions=%20%20", job.id),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    assert!(body.contains("steps[0].instructions"), "{body}");
+    let (status, body) = call_server_fn(
+        &app,
+        &admin,
+        "add_step",
+        &format!("id={}&instructions=three%20%3Cb%3E", job.id),
+    )
+    .await;
+    assert!(
+        status.is_success() || status.is_redirection(),
+        "{status} {body}"
+    );
+    let grown = queue.get_job(&job.id).await.unwrap();
+    assert_eq!(
+        grown.payload["task"]["steps"][2]["instructions"],
+        "three <b>"
+    );
+    let (_, _, html) = get(&app, &admin, &page).await;
+    assert!(html.contains("three &lt;b&gt;"), "{html}");
     queue
         .request_cancel(&job.id, Some("admin"), None)
         .await
         .unwrap();
     let (_, _, html) = get(&app, &admin, &page).await;
+    assert!(!html.contains("data-testid=\"add-step\""), "{html}");
     assert!(html.contains("data-testid=\"retry\""), "{html}");
     assert!(html.contains("Retry from step"), "{html}");
     // Steps are numbered from 1; 0 is named as the field it is.
@@ -312,8 +351,25 @@ async fn an_operator_approves_or_rejects_a_job_at_the_gate_from_its_page() {
         ),
     ] {
         let (job, fence) = claimed_job(&queue, &raw, "w1").await;
+        let patch = "diff --git a/x.txt b/x.txt\n--- a/x.txt\n+++ b/x.txt\n@@ -0,0 +1 @@\n+hello <script>alert(1)</script>\n";
+        queue
+            .add_artifact(
+                &job.id,
+                &fence,
+                contract::job::task::CHANGES_PATCH,
+                "text/x-diff",
+                patch.as_bytes(),
+            )
+            .await
+            .unwrap();
         queue.request_approval(&job.id, &fence).await.unwrap();
         let (_, _, html) = get(&app, &admin, &format!("/tasks/queue/{}", job.id)).await;
+        // The diff is reviewed beside the buttons, as text.
+        assert!(html.contains("data-testid=\"diff\""), "{html}");
+        assert!(
+            html.contains("+hello &lt;script&gt;alert(1)&lt;/script&gt;"),
+            "{html}"
+        );
         assert!(html.contains("data-testid=\"approve\""), "{html}");
         assert!(html.contains("data-testid=\"reject\""), "{html}");
         assert!(html.contains("Nothing is published until"), "{html}");

@@ -294,3 +294,59 @@ async fn a_job_sent_back_from_approval_with_a_step_runs_only_that_step_and_asks_
     assert_eq!(published(&s, "course/sent-back", "one.txt"), "first");
     assert_eq!(published(&s, "course/sent-back", "two.txt"), "second");
 }
+
+#[tokio::test]
+async fn a_step_appended_while_the_last_step_runs_runs_in_the_same_attempt() {
+    let s = setup().await;
+    let job = s
+        .submit_task(
+            json!({
+                "instructions": "Build",
+                "publish": { "mode": "branch" },
+                "git": { "newBranch": "course/appended" },
+                "steps": [{ "instructions": "@fake sleep 2\n@fake write one.txt first" }],
+            }),
+            json!({}),
+        )
+        .await;
+    s.until(&job, "step 1 running", |_, kinds| started(kinds) == 1)
+        .await;
+    let appended = s
+        .user
+        .append_steps(&job.id, &json!("- [ ] @fake write two.txt second"))
+        .await
+        .unwrap();
+    assert_eq!(appended.status, JobState::Running);
+    let (done, kinds) = s
+        .until(&job, "the end", |j, _| j.status.is_terminal())
+        .await;
+    assert_eq!(done.status, JobState::Succeeded, "{done:?} {kinds:#?}");
+    assert_eq!(done.attempt, 1, "no second attempt: {kinds:#?}");
+    assert_eq!(started(&kinds), 2, "each step once: {kinds:#?}");
+    // The plan was said again with the new step, after the append and before it ran.
+    let plans: Vec<usize> = kinds
+        .iter()
+        .enumerate()
+        .filter(|(_, k)| k.starts_with(task::STEPS_PLAN))
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(plans.len(), 2, "{kinds:#?}");
+    let appended_at = kinds
+        .iter()
+        .position(|k| k.starts_with(events::JOB_STEPS_APPENDED))
+        .unwrap();
+    assert!(appended_at < plans[1], "{kinds:#?}");
+    assert!(kinds[plans[1]].contains("2 step(s)"), "{kinds:#?}");
+    let execute = s.artifacts(&job).await;
+    let log = Setup::artifact(&execute, &task::stage_log(task::STAGE_EXECUTE));
+    assert!(log.contains("1 step(s) appended: 2 in all"), "{log}");
+    assert_eq!(published(&s, "course/appended", "one.txt"), "first");
+    assert_eq!(published(&s, "course/appended", "two.txt"), "second");
+    // Its steps have all run: the job takes no more, and says why.
+    let refused = s
+        .user
+        .append_steps(&job.id, &json!("- [ ] too late"))
+        .await
+        .unwrap_err();
+    assert!(refused.to_string().contains("ended"), "{refused}");
+}

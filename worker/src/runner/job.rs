@@ -19,7 +19,9 @@ use super::{KeepWorkspaces, WorkerConfig};
 use crate::auth_refs;
 use crate::client::{ClientError, QueueClient};
 use crate::redact::Redactor;
-use crate::stages::{Credentials, Hold, Pause, Restore, TaskOutcome, Warrant, run_task};
+use crate::stages::{
+    Credentials, Flushed, Hold, Pause, Report, Restore, TaskOutcome, Warrant, run_task,
+};
 use crate::workspace::Workspace;
 
 /// How a job's run ended, as told to the server.
@@ -78,11 +80,33 @@ pub async fn run_job(
 struct LeaseHold<'a> {
     client: &'a QueueClient,
     lease: &'a Lease,
+    /// The run's reports on their way to the queue, for a flush: weak, so the uploader
+    /// still ends when the run drops its end.
+    reports: mpsc::WeakUnboundedSender<Report>,
 }
 
 impl Hold for LeaseHold<'_> {
     fn confirm(&self) -> BoxFuture<'_, Result<(), String>> {
-        Box::pin(self.lease.confirm(self.client))
+        Box::pin(async { self.lease.confirm(self.client).await.map(drop) })
+    }
+
+    fn latest_task(&self, settled: bool) -> BoxFuture<'_, Option<NormalizedTask>> {
+        Box::pin(async move {
+            let job = if settled {
+                if let Some(reports) = self.reports.upgrade() {
+                    let (flush, flushed) = Flushed::new();
+                    if reports.send(Report::Flush(flush)).is_ok() {
+                        drop(reports);
+                        // Answered once sent, or dropped with the lease.
+                        let _ = flushed.await;
+                    }
+                }
+                self.lease.confirm(self.client).await.ok()?
+            } else {
+                self.lease.renew(self.client).await.ok()?
+            };
+            NormalizedTask::from_job(&job).ok()
+        })
     }
 }
 
@@ -200,6 +224,7 @@ async fn run_and_settle(
     let hold = LeaseHold {
         client,
         lease: &lease,
+        reports: reports.downgrade(),
     };
     let outcome = run_task(
         &config.stages,

@@ -105,15 +105,16 @@ impl Lease {
     }
 
     /// Renews it until it succeeds, while it is held: the gate before an act that cannot
-    /// be taken back (the push). `Err` says why not.
-    pub async fn confirm(&self, client: &QueueClient) -> Result<(), String> {
+    /// be taken back (the push), and the last read of the job's steps. `Ok` is the job as
+    /// the renewal found it; `Err` says why not.
+    pub async fn confirm(&self, client: &QueueClient) -> Result<Job, String> {
         let mut wait = Duration::from_millis(100);
         loop {
             if !self.is_held() {
                 return Err(self.why_lost());
             }
             match self.renew(client).await {
-                Ok(_) => return Ok(()),
+                Ok(job) => return Ok(job),
                 Err(error) if error.status().is_some_and(|s| s.is_client_error()) => {
                     self.inner.lost.cancel();
                     return Err(format!("the server took the lease back ({error})"));

@@ -101,7 +101,7 @@ impl Backlog {
             if is_log(&report) && self.held_log_bytes + bytes > HELD_LOG_BYTES {
                 let lines = match &report {
                     Report::Event { message, .. } => message.lines().count().max(1),
-                    Report::Artifact { .. } => 1,
+                    _ => 1,
                 };
                 match self.held.back_mut() {
                     Some(Held::LeftOut {
@@ -229,6 +229,11 @@ pub(super) async fn upload(
             }
             Held::LeftOut { lines, bytes } => left_out(lines, bytes),
         };
+        if let Report::Flush(flushed) = &report {
+            // Everything before it was sent (or dropped with the lease) in order.
+            flushed.answer();
+            continue;
+        }
         if lease.lost().is_cancelled() {
             dropped += 1;
             continue;
@@ -299,6 +304,7 @@ async fn send(client: &QueueClient, lease: &Lease, report: &Report) -> Result<()
                 Ok(())
             }
         },
+        Report::Flush(_) => Ok(()),
     }
 }
 
@@ -331,6 +337,7 @@ mod tests {
         match report {
             Report::Event { message, .. } => message,
             Report::Artifact { name, .. } => name,
+            Report::Flush(_) => "flush",
         }
     }
 
@@ -370,6 +377,26 @@ mod tests {
         assert_eq!(message(&same), "logs/prepare.log");
         // "start" and 199 queued lines made the batch; six are left for the next one.
         assert_eq!(rx.inbox.len(), 6, "an artifact takes no log lines with it");
+    }
+
+    #[test]
+    fn a_flush_waits_behind_the_lines_before_it_and_is_never_joined_into_them() {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let mut backlog = Backlog::new(rx);
+        let (flush, mut flushed) = crate::stages::Flushed::new();
+        tx.send(log(0, "a")).unwrap();
+        tx.send(log(0, "b")).unwrap();
+        tx.send(Report::Flush(flush.clone())).unwrap();
+        tx.send(log(0, "c")).unwrap();
+        let first = backlog.inbox.try_recv().unwrap();
+        let (batch, left) = coalesce(first, &mut backlog);
+        assert_eq!(message(&batch), "a\nb");
+        assert_eq!(left, Some(Report::Flush(flush.clone())));
+        // Not answered until the uploader reaches it; answered once, however often asked.
+        assert!(flushed.try_recv().is_err());
+        flush.answer();
+        flush.answer();
+        assert_eq!(flushed.try_recv(), Ok(()));
     }
 
     #[tokio::test]

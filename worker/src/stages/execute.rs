@@ -1,6 +1,7 @@
 //! `moonmind.task.execute`: every step in order, fail fast, then the completion loop when
 //! the task has a check (`iterate.rs`). A step is one CLI invocation (`invoke.rs`), from
-//! its prompt to its `task.step.*` events, its log and its patch.
+//! its prompt to its `task.step.*` events, its log and its patch. Steps appended to the
+//! job while it runs are read at each step boundary and run after the others.
 
 use std::time::Duration;
 
@@ -22,12 +23,9 @@ enum StepEnded {
 }
 
 impl Run<'_> {
-    /// Runs `steps` from the one at index `from` (the earlier ones were restored).
-    pub(super) async fn execute(
-        &mut self,
-        steps: &[ResolvedStep],
-        from: usize,
-    ) -> Result<(), TaskOutcome> {
+    /// Runs the task's steps from the one at index `from` (the earlier ones were
+    /// restored), and the steps appended while they run.
+    pub(super) async fn execute(&mut self, from: usize) -> Result<(), TaskOutcome> {
         const STAGE: &str = task::STAGE_EXECUTE;
         let ws = self.ws.clone().expect("prepare made the workspace");
         let started = Instant::now();
@@ -39,18 +37,31 @@ impl Run<'_> {
         }
         self.stage_started(STAGE);
         let mut log = Log::open(&ws, task::stage_log(STAGE));
-        let plan = StepsPlan {
-            count: steps.len(),
-            step_ids: steps.iter().map(|s| s.id.clone()).collect(),
-        };
-        self.event(EventLevel::Info, &format!("{} step(s)", steps.len()), &plan);
+        let mut steps = self.task.resolved_steps();
+        self.plan(&steps);
         if from > 0 {
             log.line(
                 self.redactor,
                 &format!("steps 1 to {from} were restored from the checkpoint"),
             );
         }
-        for step in steps.iter().skip(from) {
+        let mut next = from;
+        loop {
+            // Steps appended meanwhile join the plan here, at a boundary. Past the last
+            // step, the read waits until that step's end has reached the queue, which then
+            // takes no more: what it finds is all there will be.
+            let last = next >= steps.len();
+            if let Err(message) = self.take_appended(&ws, &mut steps, last, &mut log).await {
+                self.artifact(log);
+                self.stage_finished(STAGE, StageState::Failed, started);
+                return Err(TaskOutcome::Failed {
+                    stage: STAGE,
+                    message,
+                });
+            }
+            let Some(step) = steps.get(next).cloned() else {
+                break;
+            };
             if self.pause.is_requested() && !self.cancel.is_cancelled() {
                 return Err(self.pause_here(log, started));
             }
@@ -62,7 +73,7 @@ impl Run<'_> {
                     stop: Duration::ZERO,
                 });
             }
-            match self.step(&ws, step, steps.len(), &mut log).await {
+            match self.step(&ws, &step, steps.len(), &mut log).await {
                 StepEnded::Succeeded => {
                     if let Some(saved) = self.step_checkpoint(step.index) {
                         self.checkpoint(&ws, saved).await;
@@ -82,6 +93,7 @@ impl Run<'_> {
                     return Err(TaskOutcome::Cancelled { stage: STAGE, stop });
                 }
             }
+            next += 1;
         }
         // A task with a completion check loops until it passes, within the same stage.
         let looped = self.iterate(&ws, &mut log).await;
@@ -95,6 +107,59 @@ impl Run<'_> {
         };
         self.stage_finished(STAGE, state, started);
         looped
+    }
+
+    /// `task.steps.plan`: the steps the stage runs, again whenever steps are appended.
+    fn plan(&self, steps: &[ResolvedStep]) {
+        let plan = StepsPlan {
+            count: steps.len(),
+            step_ids: steps.iter().map(|s| s.id.clone()).collect(),
+        };
+        self.event(EventLevel::Info, &format!("{} step(s)", steps.len()), &plan);
+    }
+
+    /// Reads the job's task again and takes the steps appended to it since `steps`: they
+    /// join the plan, and their skills are made ready. `settled`: the read after the last
+    /// step (see [`super::Hold::latest_task`]). `Err` when a new step's skill cannot run
+    /// here.
+    async fn take_appended(
+        &mut self,
+        ws: &Workspace,
+        steps: &mut Vec<ResolvedStep>,
+        settled: bool,
+        log: &mut Log,
+    ) -> Result<(), String> {
+        let Some(latest) = self.hold.latest_task(settled).await else {
+            return Ok(());
+        };
+        let now = latest.resolved_steps();
+        // The queue only ever appends; a task that reads otherwise is not taken.
+        let appended_only = now.len() > steps.len()
+            && now
+                .iter()
+                .zip(steps.iter())
+                .all(|(new, old)| new.id == old.id);
+        if !appended_only {
+            return Ok(());
+        }
+        let added = now.len() - steps.len();
+        log.line(
+            self.redactor,
+            &format!("{added} step(s) appended: {} in all", now.len()),
+        );
+        let known = self.task.skills();
+        let new_skills: Vec<String> = latest
+            .skills()
+            .into_iter()
+            .filter(|id| !known.contains(id))
+            .collect();
+        self.task = std::borrow::Cow::Owned(latest);
+        *steps = now;
+        self.plan(steps);
+        if !new_skills.is_empty() {
+            self.ready_skills(ws, &new_skills, log)?;
+        }
+        Ok(())
     }
 
     /// Stops the stage at a boundary for a pause: nothing is lost, the latest checkpoint
@@ -149,7 +214,7 @@ impl Run<'_> {
             }
             Err(e) => return failed(self, e.to_string(), &usage),
         };
-        let prompt = contract::prompt(self.task, step, total);
+        let prompt = contract::prompt(&self.task, step, total);
         let invoked = self
             .invoke(
                 ws,

@@ -174,7 +174,7 @@ impl Run<'_> {
             Err(e) if e.is_cancelled() => return Err((Stopped::Cancelled(Duration::ZERO), none)),
             Err(e) => return Err((Stopped::Failed(e.to_string()), none)),
         };
-        let prompt = contract::iteration_prompt(self.task, completion, n, check_tail);
+        let prompt = contract::iteration_prompt(&self.task, completion, n, check_tail);
         let invoked = self
             .invoke(ws, &prompt, task::iteration_log(n), None, stage_log)
             .await;

@@ -10,7 +10,7 @@ use serde_json::json;
 
 use super::{Log, Run, TaskOutcome};
 use crate::git;
-use crate::workspace::Workspace;
+use crate::workspace::{ActiveSkill, Workspace};
 
 /// Why the prepare stage's work stopped short.
 enum Stop {
@@ -208,26 +208,7 @@ impl Run<'_> {
                 checkout.default_branch
             ),
         );
-        let skills = ws
-            .materialize_skills(&self.config.skills_dir, &self.task.skills())
-            .map_err(|e| e.to_string())?;
-        for skill in &skills {
-            let missing: Vec<&str> = skill
-                .required_capabilities
-                .iter()
-                .filter(|c| !self.config.capabilities.contains(c))
-                .map(String::as_str)
-                .collect();
-            if !missing.is_empty() {
-                return Err(Stop::Failed(format!(
-                    "skill {:?} needs {}, which this worker does not offer",
-                    skill.id,
-                    missing.join(", ")
-                )));
-            }
-            log.line(self.redactor, &format!("skill {} ready", skill.id));
-        }
-        ws.link_skills().map_err(|e| e.to_string())?;
+        let skills = self.ready_skills(ws, &self.task.skills(), log)?;
         let steps = self.task.resolved_steps();
         let mut context = json!({
             "jobId": job_id,
@@ -255,5 +236,36 @@ impl Run<'_> {
         self.redactor.redact_json(&mut context);
         self.write_artifact(ws, task::TASK_CONTEXT, &format!("{context:#}\n"))?;
         Ok(Prepared { checkout })
+    }
+
+    /// Copies the skills `ids` into the workspace and links them where the agents look,
+    /// once each is known to need nothing this worker lacks.
+    pub(super) fn ready_skills(
+        &self,
+        ws: &Workspace,
+        ids: &[String],
+        log: &mut Log,
+    ) -> Result<Vec<ActiveSkill>, String> {
+        let skills = ws
+            .materialize_skills(&self.config.skills_dir, ids)
+            .map_err(|e| e.to_string())?;
+        for skill in &skills {
+            let missing: Vec<&str> = skill
+                .required_capabilities
+                .iter()
+                .filter(|c| !self.config.capabilities.contains(c))
+                .map(String::as_str)
+                .collect();
+            if !missing.is_empty() {
+                return Err(format!(
+                    "skill {:?} needs {}, which this worker does not offer",
+                    skill.id,
+                    missing.join(", ")
+                ));
+            }
+            log.line(self.redactor, &format!("skill {} ready", skill.id));
+        }
+        ws.link_skills().map_err(|e| e.to_string())?;
+        Ok(skills)
     }
 }

@@ -1,5 +1,6 @@
 //! The job's course, as an operator steers it: pause a queued or running job, resume a
-//! paused one, retry one that ended from a step. Plain form posts to the server functions
+//! paused one, retry one that ended from a step, approve or reject one at the gate beside
+//! its diff, add a step to one that has not ended. Plain form posts to the server functions
 //! below (the server answers with a redirect back to the page), rendered on the server
 //! outside the live island, so they cost the browser bundle nothing; the page shows the
 //! job as it is after each.
@@ -83,6 +84,71 @@ pub async fn reject_job(id: String, reason: String) -> Result<(), AppError> {
     Ok(())
 }
 
+/// Adds one step, with `instructions`, after the job's own: checked as at submit.
+#[server]
+pub async fn add_step(id: String, instructions: String) -> Result<(), AppError> {
+    use crate::ssr;
+    let user = ssr::operator()?;
+    let id = ssr::job_id(&id)?;
+    if instructions.trim().is_empty() {
+        return Err(ssr::invalid(
+            "steps[0].instructions",
+            "write what the new step should do",
+        ));
+    }
+    let steps = serde_json::json!([{ "instructions": instructions }]);
+    ssr::queue()?
+        .append_steps(&id, Some(&user.name), &steps)
+        .await
+        .map_err(ssr::refused)?;
+    Ok(())
+}
+
+/// The form that adds a step, for a job that may still take one.
+fn add_step_form(id: String, status: JobState) -> impl IntoView {
+    let action = <AddStep as leptos::server_fn::ServerFn>::url();
+    let when = match status {
+        JobState::Running => "It runs after the current steps, in this attempt.",
+        JobState::AwaitingApproval => "The job goes back to run it, then asks for approval again.",
+        _ => "It runs after the others.",
+    };
+    view! {
+        <form method="post" action=action class="add-step">
+            <input type="hidden" name="id" value=id/>
+            <label for="add-step-instructions">"New step's instructions"</label>
+            <textarea id="add-step-instructions" name="instructions" rows="3" required></textarea>
+            <button type="submit" data-testid="add-step">"Add step"</button>
+            <p class="muted">{when}</p>
+        </form>
+    }
+}
+
+/// The diff an operator approves or rejects, read on the server like its artifact page.
+#[component]
+fn Changes(id: String, artifact: String) -> impl IntoView {
+    let page = Resource::new(
+        move || (id.clone(), artifact.clone()),
+        |(id, artifact)| crate::pages::artifact::load_artifact(id, artifact),
+    );
+    view! {
+        <Suspense fallback=|| view! { <p class="muted">"Reading the changes…"</p> }>
+            {move || Suspend::new(async move {
+                match page.await {
+                    Ok(page) => {
+                        let cut = page.truncated.then(|| view! {
+                            <p class="notice-text" role="status">"Only the start of the changes is shown; their page has a download of them all."</p>
+                        });
+                        view! { {cut} {crate::pages::artifact::content_view(page.content)} }.into_any()
+                    }
+                    Err(e) => view! {
+                        <p class="error" role="alert">"Could not read the changes: " {e.to_string()}</p>
+                    }.into_any(),
+                }
+            })}
+        </Suspense>
+    }
+}
+
 /// The forms that fit the job's state, for an operator; nothing for a viewer or a job
 /// that succeeded.
 #[component]
@@ -91,6 +157,7 @@ pub fn CourseSection(view: JobView) -> impl IntoView {
         return None;
     }
     let id = view.id.clone();
+    let add = (!view.status.is_terminal()).then(|| add_step_form(id.clone(), view.status));
     let form = match view.status {
         JobState::Queued | JobState::Running => {
             let action = <PauseJob as leptos::server_fn::ServerFn>::url();
@@ -153,7 +220,13 @@ pub fn CourseSection(view: JobView) -> impl IntoView {
                 .artifacts
                 .iter()
                 .find(|a| a.name == contract::job::task::CHANGES_PATCH)
-                .map(|a| view! { <p><a href=a.href.clone() data-testid="changes">"Review the changes (" {a.name.clone()} ")"</a></p> });
+                .map(|a| {
+                    let artifact = a.href.rsplit('/').next().unwrap_or_default().to_string();
+                    view! {
+                        <p><a href=a.href.clone() data-testid="changes">"The changes on their own page (" {a.name.clone()} ")"</a></p>
+                        <Changes id=id.clone() artifact/>
+                    }
+                });
             view! {
                 <p>"The steps are done. Nothing is published until an operator approves."</p>
                 {changes}
@@ -181,6 +254,7 @@ pub fn CourseSection(view: JobView) -> impl IntoView {
         <section class="card" aria-labelledby="course-title">
             <h2 id="course-title">{title}</h2>
             {form}
+            {add}
         </section>
     })
 }

@@ -82,6 +82,7 @@ task_fields! {
     CommitMessage: commit_message at "task.publish.commitMessage",
     PrTitle: pr_title at "task.publish.prTitle",
     PrBody: pr_body at "task.publish.prBody",
+    Approval: approval at "task.publish.approval",
     CheckCommand: check_command at "task.completion.command",
     OutputPattern: output_pattern at "task.completion.outputPattern",
     CheckTimeout: check_timeout at "task.completion.timeoutSeconds",
@@ -141,7 +142,7 @@ fn draft_request(task: &TaskDraft, steps: &[StepDraft], skills: &[SkillInfo]) ->
         commit_message: given(&task.commit_message),
         pr_title: given(&task.pr_title),
         pr_body: given(&task.pr_body),
-        approval: None,
+        approval: given(&task.approval),
     };
     // A blank step is sent as one, so the contract can refuse it.
     spec.steps = steps
@@ -293,6 +294,7 @@ mod tests {
             commit_message: "Ship it".into(),
             pr_title: "Ship".into(),
             pr_body: "Body".into(),
+            approval: "required".into(),
             check_command: "make test".into(),
             output_pattern: "ok".into(),
             check_timeout: "60".into(),
@@ -329,7 +331,7 @@ mod tests {
         );
         assert_eq!(
             spec["publish"],
-            json!({ "mode": "branch", "prBaseBranch": "develop", "commitMessage": "Ship it", "prTitle": "Ship", "prBody": "Body" })
+            json!({ "mode": "branch", "prBaseBranch": "develop", "commitMessage": "Ship it", "prTitle": "Ship", "prBody": "Body", "approval": "required" })
         );
         assert_eq!(
             spec["steps"],

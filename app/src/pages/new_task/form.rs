@@ -105,6 +105,16 @@ pub fn DraftForm(settings: ServerSettings) -> impl IntoView {
             PublishMode::ALL.iter().map(|m| m.as_str()),
         )
     });
+    let approval_default = format!(
+        "Server default ({})",
+        if defaults.approval_required {
+            "required"
+        } else {
+            "none"
+        }
+    );
+    let approval_options =
+        Signal::derive(move || choices(approval_default.clone(), ["required", "none"].into_iter()));
     let skill_options = Signal::derive(move || {
         skills.with_value(|known| skill_choices(&[("", "auto (the agent decides)")], known))
     });
@@ -140,6 +150,7 @@ pub fn DraftForm(settings: ServerSettings) -> impl IntoView {
                         <TaskInput form field=TaskField::NewBranch id="new-branch" label="New branch"
                             placeholder="a generated task/… branch"/>
                         <TaskInput form field=TaskField::Publish id="publish-mode" label="Publish" options=publish_options/>
+                        <TaskInput form field=TaskField::Approval id="approval" label="Approval before publishing" options=approval_options/>
                         <TaskInput form field=TaskField::PrBaseBranch id="pr-base-branch" label="Pull request base"
                             placeholder="the starting branch"/>
                         <TaskInput form field=TaskField::CommitMessage id="commit-message" label="Commit message"

@@ -125,8 +125,10 @@ pub enum JobsCommand {
     /// Run a failed, cancelled or dead-lettered job again from a step (by default the one
     /// that failed), its earlier work restored from the checkpoint before it.
     Retry(course::RetryArgs),
-    /// Add steps after a queued or paused job's own; a job awaiting approval goes back to
-    /// the queue to run them.
+    /// Add steps after a job's own: a queued or paused job runs them with the rest, a
+    /// running one after its current steps, and a job awaiting approval goes back to the
+    /// queue to run them.
+    #[command(name = "add-step", visible_alias = "append")]
     Append(course::AppendArgs),
     /// Approve a job awaiting approval: it publishes its work, no step run again.
     Approve(course::ApproveArgs),

@@ -668,6 +668,14 @@ async fn jobs_pause_resume_and_retry_say_where_the_job_will_start() {
         appended,
         format!("appended 1 step(s) to {id}: 2 in all (paused)\n")
     );
+    // `add-step` is its name in the words; `append` stays.
+    let added = run(&["add-step", &id, "--step", "and the changelog"])
+        .await
+        .unwrap();
+    assert_eq!(
+        added,
+        format!("appended 1 step(s) to {id}: 3 in all (paused)\n")
+    );
     let unknown = run(&["resume", &id, "--checkpoint", "step-4"])
         .await
         .unwrap_err();
