@@ -144,14 +144,14 @@ pub(crate) fn ack_pause(
     Ok(changed(vec![paused]))
 }
 
-/// paused → queued, to start from `checkpoint` at step `from_step_index` (`checkpoint`
-/// `None` keeps the one it paused at). On a running job it withdraws a pause request not
+/// paused → queued, to start from `checkpoint` (`None` keeps the one it paused at), at the
+/// step after it of the task's `step_count`. On a running job it withdraws a pause request not
 /// yet obeyed. A queued job, or a running one with no pause pending, is left alone.
 pub(crate) fn resume(
     job: &mut Job,
     user_id: Option<&str>,
     checkpoint: Option<CheckpointSaved>,
-    from_step_index: impl Fn(Option<&CheckpointSaved>) -> usize,
+    step_count: usize,
     now: DateTime<Utc>,
 ) -> Result<Outcome, QueueError> {
     match job.status {
@@ -170,7 +170,10 @@ pub(crate) fn resume(
             }
             let requeued = Requeued {
                 requested_by: user_id.map(str::to_string),
-                from_step_index: from_step_index(job.resume_from.as_ref()),
+                from_step_index: job
+                    .resume_from
+                    .as_ref()
+                    .map_or(0, |saved| saved.resume_step(step_count)),
                 resume_from: job.resume_from.clone(),
             };
             let message = match (&requeued.resume_from, paused) {

@@ -81,13 +81,7 @@ impl Queue {
             }
         };
         self.transition(id, |job, now| {
-            machine::resume(
-                job,
-                user_id,
-                chosen.clone(),
-                |at| at.map_or(0, |saved| saved.resume_step(steps)),
-                now,
-            )
+            machine::resume(job, user_id, chosen.clone(), steps, now)
         })
         .await
     }

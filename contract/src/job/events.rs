@@ -1,0 +1,43 @@
+//! The kinds of the events the queue appends for its own transitions. Workers may not
+//! append kinds with the `job.` prefix, so these always tell what the queue did.
+
+pub const JOB_CREATED: &str = "job.created";
+pub const JOB_CLAIMED: &str = "job.claimed";
+pub const JOB_COMPLETED: &str = "job.completed";
+pub const JOB_FAILED: &str = "job.failed";
+pub const JOB_RETRY_SCHEDULED: &str = "job.retry_scheduled";
+pub const JOB_DEAD_LETTERED: &str = "job.dead_lettered";
+pub const JOB_CANCEL_REQUESTED: &str = "job.cancel_requested";
+pub const JOB_CANCELLED: &str = "job.cancelled";
+pub const JOB_LEASE_EXPIRED: &str = "job.lease_expired";
+pub const JOB_PAUSE_REQUESTED: &str = "job.pause_requested";
+pub const JOB_PAUSED: &str = "job.paused";
+pub const JOB_RESUMED: &str = "job.resumed";
+pub const JOB_RETRY_REQUESTED: &str = "job.retry_requested";
+pub const JOB_APPROVAL_REQUESTED: &str = "job.approval_requested";
+pub const JOB_APPROVED: &str = "job.approved";
+pub const JOB_REJECTED: &str = "job.rejected";
+pub const JOB_STEPS_APPENDED: &str = "job.steps_appended";
+
+/// The prefix reserved for the kinds above.
+pub const RESERVED_PREFIX: &str = "job.";
+
+pub const ALL: [&str; 17] = [
+    JOB_CREATED,
+    JOB_CLAIMED,
+    JOB_COMPLETED,
+    JOB_FAILED,
+    JOB_RETRY_SCHEDULED,
+    JOB_DEAD_LETTERED,
+    JOB_CANCEL_REQUESTED,
+    JOB_CANCELLED,
+    JOB_LEASE_EXPIRED,
+    JOB_PAUSE_REQUESTED,
+    JOB_PAUSED,
+    JOB_RESUMED,
+    JOB_RETRY_REQUESTED,
+    JOB_APPROVAL_REQUESTED,
+    JOB_APPROVED,
+    JOB_REJECTED,
+    JOB_STEPS_APPENDED,
+];
