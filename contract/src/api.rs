@@ -1,8 +1,10 @@
 //! The error codes of every front door (REST, the dashboard's server functions, MCP), each
 //! with the one HTTP status it answers with, so a refusal reads the same however it came;
 //! and the request and response bodies of the REST API (`jobs`: the routes people use;
-//! `worker`: the worker routes'), and a job as an MCP task resource (`resources`).
+//! `worker`: the worker routes'), a job as an MCP task resource (`resources`), and what
+//! the health probes answer (`health`).
 
+pub mod health;
 pub mod jobs;
 pub mod resources;
 pub mod worker;
@@ -13,6 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::FieldError;
 
+pub use health::{Health, HealthStatus};
 pub use jobs::{
     AppendStepsBody, ArtifactList, CancelBody, CheckpointList, EventList, JobList, PauseBody,
     RejectBody, ResumeBody, RetryBody,

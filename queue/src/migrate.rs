@@ -120,6 +120,94 @@ pub(crate) async fn run(db: &Database) -> Result<(), sqlx::migrate::MigrateError
     }
 }
 
+/// Why the database cannot serve this build, when it cannot: a readiness probe's answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotReady {
+    /// No answer, or an error: the cause is logged, never shown to an unauthenticated probe.
+    #[error("the database does not answer: the server's log says why")]
+    Unreachable,
+    #[error(
+        "the database has no stepwise schema: run `stepwise migrate`, or start `stepwise serve`, which applies it"
+    )]
+    NoSchema,
+    #[error(
+        "migration {version} ({description}) is not applied: run `stepwise migrate`, or restart `stepwise serve`, which applies it"
+    )]
+    Behind {
+        version: i64,
+        description: &'static str,
+    },
+    #[error(
+        "migration {version} is marked failed: fix the database by hand as its error said, then run `stepwise migrate`"
+    )]
+    Failed { version: i64 },
+    #[error(
+        "the database's schema is at migration {applied}, newer than this build knows ({known}): upgrade this replica"
+    )]
+    Ahead { applied: i64, known: i64 },
+}
+
+/// Whether the database answers and holds exactly the schema this build applies.
+pub(crate) async fn readiness(db: &Database) -> Result<(), NotReady> {
+    const QUERY: &str = "SELECT version, success FROM _sqlx_migrations ORDER BY version";
+    let unreachable = |error: sqlx::Error| {
+        tracing::warn!(%error, "readiness: the database does not answer");
+        NotReady::Unreachable
+    };
+    let (applied, embedded) = match db {
+        Database::Sqlite(db) => {
+            sqlx::query("SELECT 1")
+                .execute(&db.pool)
+                .await
+                .map_err(unreachable)?;
+            let rows = sqlx::query_as::<_, (i64, bool)>(QUERY)
+                .fetch_all(&db.pool)
+                .await;
+            (rows, SQLITE)
+        }
+        Database::Postgres(pool) => {
+            sqlx::query("SELECT 1")
+                .execute(pool)
+                .await
+                .map_err(unreachable)?;
+            let rows = sqlx::query_as::<_, (i64, bool)>(QUERY)
+                .fetch_all(pool)
+                .await;
+            (rows, POSTGRES)
+        }
+    };
+    // The database answered a moment ago: an error now means the table is not there.
+    let applied = applied.map_err(|error| {
+        tracing::warn!(%error, "readiness: the migrations table cannot be read");
+        NotReady::NoSchema
+    })?;
+    compare(&applied, embedded)
+}
+
+/// `applied` (version, success), in order, against what this build embeds.
+fn compare(applied: &[(i64, bool)], embedded: &[Embedded]) -> Result<(), NotReady> {
+    if let Some(&(version, _)) = applied.iter().find(|(_, success)| !success) {
+        return Err(NotReady::Failed { version });
+    }
+    if applied.is_empty() {
+        return Err(NotReady::NoSchema);
+    }
+    if let Some(&(version, description, _)) = embedded
+        .iter()
+        .find(|(v, _, _)| !applied.iter().any(|(a, _)| a == v))
+    {
+        return Err(NotReady::Behind {
+            version,
+            description,
+        });
+    }
+    let known = embedded.last().map_or(0, |m| m.0);
+    match applied.last() {
+        Some(&(applied, _)) if applied > known => Err(NotReady::Ahead { applied, known }),
+        _ => Ok(()),
+    }
+}
+
 /// A table rebuilt (0008) must not cascade its drop into the tables that refer to it, and
 /// foreign keys cannot be turned off inside the transaction each migration runs in: so
 /// SQLite's migrations run on a connection that has them off, back on after.
@@ -159,6 +247,45 @@ mod tests {
             .collect();
         found.sort();
         found
+    }
+
+    #[test]
+    fn readiness_names_the_first_missing_migration_and_a_newer_schema() {
+        let all: Vec<(i64, bool)> = SQLITE.iter().map(|m| (m.0, true)).collect();
+        assert_eq!(compare(&all, SQLITE), Ok(()));
+        assert_eq!(compare(&[], SQLITE), Err(NotReady::NoSchema));
+        let without_last = &all[..all.len() - 1];
+        let last = SQLITE.last().unwrap();
+        assert_eq!(
+            compare(without_last, SQLITE),
+            Err(NotReady::Behind {
+                version: last.0,
+                description: last.1
+            })
+        );
+        let mut newer = all.clone();
+        newer.push((last.0 + 1, true));
+        assert_eq!(
+            compare(&newer, SQLITE),
+            Err(NotReady::Ahead {
+                applied: last.0 + 1,
+                known: last.0
+            })
+        );
+        let mut failed = all.clone();
+        failed[1].1 = false;
+        assert_eq!(
+            compare(&failed, SQLITE),
+            Err(NotReady::Failed { version: all[1].0 })
+        );
+        assert!(
+            NotReady::Behind {
+                version: 8,
+                description: "pause and resume"
+            }
+            .to_string()
+            .contains("migration 8 (pause and resume) is not applied")
+        );
     }
 
     #[test]

@@ -25,7 +25,10 @@ pub use jobs::{JobFilter, JobPage};
 use crate::config::QueueConfig;
 use crate::error::QueueError;
 use crate::last_written::LastWritten;
-use crate::migrate;
+use crate::migrate::{self, NotReady};
+
+/// How long a readiness probe waits for the database: less than a probe's usual timeout.
+pub const READINESS_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
 use crate::notify::{Notification, Notifier};
 use crate::store::Database;
 use crate::waiters::Waiters;
@@ -88,6 +91,17 @@ impl Queue {
     /// Brings the schema up to date (embedded migrations; idempotent).
     pub async fn migrate(&self) -> Result<(), QueueError> {
         Ok(migrate::run(&self.inner.db).await?)
+    }
+
+    /// Whether this replica can serve: the database answers, within
+    /// [`READINESS_TIMEOUT`], and holds exactly the schema this build applies.
+    pub async fn readiness(&self) -> Result<(), NotReady> {
+        tokio::time::timeout(READINESS_TIMEOUT, migrate::readiness(&self.inner.db))
+            .await
+            .unwrap_or_else(|_| {
+                tracing::warn!("readiness: the database did not answer in time");
+                Err(NotReady::Unreachable)
+            })
     }
 
     pub fn database(&self) -> &Database {

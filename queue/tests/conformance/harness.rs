@@ -129,6 +129,15 @@ impl Harness {
     pub fn advance(&self, by: Duration) {
         self.clock.advance(by);
     }
+
+    /// Runs `sql` on the database behind the queue's back, as an operator's hand would.
+    pub async fn execute(&self, sql: &str) {
+        match &self.db {
+            Database::Sqlite(db) => sqlx::query(sql).execute(db.pool()).await.map(drop),
+            Database::Postgres(pool) => sqlx::query(sql).execute(pool).await.map(drop),
+        }
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    }
 }
 
 fn config(clock: &ManualClock, artifacts: &TempDir) -> QueueConfig {

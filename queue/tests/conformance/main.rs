@@ -14,6 +14,7 @@ mod concurrency;
 mod events;
 mod fencing;
 mod handoff;
+mod health;
 mod lifecycle;
 mod listing;
 mod notify;
@@ -50,6 +51,10 @@ macro_rules! conformance {
 }
 
 conformance! {
+    health::a_migrated_queue_is_ready,
+    health::a_missing_migration_makes_the_queue_unready_and_is_named,
+    health::a_schema_newer_than_the_build_makes_the_queue_unready,
+    health::a_database_without_the_schema_is_not_ready,
     pauses::pausing_a_queued_job_pauses_it_at_once_and_no_claim_takes_it,
     pauses::a_running_job_pauses_at_its_latest_checkpoint_and_releases_its_lease,
     pauses::a_job_resumes_from_a_chosen_checkpoint_and_refuses_an_unknown_one,

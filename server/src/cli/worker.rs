@@ -35,6 +35,11 @@ pub struct WorkerArgs {
     /// A worker token (`stepwise token create --kind worker`); its name is this worker's id.
     #[arg(long, env = "STEPWISE_WORKER_TOKEN", hide_env_values = true)]
     token: String,
+    /// Answer `GET /healthz` (the process is up) and `GET /readyz` (a server answers ready
+    /// and this worker is not stopping) on this port, on every interface, for a container
+    /// orchestrator. They take no token and tell nothing but whether, and why not.
+    #[arg(long, env = "STEPWISE_WORKER_HEALTH_PORT")]
+    health_port: Option<u16>,
     #[command(flatten)]
     agent: AgentArgs,
 }
@@ -259,8 +264,41 @@ pub async fn run(args: WorkerArgs) -> Result<(), CliError> {
     let config = args.agent.config(Path::new("."), &args.token)?;
     announce(&args.server.join(", "), &config);
     let shutdown = Shutdown::default();
+    if let Some(port) = args.health_port {
+        serve_probes(port, client.clone(), shutdown.clone()).await?;
+    }
     tokio::spawn(signals(shutdown.clone()));
     runner::run(client, config, shutdown).await;
+    Ok(())
+}
+
+/// The worker's `/healthz` and `/readyz` on `port`, until the process ends.
+async fn serve_probes(port: u16, client: QueueClient, shutdown: Shutdown) -> Result<(), CliError> {
+    let addr = std::net::SocketAddr::from(([0, 0, 0, 0], port));
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|source| CliError::Bind {
+            addr: addr.to_string(),
+            source,
+        })?;
+    let probes = crate::http::health::probe_router(move || {
+        let client = client.clone();
+        let stopping = shutdown.stop.is_cancelled();
+        async move {
+            if stopping {
+                return contract::api::Health::unavailable(
+                    "the worker is stopping: it takes no new jobs",
+                );
+            }
+            client.server_readiness().await
+        }
+    });
+    tracing::info!(%addr, "health probes: GET /healthz and /readyz");
+    tokio::spawn(async move {
+        if let Err(error) = axum::serve(listener, probes).await {
+            tracing::error!(%error, "the health probes stopped");
+        }
+    });
     Ok(())
 }
 

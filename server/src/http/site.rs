@@ -41,6 +41,7 @@ fn page_routes() -> Vec<AxumRouteListing> {
 pub fn router(site: &SiteConfig, state: AppState, mcp: Router) -> Router {
     let max_artifact_bytes = state.queue.config().max_artifact_bytes;
     let api = super::api::router(max_artifact_bytes).with_state(state.clone());
+    let state_for_health = state.clone();
     let login = super::session::router().with_state(state.clone());
     let options = LeptosOptions::builder()
         .output_name("stepwise")
@@ -89,6 +90,8 @@ pub fn router(site: &SiteConfig, state: AppState, mcp: Router) -> Router {
             super::session::gate,
         ))
         .merge(api)
+        // Probes send no token and no cookie.
+        .merge(super::health::router().with_state(state_for_health))
         // Beside the API, outside the login gate: MCP clients send a bearer token, never a
         // cookie.
         .merge(mcp)

@@ -45,6 +45,7 @@ pub async fn fixture(artifact_limit: u64) -> Fixture {
         closing: closing.clone(),
     };
     let router = router(artifact_limit)
+        .merge(crate::http::health::router())
         .with_state(state.clone())
         .merge(crate::mcp::router(state));
     Fixture {

@@ -14,6 +14,7 @@ use tower::ServiceExt;
 use stepwise::testing::{Fixture, fixture};
 
 mod client;
+mod health;
 mod usage;
 
 struct Api {
@@ -1222,6 +1223,8 @@ async fn the_openapi_document_describes_every_route() {
         ("post", "/api/queue/jobs/{id}/pause/ack"),
         ("post", "/api/queue/jobs/{id}/resume/patch"),
         ("post", "/api/queue/jobs/{id}/approval/request"),
+        ("get", "/healthz"),
+        ("get", "/readyz"),
     ];
     for (method, path) in expected {
         assert!(
@@ -1257,6 +1260,14 @@ async fn the_openapi_document_describes_every_route() {
         doc["components"]["securitySchemes"]["bearer"]["scheme"],
         "bearer"
     );
+    // The probes alone take no token, and the document says so.
+    for probe in ["/healthz", "/readyz"] {
+        assert_eq!(
+            doc["paths"][probe]["get"]["security"],
+            serde_json::json!([{}]),
+            "{probe}"
+        );
+    }
 }
 
 #[tokio::test]

@@ -7,6 +7,7 @@
 
 mod course;
 mod error;
+mod health;
 mod sse;
 mod stream;
 mod worker_routes;

@@ -13,10 +13,11 @@ use crate::http::state::AppState;
 
 #[derive(OpenApi)]
 #[openapi(
-    info(title = "stepwise queue API", description = "A queue for coding-agent tasks. Every route needs `Authorization: Bearer <token>`."),
+    info(title = "stepwise queue API", description = "A queue for coding-agent tasks. Every route but the two probes needs `Authorization: Bearer <token>`."),
     paths(
         jobs::create, jobs::list, jobs::show, jobs::cancel, jobs::events, jobs::checkpoints, course::pause, course::resume, course::retry, course::approve, course::reject, course::append_steps, stream::stream_events, stream::stream_jobs,
         artifacts::list, artifacts::download, artifacts::upload,
+        crate::http::health::healthz, crate::http::health::readyz,
         worker::claim, worker::heartbeat, worker::complete, worker::fail, worker::append_event, worker::ack_cancel, worker::ack_pause, worker::resume_patch, worker::request_approval,
     ),
     modifiers(&BearerAuth),
@@ -25,6 +26,7 @@ use crate::http::state::AppState;
         (name = "jobs", description = "Submit, read, cancel, pause, resume, retry, approve and reject jobs (user tokens)"),
         (name = "workers", description = "Claim and run jobs (worker tokens)"),
         (name = "artifacts", description = "Logs, patches and results of a job"),
+        (name = "health", description = "Probes for load balancers and orchestrators (no token)"),
     )
 )]
 pub struct ApiDoc;
