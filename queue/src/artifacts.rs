@@ -107,6 +107,11 @@ pub struct Incoming {
 }
 
 impl Incoming {
+    /// The SHA-256 of the bytes received, as lowercase hex.
+    pub fn sha256(&self) -> &str {
+        &self.sha256
+    }
+
     /// Copies `reader` into `{dir}/.staging`, outside every job's directory, refusing
     /// more than `limit` bytes as soon as they come.
     pub(crate) async fn receive(

@@ -98,19 +98,43 @@ pub(crate) fn check_fence(job: &Job, fence: &Fence) -> Result<(), QueueError> {
     if job.status == JobState::Running && owner && job.attempt == fence.attempt {
         return Ok(());
     }
-    let holder = match (&job.status, &job.claimed_by) {
+    Err(QueueError::not_owner(
+        &job.id,
+        format!(
+            "{} holds attempt {}, but {}",
+            fence.worker_id,
+            fence.attempt,
+            holder(job)
+        ),
+    ))
+}
+
+/// Who holds `job` now, as a refused worker is told.
+fn holder(job: &Job) -> String {
+    match (&job.status, &job.claimed_by) {
         (JobState::Running, Some(worker)) => {
             format!("it is leased to {worker} on attempt {}", job.attempt)
         }
         _ => format!("it is {} (attempt {})", job.status, job.attempt),
-    };
-    Err(QueueError::not_owner(
-        &job.id,
-        format!(
-            "{} holds attempt {}, but {holder}",
-            fence.worker_id, fence.attempt
+    }
+}
+
+/// The fence of the lease `worker_id` holds on `job` now, for a worker that names no
+/// attempt (the seed system's worker sends none): the write that follows is fenced on it,
+/// so it still fails if the lease moves on meanwhile.
+pub(crate) fn held_fence(job: &Job, worker_id: &str) -> Result<Fence, QueueError> {
+    let fence = Fence::new(worker_id, job.attempt);
+    check_fence(job, &fence).map_err(|error| match error {
+        QueueError::OwnershipMismatch { .. } => QueueError::not_owner(
+            &job.id,
+            format!(
+                "{worker_id} sent no attempt and holds no lease on the job: {}",
+                holder(job)
+            ),
         ),
-    ))
+        other => other,
+    })?;
+    Ok(fence)
 }
 
 fn call(fence: &Fence) -> WorkerCall {

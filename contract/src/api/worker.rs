@@ -89,7 +89,11 @@ pub struct EventBody {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub worker_id: Option<String>,
     pub attempt: Option<u32>,
-    pub kind: String,
+    /// The event's kind (`task.step.started`, …). Left out, as the seed system's worker
+    /// does, the message is the kind when it is a task event kind, else the event is a
+    /// `task.message`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
     #[serde(default)]
     pub level: EventLevel,
     #[serde(default)]
@@ -105,7 +109,7 @@ impl EventBody {
         EventBody {
             worker_id: None,
             attempt: Some(attempt),
-            kind: event.kind,
+            kind: Some(event.kind),
             level: event.level,
             message: event.message,
             payload: event.payload,
@@ -114,8 +118,11 @@ impl EventBody {
 
     /// The event itself, without the fence.
     pub fn into_event(self) -> NewEvent {
+        let kind = self
+            .kind
+            .unwrap_or_else(|| crate::job::task::kind_of_message(&self.message).to_string());
         NewEvent {
-            kind: self.kind,
+            kind,
             level: self.level,
             message: self.message,
             payload: self.payload,
@@ -130,12 +137,16 @@ pub mod upload {
     pub const FILE: &str = "file";
     /// Its path in the job's artifact list, such as `logs/steps/step-0000.log`.
     pub const NAME: &str = "name";
-    /// The attempt of the lease the upload is made under.
+    /// The attempt of the lease the upload is made under; left out, the lease the token's
+    /// worker holds now.
     pub const ATTEMPT: &str = "attempt";
     /// Optional: must be the token's worker when given.
     pub const WORKER_ID: &str = "workerId";
     /// Optional: the content type when the file part carries none.
     pub const CONTENT_TYPE: &str = "contentType";
+    /// Optional: `sha256:<hex>` of the file, checked against the bytes received (the seed
+    /// system's worker sends it).
+    pub const DIGEST: &str = "digest";
 }
 
 #[cfg(test)]
@@ -207,6 +218,38 @@ mod tests {
             text(&claim),
             r#"{"capabilities":["codex"],"waitSeconds":2.5}"#
         );
+    }
+
+    #[test]
+    fn an_event_without_a_kind_takes_it_from_its_message_as_the_seed_worker_sends_it() {
+        let seed = |message: &str| -> NewEvent {
+            serde_json::from_value::<EventBody>(json!({
+                "workerId": "w1", "level": "info", "message": message,
+                "payload": { "stepIndex": 0 },
+            }))
+            .unwrap()
+            .into_event()
+        };
+        let plan = seed("task.steps.plan");
+        assert_eq!(
+            (plan.kind.as_str(), plan.message.as_str()),
+            ("task.steps.plan", "task.steps.plan")
+        );
+        assert_eq!(plan.payload["stepIndex"], 0);
+        assert_eq!(seed(" task.step.started ").kind, "task.step.started");
+        let free = seed("Cloning the repository");
+        assert_eq!(
+            (free.kind.as_str(), free.message.as_str()),
+            ("task.message", "Cloning the repository")
+        );
+        // A queue kind is never taken from a message: workers may not append those.
+        assert_eq!(seed("job.completed").kind, "task.message");
+        // An explicit kind wins.
+        let explicit: EventBody = serde_json::from_value(
+            json!({ "attempt": 1, "kind": "task.warning", "message": "task.steps.plan" }),
+        )
+        .unwrap();
+        assert_eq!(explicit.into_event().kind, "task.warning");
     }
 
     #[test]

@@ -40,9 +40,14 @@ pub const ITERATION_FINISHED: &str = "task.iteration.finished";
 /// patch's `artifact`.
 pub const CHECKPOINT: &str = "task.checkpoint";
 
+/// A worker's message of no kind above: what the seed system's worker posts as free text
+/// (its events name their kind in `message`; one that names none of these is kept as
+/// this).
+pub const MESSAGE: &str = "task.message";
+
 /// Every task event kind above, for a client that listens to them by name (the event
 /// stream names each event by its kind).
-pub const ALL: [&str; 12] = [
+pub const ALL: [&str; 13] = [
     STAGE_STARTED,
     STAGE_FINISHED,
     STEPS_PLAN,
@@ -55,7 +60,18 @@ pub const ALL: [&str; 12] = [
     ITERATION_STARTED,
     ITERATION_FINISHED,
     CHECKPOINT,
+    MESSAGE,
 ];
+
+/// The kind of an event posted with none, as the seed system's worker posts them: its
+/// `message` when that is a task event kind, else [`MESSAGE`].
+pub fn kind_of_message(message: &str) -> &'static str {
+    let message = message.trim();
+    ALL.iter()
+        .copied()
+        .find(|kind| *kind == message)
+        .unwrap_or(MESSAGE)
+}
 
 /// The kinds that move a task's progress (what a jobs list shows as `2/3`); a step's
 /// log lines and warnings do not.

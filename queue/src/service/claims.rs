@@ -15,6 +15,18 @@ use crate::notify::{Notification, NotificationKind};
 use crate::store::ClaimSql;
 
 impl Queue {
+    /// The fence of the lease `worker_id` holds on job `id` now: for a worker that sends
+    /// no attempt with its writes. A job it does not hold answers OwnershipMismatch, one
+    /// that has ended StateConflict.
+    pub async fn held_fence(
+        &self,
+        id: &contract::JobId,
+        worker_id: &str,
+    ) -> Result<Fence, QueueError> {
+        let job = self.get_job(id).await?;
+        machine::held_fence(&job, worker_id)
+    }
+
     /// Leases the best job this worker may run, if any: queued, due, not cancelled, its
     /// required capabilities a subset of the worker's, its type and repository allowed;
     /// highest priority first, then oldest.

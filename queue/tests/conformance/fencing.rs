@@ -151,3 +151,45 @@ pub async fn a_replica_answers_from_the_row_not_from_what_it_last_wrote(h: Harne
     );
     assert_eq!(h.get(&job).await.status, JobState::Cancelled);
 }
+
+/// The seed system's worker names no attempt: its writes are fenced on the lease it holds
+/// when they arrive, so a worker whose lease was taken back still cannot write.
+pub async fn a_worker_naming_no_attempt_is_fenced_on_the_lease_it_holds(h: Harness) {
+    let job = h.create(Spec::default()).await;
+    h.claim_exactly("w1", &job).await;
+    let held = h.queue.held_fence(&job.id, "w1").await.unwrap();
+    assert_eq!((held.worker_id.as_str(), held.attempt), ("w1", 1));
+    let refused = assert_code(
+        h.queue.held_fence(&job.id, "w2").await,
+        "job_ownership_mismatch",
+    );
+    assert!(
+        refused.to_string().contains(
+            "w2 sent no attempt and holds no lease on the job: it is leased to w1 on attempt 1"
+        ),
+        "{refused}"
+    );
+
+    expire_and_rescue(&h).await;
+    assert_code(
+        h.queue.held_fence(&job.id, "w1").await,
+        "job_ownership_mismatch",
+    );
+    h.claim_exactly("w2", &job).await;
+    assert_code(
+        h.queue.held_fence(&job.id, "w1").await,
+        "job_ownership_mismatch",
+    );
+    // The fence w1 took before it lost the lease no longer writes.
+    assert_code(
+        h.queue.complete(&job.id, &held, None).await,
+        "job_ownership_mismatch",
+    );
+    let current = h.queue.held_fence(&job.id, "w2").await.unwrap();
+    assert_eq!(current.attempt, 2);
+    h.queue.complete(&job.id, &current, None).await.unwrap();
+    assert_code(
+        h.queue.held_fence(&job.id, "w2").await,
+        "job_state_conflict",
+    );
+}

@@ -116,6 +116,7 @@ conformance! {
     fencing::requeued_job_refuses_its_former_worker,
     fencing::lease_expired_but_not_yet_taken_back_can_still_be_extended,
     fencing::a_replica_answers_from_the_row_not_from_what_it_last_wrote,
+    fencing::a_worker_naming_no_attempt_is_fenced_on_the_lease_it_holds,
     rescuer::expired_lease_is_requeued_with_the_attempt_kept,
     rescuer::expired_lease_with_a_cancel_request_is_cancelled,
     rescuer::expired_lease_on_the_last_attempt_dead_letters,

@@ -115,15 +115,31 @@ fn bearer_secret(headers: &HeaderMap) -> Option<&str> {
         .map(str::trim)
 }
 
+/// The header the seed system's worker sends its token in, instead of a bearer.
+pub const SEED_WORKER_TOKEN_HEADER: &str = "x-moonmind-worker-token";
+
+fn seed_worker_secret(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get(SEED_WORKER_TOKEN_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+}
+
 /// The token of a request's `Authorization: Bearer` header only, looked up; `None` when
 /// there is none or it is unknown, expired or revoked.
 pub async fn bearer_token(
     headers: &HeaderMap,
     queue: &Queue,
 ) -> Result<Option<TokenRecord>, ApiError> {
-    let Some(secret) = bearer_secret(headers) else {
-        return Ok(None);
-    };
+    match bearer_secret(headers) {
+        Some(secret) => token_of(secret, queue).await,
+        None => Ok(None),
+    }
+}
+
+/// The stored token whose secret is `secret`, marked used; `None` when it is unknown,
+/// expired or revoked.
+async fn token_of(secret: &str, queue: &Queue) -> Result<Option<TokenRecord>, ApiError> {
     let Some(record) = queue.find_token_by_hash(&hash(secret)).await? else {
         return Ok(None);
     };
@@ -243,9 +259,17 @@ impl FromRequestParts<AppState> for Worker {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        let token = authenticate(parts, &state.queue).await?.ok_or_else(|| {
+        // The seed system's worker sends its token in a header of its own: an alias of
+        // the bearer, for worker tokens only (`from_token` refuses a user's).
+        let token = match seed_worker_secret(&parts.headers) {
+            Some(secret) if bearer_secret(&parts.headers).is_none() => {
+                token_of(secret, &state.queue).await?
+            }
+            _ => authenticate(parts, &state.queue).await?,
+        };
+        let token = token.ok_or_else(|| {
             ApiError::worker_auth_failed(
-                "a valid worker token is required: send `Authorization: Bearer <token>`",
+                "a valid worker token is required: send `Authorization: Bearer <token>` (or `X-MoonMind-Worker-Token: <token>`)",
             )
         })?;
         Worker::from_token(token)

@@ -97,17 +97,19 @@ async fn download(
 struct UploadForm {
     /// The artifact's relative path, e.g. `logs/steps/step-0001.log`.
     name: String,
-    /// The attempt the job was claimed with.
-    attempt: u32,
+    /// The attempt the job was claimed with; left out, the lease this worker holds now.
+    attempt: Option<u32>,
     worker_id: Option<String>,
     /// Default: the file part's content type.
     content_type: Option<String>,
+    /// `sha256:<hex>` of the file: checked against what arrived (422 when it differs).
+    digest: Option<String>,
     #[schema(value_type = String, format = Binary)]
     file: Vec<u8>,
 }
 
-/// `multipart/form-data` with the fields `name` (the artifact's relative path), `attempt`,
-/// optionally `workerId` and `contentType`, and `file` (the bytes; its part's content type
+/// `multipart/form-data` with the fields `name` (the artifact's relative path), optionally
+/// `attempt`, `workerId`, `contentType` and `digest`, and `file` (the bytes; its part's content type
 /// is used when `contentType` is absent).
 #[utoipa::path(post, path = "/api/queue/jobs/{id}/artifacts/upload", tag = "workers", params(("id" = String, Path, description = "the job id")),
     request_body(content = UploadForm, content_type = "multipart/form-data"),
@@ -128,6 +130,7 @@ async fn upload(
     let mut attempt = None;
     let mut worker_id = None;
     let mut content_type = None;
+    let mut digest = None;
     let mut file: Option<(queue::Incoming, Option<String>)> = None;
     while let Some(part) = multipart.next_field().await.map_err(multipart_error)? {
         let part_name = part.name().unwrap_or_default().to_string();
@@ -142,10 +145,11 @@ async fn upload(
             upload::CONTENT_TYPE => {
                 content_type = Some(part.text().await.map_err(multipart_error)?)
             }
+            upload::DIGEST => digest = Some(part.text().await.map_err(multipart_error)?),
             other => {
                 return Err(ApiError::invalid(vec![FieldError::new(
                     other,
-                    "unknown field; send name, attempt, file and optionally workerId and contentType",
+                    "unknown field; send name, file and optionally attempt, workerId, contentType and digest",
                 )]));
             }
         }
@@ -163,13 +167,15 @@ async fn upload(
             errors.push(FieldError::new(upload::ATTEMPT, "must be a whole number"));
             None
         }
-        None => {
-            errors.push(FieldError::new(
-                upload::ATTEMPT,
-                "required: the attempt number the job was claimed with",
-            ));
+        None => None,
+    };
+    let digest = match digest.as_deref().map(parse_digest) {
+        Some(Ok(hex)) => Some(hex),
+        Some(Err(message)) => {
+            errors.push(FieldError::new(upload::DIGEST, message));
             None
         }
+        None => None,
     };
     if file.is_none() {
         errors.push(FieldError::new(
@@ -177,12 +183,22 @@ async fn upload(
             "required: the artifact's bytes",
         ));
     }
-    let (Some(name), Some(attempt), Some((incoming, part_type)), true) =
-        (name, attempt, file, errors.is_empty())
-    else {
+    let (Some(name), Some((incoming, part_type)), true) = (name, file, errors.is_empty()) else {
         return Err(ApiError::invalid(errors));
     };
-    let fence = worker.fence(worker_id.as_deref(), Some(attempt))?;
+    if let Some(expected) = digest
+        && expected != incoming.sha256()
+    {
+        return Err(ApiError::invalid(vec![FieldError::new(
+            upload::DIGEST,
+            format!(
+                "sha256:{expected} is not the digest of the file received (sha256:{}): it was damaged on the way; send it again",
+                incoming.sha256()
+            ),
+        )]));
+    }
+    let fence =
+        super::worker::fence_of(&state, &worker, &id, worker_id.as_deref(), attempt).await?;
     let content_type = content_type
         .or(part_type)
         .unwrap_or_else(|| "application/octet-stream".to_string());
@@ -191,6 +207,19 @@ async fn upload(
         .store_artifact(&id, &fence, name.trim(), &content_type, incoming)
         .await?;
     Ok((axum::http::StatusCode::CREATED, Json(artifact)))
+}
+
+/// The hex of a `sha256:<hex>` digest, lowercased; anything else is refused, saying so.
+fn parse_digest(digest: &str) -> Result<String, &'static str> {
+    let hex = digest
+        .trim()
+        .strip_prefix("sha256:")
+        .ok_or("must be sha256:<64 hex digits>, the SHA-256 of the file")?;
+    if hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        Ok(hex.to_ascii_lowercase())
+    } else {
+        Err("must be sha256:<64 hex digits>, the SHA-256 of the file")
+    }
 }
 
 /// Receives the file part aside as it arrives (never whole in memory). A body that breaks

@@ -1,5 +1,6 @@
 //! What workers do with jobs they hold: claim, heartbeat, report events, finish, and
-//! acknowledge a cancel. Every write carries the fence (the worker + the attempt it claimed).
+//! acknowledge a cancel. Every write carries the fence (the worker + the attempt it
+//! claimed), or is fenced on the lease its worker holds when it names no attempt.
 //! The bodies are the contract's (`contract::api`), which the worker's client sends.
 //! MCP's worker tools go through `claim_job` and `heartbeat_job` too, so a claim or a
 //! heartbeat follows the same rules whichever door it came through.
@@ -13,7 +14,7 @@ use contract::api::{
     ClaimBody, Claimed, CompleteBody, EventBody, FailBody, FenceBody, HeartbeatBody,
 };
 use contract::{FieldError, Job, JobEvent};
-use queue::ClaimRequest;
+use queue::{ClaimRequest, Fence};
 
 use super::extract::JobPath;
 use super::json::ApiJson;
@@ -130,10 +131,29 @@ pub(crate) async fn heartbeat_job(
     id: &contract::JobId,
     body: HeartbeatBody,
 ) -> Result<Job, ApiError> {
-    let fence = worker.fence(body.worker_id.as_deref(), body.attempt)?;
+    let fence = fence_of(state, worker, id, body.worker_id.as_deref(), body.attempt).await?;
     let lease = lease(&state.limits, body.lease_seconds)?;
     seen(state, worker.worker_id(), None, None).await?;
     Ok(state.queue.heartbeat(id, &fence, lease).await?)
+}
+
+/// The fence of a worker write: the attempt the body names, or, when it names none (the
+/// seed system's worker sends none), the attempt of the lease this worker holds on the job
+/// now. The write is fenced on it either way.
+pub(crate) async fn fence_of(
+    state: &AppState,
+    worker: &Worker,
+    id: &contract::JobId,
+    claimed: Option<&str>,
+    attempt: Option<u32>,
+) -> Result<Fence, ApiError> {
+    match attempt {
+        Some(_) => worker.fence(claimed, attempt),
+        None => {
+            worker.check_worker_id(claimed)?;
+            Ok(state.queue.held_fence(id, worker.worker_id()).await?)
+        }
+    }
 }
 
 /// Notes that the worker is alive. Bookkeeping: a failure to write it is logged, never
@@ -162,7 +182,14 @@ async fn complete(
     JobPath(id): JobPath,
     ApiJson(body): ApiJson<CompleteBody>,
 ) -> Result<Json<Job>, ApiError> {
-    let fence = worker.fence(body.worker_id.as_deref(), body.attempt)?;
+    let fence = fence_of(
+        &state,
+        &worker,
+        &id,
+        body.worker_id.as_deref(),
+        body.attempt,
+    )
+    .await?;
     Ok(Json(
         state
             .queue
@@ -179,7 +206,14 @@ async fn fail(
     JobPath(id): JobPath,
     ApiJson(body): ApiJson<FailBody>,
 ) -> Result<Json<Job>, ApiError> {
-    let fence = worker.fence(body.worker_id.as_deref(), body.attempt)?;
+    let fence = fence_of(
+        &state,
+        &worker,
+        &id,
+        body.worker_id.as_deref(),
+        body.attempt,
+    )
+    .await?;
     Ok(Json(
         state
             .queue
@@ -196,7 +230,14 @@ async fn append_event(
     JobPath(id): JobPath,
     ApiJson(body): ApiJson<EventBody>,
 ) -> Result<Json<JobEvent>, ApiError> {
-    let fence = worker.fence(body.worker_id.as_deref(), body.attempt)?;
+    let fence = fence_of(
+        &state,
+        &worker,
+        &id,
+        body.worker_id.as_deref(),
+        body.attempt,
+    )
+    .await?;
     Ok(Json(
         state
             .queue
@@ -213,7 +254,14 @@ async fn ack_cancel(
     JobPath(id): JobPath,
     ApiJson(body): ApiJson<FenceBody>,
 ) -> Result<Json<Job>, ApiError> {
-    let fence = worker.fence(body.worker_id.as_deref(), body.attempt)?;
+    let fence = fence_of(
+        &state,
+        &worker,
+        &id,
+        body.worker_id.as_deref(),
+        body.attempt,
+    )
+    .await?;
     Ok(Json(state.queue.ack_cancel(&id, &fence).await?))
 }
 
@@ -225,7 +273,14 @@ async fn ack_pause(
     JobPath(id): JobPath,
     ApiJson(body): ApiJson<FenceBody>,
 ) -> Result<Json<Job>, ApiError> {
-    let fence = worker.fence(body.worker_id.as_deref(), body.attempt)?;
+    let fence = fence_of(
+        &state,
+        &worker,
+        &id,
+        body.worker_id.as_deref(),
+        body.attempt,
+    )
+    .await?;
     Ok(Json(state.queue.ack_pause(&id, &fence).await?))
 }
 
@@ -238,7 +293,14 @@ async fn resume_patch(
     ApiJson(body): ApiJson<FenceBody>,
 ) -> Result<axum::response::Response, ApiError> {
     use axum::response::IntoResponse;
-    let fence = worker.fence(body.worker_id.as_deref(), body.attempt)?;
+    let fence = fence_of(
+        &state,
+        &worker,
+        &id,
+        body.worker_id.as_deref(),
+        body.attempt,
+    )
+    .await?;
     let (artifact, content) = state.queue.resume_patch(&id, &fence).await?;
     let mut response = axum::body::Body::from_stream(content.into_stream()).into_response();
     let headers = response.headers_mut();
@@ -261,6 +323,13 @@ async fn request_approval(
     JobPath(id): JobPath,
     ApiJson(body): ApiJson<FenceBody>,
 ) -> Result<Json<Job>, ApiError> {
-    let fence = worker.fence(body.worker_id.as_deref(), body.attempt)?;
+    let fence = fence_of(
+        &state,
+        &worker,
+        &id,
+        body.worker_id.as_deref(),
+        body.attempt,
+    )
+    .await?;
     Ok(Json(state.queue.request_approval(&id, &fence).await?))
 }
