@@ -71,14 +71,14 @@ fn kinds(reports: &[Report]) -> Vec<String> {
 }
 
 #[tokio::test]
-async fn a_failing_check_runs_the_agent_again_until_it_passes_then_publishes_once() {
+async fn a_failing_check_runs_the_agent_again_until_it_passes_at_iteration_3_then_publishes_once() {
     let tmp = tempfile::tempdir().unwrap();
     let remote = remote(tmp.path());
-    let check = "echo \"runs: $(wc -l < counter.txt)\"; test $(wc -l < counter.txt) -ge 3";
+    let check = "echo \"runs: $(wc -l < counter.txt)\"; test $(wc -l < counter.txt) -ge 4";
     let task = task(
         &remote,
         json!({ "command": check, "maxIterations": 5,
-        "criteria": "the agent ran three times" }),
+        "criteria": "the agent ran four times" }),
     );
     let (outcome, reports) = run_it(tmp.path(), &task, &CancellationToken::new()).await;
     assert!(
@@ -101,6 +101,8 @@ async fn a_failing_check_runs_the_agent_again_until_it_passes_then_publishes_onc
             "task.iteration.finished 1",
             "task.iteration.started 2",
             "task.iteration.finished 2",
+            "task.iteration.started 3",
+            "task.iteration.finished 3",
         ]
     );
     // The loop is part of execute, and publish runs once, after it.
@@ -125,10 +127,10 @@ async fn a_failing_check_runs_the_agent_again_until_it_passes_then_publishes_onc
         .map(|(_, payload)| payload)
         .collect();
     let passed: Vec<bool> = ends.iter().map(|e| e["check"]["passed"] == true).collect();
-    assert_eq!(passed, [false, false, true]);
+    assert_eq!(passed, [false, false, false, true]);
     assert_eq!(ends[0]["check"]["exitCode"], 1);
     assert_eq!(ends[0]["check"]["outputTail"], "runs: 1\n");
-    assert_eq!(ends[2]["check"]["outputTail"], "runs: 3\n");
+    assert_eq!(ends[3]["check"]["outputTail"], "runs: 4\n");
     assert_eq!(ends[1]["maxIterations"], 5);
     // Iteration 0 runs no agent; the others report what theirs said.
     assert!(ends[0].get("summary").is_none(), "{:?}", ends[0]);
@@ -143,6 +145,7 @@ async fn a_failing_check_runs_the_agent_again_until_it_passes_then_publishes_onc
         task::step_checkpoint(0),
         task::iteration_checkpoint(1),
         task::iteration_checkpoint(2),
+        task::iteration_checkpoint(3),
     ] {
         assert!(artifacts.contains(&name), "{name} not in {artifacts:?}");
     }
@@ -157,7 +160,7 @@ async fn a_failing_check_runs_the_agent_again_until_it_passes_then_publishes_onc
         Path::new(&remote),
         &["show", &format!("{branch}:counter.txt")],
     );
-    assert_eq!(counter.lines().count(), 3, "{counter}");
+    assert_eq!(counter.lines().count(), 4, "{counter}");
 }
 
 #[tokio::test]
