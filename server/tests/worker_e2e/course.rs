@@ -175,6 +175,42 @@ async fn an_immediate_pause_stops_the_running_step_and_the_paused_job_can_be_can
 }
 
 #[tokio::test]
+async fn an_immediate_pause_mid_step_then_resume_runs_that_step_again_on_the_work_before_it() {
+    let s = setup().await;
+    let job = s
+        .submit_task(
+            json!({
+                "instructions": "Build",
+                "publish": { "mode": "branch" },
+                "git": { "newBranch": "course/pause-now" },
+                "steps": [
+                    { "instructions": "@fake write one.txt first" },
+                    { "instructions": "@fake write two.txt second\n@fake sleep 4" },
+                ],
+            }),
+            json!({}),
+        )
+        .await;
+    s.until(&job, "step 2 running", |_, kinds| started(kinds) == 2)
+        .await;
+    s.user.pause_job(&job.id, true).await.unwrap();
+    let (paused, _) = s
+        .until(&job, "the pause", |j, _| j.status == JobState::Paused)
+        .await;
+    assert_eq!(paused.resume_from.as_ref().unwrap().after_step, Some(0));
+    s.user.resume_job(&job.id, None).await.unwrap();
+    let (done, kinds) = s
+        .until(&job, "the end", |j, _| j.status.is_terminal())
+        .await;
+    assert_eq!(done.status, JobState::Succeeded, "{done:?} {kinds:#?}");
+    assert_eq!(started(&kinds), 3, "step 1 once, step 2 again: {kinds:#?}");
+    // Both halves: step 1's work restored from its checkpoint, step 2's from its second
+    // run only (the stopped run's half-done write is not carried over).
+    assert_eq!(published(&s, "course/pause-now", "one.txt"), "first");
+    assert_eq!(published(&s, "course/pause-now", "two.txt"), "second");
+}
+
+#[tokio::test]
 async fn a_task_that_needs_approval_waits_before_publishing_and_publishes_once_approved() {
     let s = setup().await;
     let job = s
