@@ -3,6 +3,15 @@ import { Page, expect, test } from "@playwright/test";
 import { logIn } from "./login";
 import { submit } from "./tasks";
 
+/** The job over REST, as its admin reads it. */
+async function job(page: Page, id: string): Promise<{ attempt: number; status: string }> {
+  const response = await page.request.get(`/api/queue/jobs/${id}`, {
+    headers: { Authorization: `Bearer ${process.env.STEPWISE_E2E_TOKEN}` },
+  });
+  expect(response.status()).toBe(200);
+  return response.json();
+}
+
 /** The job's status as the page was rendered, reloading until it reads `status`: the course
  * card is drawn by the server when the page loads, so its forms follow the state only then. */
 async function reloadUntil(page: Page, status: string): Promise<void> {
@@ -54,9 +63,12 @@ test("an operator pauses a job, adds a step, resumes it and approves its changes
   await expect(diff).toContainText("+second");
   await expect(diff).toContainText("+third <img src=x onerror=alert(1)>");
   await expect(page.locator(".diff-files")).toContainText("three.txt");
+  // Paused, resumed, then approved: three attempts of one job.
+  expect((await job(page, id)).attempt).toBe(2);
   await page.getByRole("button", { name: "Approve and publish" }).click();
   await expect(page.getByTestId("job-status")).toHaveText("succeeded", { timeout: 30_000 });
   await expect(steps.nth(2)).toContainText("succeeded");
+  expect((await job(page, id)).attempt).toBe(3);
   expect(consoleErrors).toEqual([]);
 });
 
@@ -80,6 +92,8 @@ test.describe("with JavaScript off", () => {
     const diff = page.getByTestId("diff");
     await expect(diff).toContainText("+first");
     await expect(diff).toContainText("+second");
+    // The added step ran in the attempt that was running, not in a new one.
+    expect((await job(page, id)).attempt).toBe(1);
     await page.locator("#reject-reason").fill("not like this <b>bold</b>");
     await page.getByRole("button", { name: "Reject" }).click();
     await expect(page.getByTestId("job-status")).toHaveText("failed");
@@ -89,9 +103,12 @@ test.describe("with JavaScript off", () => {
     // Retry from step 2: step 1's work comes back from its checkpoint.
     await page.getByLabel("Retry from step").selectOption("2");
     await page.getByRole("button", { name: "Retry" }).click();
+    // The post's answer is the page again: reloading before it lands would race it.
+    await expect(page.getByTestId("job-status")).not.toHaveText("failed");
     await reloadUntil(page, "awaiting_approval");
     await expect(page.getByTestId("diff")).toContainText("+first");
     await page.getByRole("button", { name: "Approve and publish" }).click();
+    await expect(page.getByTestId("job-status")).not.toHaveText("awaiting_approval");
     await reloadUntil(page, "succeeded");
   });
 });
