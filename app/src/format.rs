@@ -1,5 +1,6 @@
 //! How jobs read on a page: shaped on the server, so SSR and hydration show the same text.
 
+use contract::StageState;
 use contract::events::StepIndex;
 use contract::job::task;
 use contract::timeline::{StepState, Timeline};
@@ -140,6 +141,13 @@ pub fn job_view(data: JobData<'_>, now_ms: i64, waiting: Option<String>) -> JobV
         .map(|t| t.resolved_steps())
         .unwrap_or_default();
     let timeline = Timeline::from_events(resolved.len(), events);
+    // A job that ended will run nothing more: what never started was skipped. (One that
+    // awaits approval publishes once approved.)
+    let ended = job.status.is_terminal() && job.status != contract::JobState::AwaitingApproval;
+    let step_state = |state: StepState| match state {
+        StepState::Pending if ended => StepState::Skipped,
+        state => state,
+    };
     let steps: Vec<StepView> = resolved
         .into_iter()
         .zip(&timeline.steps)
@@ -152,7 +160,7 @@ pub fn job_view(data: JobData<'_>, now_ms: i64, waiting: Option<String>) -> JobV
                 .or_else(|| s.instructions.as_deref().map(title))
                 .unwrap_or_else(|| format!("Step {}", s.index + 1)),
             skill: s.effective_skill.clone(),
-            state: progress.state,
+            state: step_state(progress.state),
             duration: progress
                 .duration_ms(now_ms)
                 .map(duration)
@@ -221,6 +229,10 @@ pub fn job_view(data: JobData<'_>, now_ms: i64, waiting: Option<String>) -> JobV
         .stages()
         .map(|(stage, state)| {
             let short = stage.rsplit('.').next().unwrap_or(stage);
+            let state = match state {
+                StageState::Pending if ended => StageState::Skipped,
+                state => state,
+            };
             (short.to_string(), state)
         })
         .collect();
@@ -317,16 +329,26 @@ pub fn job_view(data: JobData<'_>, now_ms: i64, waiting: Option<String>) -> JobV
     );
     fact("Duration", run_time(job, now_ms));
     fact("Result", job.result_summary.clone().unwrap_or_default());
-    fact("Error", job.error_message.clone().unwrap_or_default());
+    fact(
+        "Error",
+        plain_stage_names(job.error_message.as_deref().unwrap_or_default()),
+    );
 
+    let title = job_title(job, task.as_ref());
+    let objective = task
+        .as_ref()
+        .map(|t| t.payload.task.instructions.clone())
+        .unwrap_or_default();
     JobView {
         id: job.id.to_string(),
         status: job.status,
-        title: job_title(job, task.as_ref()),
-        objective: task
-            .as_ref()
-            .map(|t| t.payload.task.instructions.clone())
-            .unwrap_or_default(),
+        // The heading says a one-line objective already.
+        objective: if objective.trim() == title {
+            String::new()
+        } else {
+            objective
+        },
+        title,
         facts,
         steps,
         usage: job.usage.map(|u| u.summary()).unwrap_or_default(),
@@ -339,6 +361,9 @@ pub fn job_view(data: JobData<'_>, now_ms: i64, waiting: Option<String>) -> JobV
         }),
         artifacts: artifacts
             .iter()
+            // A step that changed nothing leaves an empty patch: nothing to list. The
+            // changes kept for approval are listed even when empty, to say so.
+            .filter(|a| a.size > 0 || !a.name.ends_with(".patch") || a.name == task::CHANGES_PATCH)
             .map(|a| ArtifactView {
                 name: a.name.clone(),
                 size: a.size,
@@ -361,10 +386,19 @@ pub fn job_view(data: JobData<'_>, now_ms: i64, waiting: Option<String>) -> JobV
                 when: when(&e.created_at),
                 level: e.level.as_str().to_string(),
                 kind: e.kind.clone(),
-                message: e.message.clone(),
+                message: plain_stage_names(&e.message),
             })
             .collect(),
     }
+}
+
+/// `text` with the stages' wire names (`moonmind.task.prepare`, kept on the wire for the
+/// seed system's clients) as a person reads them: `prepare`.
+pub fn plain_stage_names(text: &str) -> String {
+    task::STAGES.iter().fold(text.to_string(), |text, stage| {
+        let short = stage.rsplit('.').next().unwrap_or(stage);
+        text.replace(stage, short)
+    })
 }
 
 #[cfg(test)]

@@ -18,6 +18,9 @@ pub enum StepState {
     Succeeded,
     Failed,
     Cancelled,
+    /// Never folded from events: how a page shows a step that never ran in a job that has
+    /// ended (failed or cancelled before it).
+    Skipped,
 }
 
 wire_names!(StepState, "step state", exact {
@@ -26,6 +29,7 @@ wire_names!(StepState, "step state", exact {
     Succeeded = "succeeded",
     Failed = "failed",
     Cancelled = "cancelled",
+    Skipped = "skipped",
 });
 
 /// Where one of the three stages (prepare, execute, publish) is; read back as

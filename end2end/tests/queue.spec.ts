@@ -69,8 +69,19 @@ test("the queue pages work at phone width", async ({ page }) => {
   await expect(page).toHaveURL(/\/tasks\/queue\/[0-9a-f-]{36}$/);
   await expect(page.getByTestId("job-status")).toBeVisible();
   expect(await overflow()).toBeLessThanOrEqual(0);
+  // The badge stays beside the long heading, not under it; "Log out" stays on one line.
+  const heading = (await page.getByRole("heading", { level: 1 }).boundingBox())!;
+  const badge = (await page.getByTestId("job-status").boundingBox())!;
+  expect(badge.x).toBeGreaterThanOrEqual(heading.x + heading.width);
+  expect(badge.y).toBeLessThan(heading.y + heading.height / 2);
+  const logOut = (await page.getByRole("button", { name: "Log out" }).boundingBox())!;
+  expect(logOut.height).toBeLessThan(40);
   await page.goto("/tasks/queue");
-  await expect(page.getByRole("row").filter({ hasText: "Narrow" }).first()).toBeVisible();
+  const narrow = page.getByRole("row").filter({ hasText: "Narrow" }).first();
+  await expect(narrow).toBeVisible();
+  // The step progress is kept on a phone.
+  await expect(narrow.locator("td").nth(4)).toBeVisible();
+  await expect(narrow.locator("td").nth(4)).toContainText("0/1");
   expect(await overflow()).toBeLessThanOrEqual(0);
   await page.goto("/tasks/workers");
   expect(await overflow()).toBeLessThanOrEqual(0);
@@ -126,7 +137,10 @@ test("a task submitted in the browser is listed, has its page, and can be cancel
   await expect(page.getByTestId("job-status")).toHaveText("cancelled");
   await expect(page.getByText("wrong repo")).toBeVisible();
   await expect(page.getByRole("button", { name: "Confirm cancel" })).toHaveCount(0);
-  await expect(page.getByRole("button", { name: "Cancel this job" })).toBeDisabled();
+  // An ended job offers no cancel, not even a faded one.
+  await expect(page.getByRole("button", { name: "Cancel this job" })).toHaveCount(0);
+  // The tab is titled after the job.
+  await expect(page).toHaveTitle(`${objective} · stepwise`);
   await expect(page.getByText("This job has ended (cancelled)")).toBeVisible();
 
   // The status filter is a plain GET form.
@@ -175,5 +189,15 @@ test.describe("with JavaScript off", () => {
     await page.goto("/tasks/workers");
     await expect(page.getByRole("heading", { name: "Workers" })).toBeVisible();
     await expect(page.getByRole("row").filter({ hasText: "embedded@" })).toBeVisible();
+    // The task form cannot work without scripts, and says so rather than sitting greyed out.
+    await page.goto("/tasks/queue/new");
+    await expect(page.getByTestId("needs-javascript")).toContainText("This form needs JavaScript");
+    await expect(page.getByTestId("needs-javascript")).toContainText("stepwise submit");
   });
+});
+
+test("with JavaScript on, the task form does not say it needs it", async ({ page }) => {
+  await logIn(page, "/tasks/queue/new");
+  await expect(page.getByLabel("Repository")).toBeEnabled();
+  await expect(page.getByTestId("needs-javascript")).toBeHidden();
 });

@@ -339,3 +339,101 @@ fn a_task_with_a_check_shows_each_iteration_with_its_verdict_and_links() {
     assert_eq!(second.state, StepState::Running);
     assert_eq!(second.duration, "4.0s");
 }
+
+#[test]
+fn an_ended_job_says_what_never_ran_was_skipped_in_plain_stage_names() {
+    use contract::job::task;
+    use serde_json::json;
+    let raw = json!({ "payload": { "repository": "octo/hello", "task": {
+        "instructions": "Fix the bug",
+        "steps": [{ "instructions": "1" }, { "instructions": "2" }],
+    } } });
+    let task = contract::normalize(&raw, &contract::Defaults::default()).unwrap();
+    let job: Job = serde_json::from_value(json!({
+        "id": J1, "type": "task", "status": "cancelled", "priority": 0,
+        "payload": task.payload, "requiredCapabilities": [], "attempt": 1,
+        "maxAttempts": 3, "nextAttemptAt": "2026-01-01T00:00:00Z",
+        "startedAt": "2026-01-01T00:00:00Z", "finishedAt": "2026-01-01T00:00:09Z",
+        "errorMessage": "moonmind.task.execute: cancelled by alice",
+        "createdAt": "2026-01-01T00:00:00Z", "updatedAt": "2026-01-01T00:00:00Z",
+    }))
+    .unwrap();
+    let event = |id: i64, kind: &str, payload: serde_json::Value| -> contract::JobEvent {
+        serde_json::from_value(json!({
+            "id": id, "jobId": J1, "kind": kind, "level": "info",
+            "message": format!("{} started", task::STAGE_PREPARE),
+            "payload": payload, "createdAt": "2026-01-01T00:00:01Z",
+        }))
+        .unwrap()
+    };
+    let events = [
+        event(
+            1,
+            task::STAGE_STARTED,
+            json!({ "stage": task::STAGE_PREPARE }),
+        ),
+        event(
+            2,
+            task::STAGE_FINISHED,
+            json!({ "stage": task::STAGE_PREPARE, "outcome": "succeeded" }),
+        ),
+        event(
+            3,
+            task::STAGE_STARTED,
+            json!({ "stage": task::STAGE_EXECUTE }),
+        ),
+        event(4, task::STEP_STARTED, json!({ "stepIndex": 0 })),
+        event(5, task::STEP_CANCELLED, json!({ "stepIndex": 0 })),
+        event(
+            6,
+            task::STAGE_FINISHED,
+            json!({ "stage": task::STAGE_EXECUTE, "outcome": "cancelled" }),
+        ),
+    ];
+    let artifact = |id: &str, name: &str, size: u64| -> contract::Artifact {
+        serde_json::from_value(json!({
+            "id": id, "jobId": J1, "name": name, "size": size,
+            "contentType": "text/plain", "sha256": "00", "createdAt": "2026-01-01T00:00:04Z",
+        }))
+        .unwrap()
+    };
+    let artifacts = [
+        artifact("a1", &task::step_log(0), 3),
+        artifact("a2", &task::step_patch(0), 0),
+        artifact("a3", task::CHANGES_PATCH, 0),
+    ];
+    let data = JobData {
+        job: &job,
+        milestones: &events,
+        latest: &events,
+        events_total: 6,
+        artifacts: &artifacts,
+    };
+    let view = job_view(data, 1_767_225_607_000, None);
+    let steps: Vec<&str> = view.steps.iter().map(|s| s.state.as_str()).collect();
+    assert_eq!(steps, ["cancelled", "skipped"]);
+    let stages: Vec<(&str, &str)> = view
+        .stages
+        .iter()
+        .map(|(n, s)| (n.as_str(), s.as_str()))
+        .collect();
+    assert_eq!(
+        stages,
+        [
+            ("prepare", "succeeded"),
+            ("execute", "cancelled"),
+            ("publish", "skipped")
+        ]
+    );
+    let error = view.facts.iter().find(|(name, _)| name == "Error").unwrap();
+    assert_eq!(error.1, "execute: cancelled by alice");
+    assert_eq!(view.events[0].message, "prepare started");
+    // The step's empty patch is not listed; the changes kept for approval are, to say so.
+    let listed: Vec<&str> = view.artifacts.iter().map(|a| a.name.as_str()).collect();
+    assert_eq!(listed, [task::step_log(0).as_str(), task::CHANGES_PATCH]);
+    // A one-line objective is the heading: it is not said twice.
+    assert_eq!(
+        (view.title.as_str(), view.objective.as_str()),
+        ("Fix the bug", "")
+    );
+}

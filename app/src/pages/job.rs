@@ -115,16 +115,18 @@ pub fn JobPage() -> impl IntoView {
         load_job,
     );
     view! {
-        <Title text="Job"/>
         <p><a href="/tasks/queue">"← All jobs"</a></p>
         <Suspense fallback=|| view! { <p class="muted">"Loading the job…"</p> }>
             {move || Suspend::new(async move {
                 match job.await {
+                    // The tab says which job it is: its title, as the heading.
                     Ok(view) => view! {
+                        <Title text=view.title.clone()/>
                         <LiveJob initial=view.clone()/>
                         <course::CourseSection view/>
                     }.into_any(),
                     Err(e) => view! {
+                        <Title text="Job"/>
                         <p class="error" role="alert">"Could not load this job: " {e.to_string()}</p>
                     }.into_any(),
                 }
@@ -300,7 +302,6 @@ fn CancelSection(
                 })
             } else if status.is_terminal() {
                 EitherOf3::B(view! {
-                    <button type="button" class="danger" disabled aria-describedby="cancel-ended">"Cancel this job"</button>
                     <p class="muted" id="cancel-ended">
                         {format!("This job has ended ({}): there is nothing left to cancel.", status.as_str())}
                     </p>

@@ -90,6 +90,14 @@ pub fn NewTaskPage() -> impl IntoView {
     view! {
         <Title text="New task"/>
         <h1>"New task"</h1>
+        // The form checks as you type, in the browser: without JavaScript it stays greyed
+        // out, so say why and how else to submit.
+        <noscript>
+            <p class="card notice" role="status" data-testid="needs-javascript">
+                "This form needs JavaScript, which is off in this browser. Turn it on, or submit the task from the command line ("
+                <code>"stepwise submit"</code>") or over the API ("<code>"POST /api/queue/jobs"</code>")."
+            </p>
+        </noscript>
         <Suspense fallback=|| view! { <p class="muted">"Loading the server's settings…"</p> }>
             {move || Suspend::new(async move {
                 match settings.await {
