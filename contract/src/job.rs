@@ -290,7 +290,10 @@ pub struct Artifact {
 }
 
 pub mod events;
+mod published;
 pub mod task;
+
+pub use published::PublishResult;
 
 #[cfg(test)]
 mod tests {

@@ -11,7 +11,6 @@ use std::path::Path;
 use std::time::Duration;
 
 use contract::PublishMode;
-use serde::Serialize;
 use tokio::process::Command;
 
 use crate::git::{GitError, git, git_raw, git_with_token};
@@ -81,20 +80,8 @@ pub struct PublishRequest<'a> {
     pub own_branch: bool,
 }
 
-/// `publish_result.json`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct PublishResult {
-    pub mode: PublishMode,
-    /// `skipped` (mode none), `no_changes`, `pushed` (branch) or `pr_created`.
-    pub status: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub branch: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub commit: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub pr_url: Option<String>,
-}
+/// `publish_result.json`: the contract's, which the job page reads back.
+pub use contract::job::PublishResult;
 
 #[derive(Debug, thiserror::Error)]
 pub enum PublishError {

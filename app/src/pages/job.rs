@@ -123,6 +123,8 @@ pub fn JobPage() -> impl IntoView {
                     Ok(view) => view! {
                         <Title text=view.title.clone()/>
                         <LiveJob initial=view.clone()/>
+                        {view.artifacts.iter().any(|a| a.name == contract::job::task::PUBLISH_RESULT)
+                            .then(|| view! { <published::PublishedSection id=view.id.clone()/> })}
                         <course::CourseSection view/>
                     }.into_any(),
                     Err(e) => view! {
@@ -160,6 +162,7 @@ mod course;
 /// The browser side of the live job (see `live.rs`).
 #[cfg(feature = "hydrate")]
 mod live;
+mod published;
 
 /// The job's head, facts, notices and step timeline with the output tail.
 #[component]

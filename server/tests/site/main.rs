@@ -387,3 +387,63 @@ async fn an_operator_approves_or_rejects_a_job_at_the_gate_from_its_page() {
         }
     }
 }
+
+#[tokio::test]
+async fn the_job_page_links_the_pull_request_and_names_the_branch_it_published() {
+    let site = tempfile::tempdir().unwrap();
+    let (app, queue) = test_site(site.path(), "none").await;
+    let admin = session_cookie(&queue).await;
+    let raw = serde_json::json!({
+        "payload": { "repository": "octo/repo", "task": { "instructions": "Fix it" } }
+    });
+    let published = |pr_url: &str| {
+        serde_json::json!({
+            "mode": "pr", "status": "pr_created", "branch": "task/0190-fix-it",
+            "commit": "0123456789abcdef", "prUrl": pr_url,
+        })
+        .to_string()
+    };
+    let (job, fence) = claimed_job(&queue, &raw, "w1").await;
+    let page = format!("/tasks/queue/{}", job.id);
+    // Before publish: no card.
+    let (_, _, html) = get(&app, &admin, &page).await;
+    assert!(!html.contains("published-title"), "a card before publish");
+    queue
+        .add_artifact(
+            &job.id,
+            &fence,
+            contract::job::task::PUBLISH_RESULT,
+            "application/json",
+            published("https://github.com/octo/repo/pull/7").as_bytes(),
+        )
+        .await
+        .unwrap();
+    let (status, _, html) = get(&app, &admin, &page).await;
+    assert_eq!(status, StatusCode::OK);
+    for shown in [
+        r#"href="https://github.com/octo/repo/pull/7""#,
+        r#"data-testid="pull-request""#,
+        r#"<code data-testid="published-branch">task/0190-fix-it</code>"#,
+        "branch pushed and pull request opened",
+    ] {
+        assert!(html.contains(shown), "`{shown}` is not on the job page");
+    }
+    queue.complete(&job.id, &fence, None).await.unwrap();
+
+    // A worker's address that is no web address stays text, never a link.
+    let (hostile, fence) = claimed_job(&queue, &raw, "w1").await;
+    queue
+        .add_artifact(
+            &hostile.id,
+            &fence,
+            contract::job::task::PUBLISH_RESULT,
+            "application/json",
+            published("javascript:alert(1)").as_bytes(),
+        )
+        .await
+        .unwrap();
+    let (_, _, html) = get(&app, &admin, &format!("/tasks/queue/{}", hostile.id)).await;
+    assert!(html.contains("javascript:alert(1)"), "the text is shown");
+    assert!(!html.contains(r#"href="javascript"#), "a javascript: link");
+    assert!(!html.contains(r#"data-testid="pull-request""#));
+}
