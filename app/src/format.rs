@@ -18,6 +18,18 @@ pub fn when(at: &impl std::fmt::Display) -> String {
     }
 }
 
+/// `2026-11-22 11:40:05 UTC`: an event's time, to the second.
+pub fn when_exact(at: &impl std::fmt::Display) -> String {
+    let text = at.to_string();
+    match (text.get(..19), text.ends_with("UTC")) {
+        (Some(seconds), true) => format!("{seconds} UTC"),
+        _ => text,
+    }
+}
+
+/// The events a job page lists at most, newest last.
+pub const EVENTS_SHOWN: usize = 200;
+
 /// `1h 02m`, `3m 07s`, `12.3s`, `450ms`.
 pub fn duration(ms: i64) -> String {
     let ms = ms.max(0);
@@ -104,7 +116,8 @@ pub fn row(job: &Job, now_ms: i64, waiting: Option<String>, steps_done: u32) -> 
 }
 
 /// What the job page is built from: the job, its timeline without log lines (the
-/// milestones), its newest events of every kind, and its artifacts.
+/// milestones, which the events table lists too), its newest events of every kind (for the
+/// output box), how many milestones it has, and its artifacts.
 pub struct JobData<'a> {
     pub job: &'a Job,
     pub milestones: &'a [contract::JobEvent],
@@ -379,11 +392,12 @@ pub fn job_view(data: JobData<'_>, now_ms: i64, waiting: Option<String>) -> JobV
         may_cancel: false,
         iterations,
         events_total,
-        events: latest
+        // The milestones: the log lines are in the output box and each step's log.
+        events: events[events.len().saturating_sub(EVENTS_SHOWN)..]
             .iter()
             .map(|e| EventView {
                 id: e.id,
-                when: when(&e.created_at),
+                when: when_exact(&e.created_at),
                 level: e.level.as_str().to_string(),
                 kind: e.kind.clone(),
                 message: plain_stage_names(&e.message),

@@ -71,6 +71,10 @@ test("cancelling a running job shows the request, then the job cancelled", async
   await page.getByLabel("Reason (optional)").fill("not today");
   await page.getByRole("button", { name: "Confirm cancel" }).click();
   await expect(page.getByRole("heading", { name: "Cancellation requested" })).toBeVisible();
+  // While the worker stops it, the badge says so and the form is gone, not left open.
+  await expect(page.getByTestId("job-status")).toHaveText("stopping");
+  await expect(page.getByTestId("cancel-pending")).toBeVisible();
+  await expect(page.getByRole("button", { name: "Confirm cancel" })).toHaveCount(0);
   await expect(page.getByTestId("job-status")).toHaveText("cancelled", { timeout: 30_000 });
   await expect(steps.nth(0)).toContainText("cancelled");
   // What never ran says so, and stages are named as a person reads them.

@@ -130,7 +130,10 @@ fn the_timeline_follows_the_step_events_and_links_what_was_uploaded() {
     assert_eq!(tail.title, "2. Second step");
     assert_eq!(tail.lines, ["two", "lines", "three"]);
     assert_eq!(view.last_event_id, 7);
-    assert_eq!(view.events.len(), 4);
+    // The events table lists the milestones, to the second; log lines are in the box.
+    assert_eq!(view.events.len(), events.len());
+    assert!(view.events.iter().all(|e| e.kind != task::STEP_LOG));
+    assert_eq!(view.events[3].when, "2026-01-01 00:00:01 UTC");
     assert_eq!(view.events_total, 40);
     assert_eq!(view.steps[1].log, None);
     let stages: Vec<(&str, &str)> = view

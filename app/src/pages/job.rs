@@ -7,7 +7,7 @@
 
 use contract::events::StepIndex;
 use contract::{JobState, StepState};
-use leptos::either::EitherOf3;
+use leptos::either::EitherOf4;
 use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::hooks::use_params_map;
@@ -24,8 +24,8 @@ pub async fn load_job(id: String) -> Result<JobView, AppError> {
     use crate::ssr;
     /// A timeline this long without its log lines is read no further.
     const MILESTONES_READ: usize = 20_000;
-    /// The newest events the page lists.
-    const EVENTS_SHOWN: u32 = 200;
+    /// The newest events read for the output box.
+    const LATEST_READ: u32 = 200;
     let user = ssr::user()?;
     let queue = ssr::queue()?;
     let id = ssr::job_id(&id)?;
@@ -44,10 +44,11 @@ pub async fn load_job(id: String) -> Result<JobView, AppError> {
         }
     }
     let latest = queue
-        .list_latest_events(&id, EVENTS_SHOWN)
+        .list_latest_events(&id, LATEST_READ)
         .await
         .map_err(ssr::refused)?;
-    let events_total = queue.count_events(&id).await.map_err(ssr::refused)?;
+    // The events table lists milestones only: as many as were read.
+    let events_total = milestones.len() as u64;
     let artifacts = queue.list_artifacts(&id).await.map_err(ssr::refused)?;
     let workers = queue.list_workers().await.map_err(ssr::refused)?;
     let now = queue.now();
@@ -99,10 +100,10 @@ impl LiveEvent {
     }
 }
 
-/// `2026-11-22T11:40:05.123Z` as the page writes times: `2026-11-22 11:40 UTC`.
-pub fn minute_of(rfc3339: &str) -> String {
-    match rfc3339.get(..16) {
-        Some(minutes) if rfc3339.ends_with('Z') => format!("{} UTC", minutes.replacen('T', " ", 1)),
+/// `2026-11-22T11:40:05.123Z` as the page writes an event's time: `2026-11-22 11:40:05 UTC`.
+pub fn second_of(rfc3339: &str) -> String {
+    match rfc3339.get(..19) {
+        Some(seconds) if rfc3339.ends_with('Z') => format!("{} UTC", seconds.replacen('T', " ", 1)),
         _ => rfc3339.to_string(),
     }
 }
@@ -150,10 +151,13 @@ fn LiveJob(initial: JobView) -> impl IntoView {
     let cancel = ServerAction::<CancelJob>::new();
     #[cfg(feature = "hydrate")]
     live::follow(job, live, cancel);
-    let state = Memo::new(move |_| job.with(|v| v.status));
+    let state = Memo::new(move |_| job.with(|v| (v.status, v.cancel.is_some())));
     view! {
         {move || job.with(|v| view! { <JobTop view=v.clone() live/> })}
-        {move || view! { <CancelSection id=id.clone() status=state.get() may_cancel cancel/> }}
+        {move || {
+            let (status, requested) = state.get();
+            view! { <CancelSection id=id.clone() status requested may_cancel cancel/> }
+        }}
         {move || job.with(|v| view! { <JobBottom view=v.clone() live/> })}
     }
 }
@@ -179,6 +183,7 @@ fn JobTop(view: JobView, live: RwSignal<Vec<LiveEvent>>) -> impl IntoView {
         .into_iter()
         .map(|(name, value)| view! { <dt>{name}</dt><dd>{value}</dd> })
         .collect_view();
+    let stopping = view.status == JobState::Running && view.cancel.is_some();
     let cancel_facts = view.cancel.map(|c| {
         view! {
             <section class="card notice" aria-labelledby="cancel-title">
@@ -205,7 +210,10 @@ fn JobTop(view: JobView, live: RwSignal<Vec<LiveEvent>>) -> impl IntoView {
     view! {
         <div class="page-head">
             <h1>{view.title}</h1>
-            <span class=format!("status {}", view.status.as_str()) data-testid="job-status">{view.status.as_str()}</span>
+            <span class=format!("status {}", view.status.as_str()) data-testid="job-status">
+                // Running still, but told to stop: say so until the worker has.
+                {if stopping { "stopping" } else { view.status.as_str() }}
+            </span>
         </div>
         <section class="card" aria-labelledby="job-facts">
             <h2 id="job-facts" class="visually-hidden">"Job"</h2>
@@ -286,6 +294,8 @@ fn timeline_row(step: StepView, what: &'static str) -> impl IntoView {
 fn CancelSection(
     id: String,
     status: JobState,
+    /// A cancel was requested already: the worker is stopping the job.
+    requested: bool,
     may_cancel: bool,
     cancel: ServerAction<CancelJob>,
 ) -> impl IntoView {
@@ -297,14 +307,20 @@ fn CancelSection(
     view! {
         <section class="card" aria-labelledby="cancel-form-title">
             <h2 id="cancel-form-title">"Cancel"</h2>
-            {if !may_cancel {
-                EitherOf3::C(view! {
+            {if requested && !status.is_terminal() {
+                EitherOf4::D(view! {
+                    <p class="muted" data-testid="cancel-pending">
+                        "The worker is stopping this job."
+                    </p>
+                })
+            } else if !may_cancel {
+                EitherOf4::C(view! {
                     <p class="muted" data-testid="cancel-not-allowed">
                         "You are logged in as a viewer: viewers can read jobs but not cancel them."
                     </p>
                 })
             } else if status.is_terminal() {
-                EitherOf3::B(view! {
+                EitherOf4::B(view! {
                     <p class="muted" id="cancel-ended">
                         {format!("This job has ended ({}): there is nothing left to cancel.", status.as_str())}
                     </p>
@@ -322,14 +338,14 @@ fn CancelSection(
                         cancel.dispatch(CancelJob { id: id.clone(), reason });
                     }
                 };
-                EitherOf3::A(view! {
+                EitherOf4::A(view! {
                     <details>
                         <summary>"Cancel this job…"</summary>
                         <form method="post" action=action on:submit=on_submit>
                             <input type="hidden" name="id" value=id/>
                             <label for="cancel-reason">"Reason (optional)"</label>
                             <input id="cancel-reason" type="text" name="reason" autocomplete="off" node_ref=reason/>
-                            <button type="submit" class="danger">"Confirm cancel"</button>
+                            <button type="submit" class="danger" disabled=move || cancel.pending().get()>"Confirm cancel"</button>
                         </form>
                     </details>
                     {error}
@@ -370,10 +386,11 @@ fn JobBottom(view: JobView, live: RwSignal<Vec<LiveEvent>>) -> impl IntoView {
         .collect_view();
     let live_rows = move || {
         live.with(|l| {
+            // Log lines go to the output box only, as on the server's render.
             l.iter()
-                .filter(|e| e.id > last_event_id)
+                .filter(|e| e.id > last_event_id && e.kind != contract::job::task::STEP_LOG)
                 .map(|e| view! {
-                    <EventRow when=minute_of(&e.created_at) level=e.level.clone() kind=e.kind.clone() message=e.message.clone()/>
+                    <EventRow when=second_of(&e.created_at) level=e.level.clone() kind=e.kind.clone() message=e.message.clone()/>
                 })
                 .collect_view()
         })
