@@ -65,8 +65,9 @@ pub fn title(objective: &str) -> String {
     title
 }
 
-/// For a queued job that no connected worker can run, why: which capabilities are missing
-/// (or that no worker is connected at all), so it is never silently stuck.
+/// For a queued job that no connected worker can run, why: when it may start, which
+/// capabilities are missing (or that no worker is connected at all), so it is never
+/// silently stuck.
 pub fn waiting(
     job: &Job,
     workers: &[queue::WorkerRecord],
@@ -74,6 +75,15 @@ pub fn waiting(
 ) -> Option<String> {
     if job.status != contract::JobState::Queued {
         return None;
+    }
+    // Scheduled (`notBefore`), or retried after a delay: no worker may take it yet.
+    if job.next_attempt_at > now {
+        let what = if job.attempt == 0 {
+            "it is scheduled to start"
+        } else {
+            "its next attempt starts"
+        };
+        return Some(format!("{what} at {}", when(&job.next_attempt_at)));
     }
     let missing = queue::missing_capabilities(&job.required_capabilities, workers, now)?;
     if !workers.iter().any(|w| w.is_live(now)) {

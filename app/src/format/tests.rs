@@ -182,7 +182,19 @@ fn a_queued_job_nobody_can_run_says_what_is_missing() {
     );
     let mut both = git_only.clone();
     both.capabilities.push("codex".into());
-    assert_eq!(waiting(&job, &[both], now), None);
+    assert_eq!(waiting(&job, std::slice::from_ref(&both), now), None);
+    // Scheduled for later: it says when, whoever is connected.
+    let mut scheduled = job.clone();
+    scheduled.next_attempt_at = now + chrono::Duration::hours(3);
+    assert_eq!(
+        waiting(&scheduled, &[both], now).as_deref(),
+        Some("it is scheduled to start at 2026-01-01 03:00 UTC")
+    );
+    scheduled.attempt = 1;
+    assert_eq!(
+        waiting(&scheduled, &[], now).as_deref(),
+        Some("its next attempt starts at 2026-01-01 03:00 UTC")
+    );
     let mut running = job.clone();
     running.status = contract::JobState::Running;
     assert_eq!(waiting(&running, &[], now), None);

@@ -17,6 +17,9 @@ pub struct JobCreated {
     pub max_attempts: u32,
     pub required_capabilities: Vec<String>,
     pub created_by_user_id: Option<String>,
+    /// The scheduled start, when the request gave one in the future.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_before: Option<DateTime<Utc>>,
 }
 
 /// Who held the job and until when: `job.claimed`, and `job.lease_expired` with what

@@ -9,7 +9,15 @@ use crate::limits;
 use crate::model::NormalizedTask;
 use crate::wire::JobType;
 
-const FIELDS: &[&str] = &["type", "priority", "maxAttempts", "affinityKey", "payload"];
+// `notBefore` is read apart, by `schedule::not_before`.
+const FIELDS: &[&str] = &[
+    "type",
+    "priority",
+    "maxAttempts",
+    "affinityKey",
+    "notBefore",
+    "payload",
+];
 
 pub fn envelope(w: &mut Walker, raw: &Value, defaults: &Defaults) -> Option<NormalizedTask> {
     let Some(map) = raw.as_object() else {

@@ -27,6 +27,7 @@
 mod append;
 mod envelope;
 mod payload;
+mod schedule;
 mod settings;
 mod skill;
 mod step_list;
@@ -41,6 +42,7 @@ use crate::model::NormalizedTask;
 use crate::wire::JobRequest;
 
 pub use append::append_steps;
+pub use schedule::{MAX_DAYS_AHEAD, not_before};
 
 /// Validates `raw` (the request envelope) and fills in everything it leaves to `defaults`.
 pub fn normalize(raw: &Value, defaults: &Defaults) -> Result<NormalizedTask, Vec<FieldError>> {

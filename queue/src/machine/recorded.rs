@@ -68,15 +68,24 @@ pub(crate) fn claimed_event_template(worker: &str, lease: DateTime<Utc>) -> Clai
 }
 
 pub(crate) fn created_event(job: &Job) -> PendingEvent {
+    // A start scheduled ahead of the job's creation, as `create_job` set it.
+    let scheduled = (job.next_attempt_at > job.created_at).then_some(job.next_attempt_at);
     PendingEvent::new(
         events::JOB_CREATED,
         EventLevel::Info,
-        "queued".to_string(),
+        match scheduled {
+            Some(at) => format!(
+                "queued, to start at {}",
+                at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+            ),
+            None => "queued".to_string(),
+        },
         &JobCreated {
             priority: job.priority,
             max_attempts: job.max_attempts,
             required_capabilities: job.required_capabilities.clone(),
             created_by_user_id: job.created_by_user_id.clone(),
+            not_before: scheduled,
         },
     )
 }

@@ -39,11 +39,23 @@ impl Queue {
         raw: &serde_json::Value,
         created_by: Option<&str>,
     ) -> Result<Job, QueueError> {
-        let task =
-            contract::normalize(raw, &self.inner.config.defaults).map_err(QueueError::Invalid)?;
+        let now = self.now();
+        // Every field problem at once: the schedule's beside the task's.
+        let (task, not_before) = match (
+            contract::normalize(raw, &self.inner.config.defaults),
+            contract::not_before(raw, now),
+        ) {
+            (Ok(task), Ok(not_before)) => (task, not_before),
+            (task, not_before) => {
+                let mut errors = task.err().unwrap_or_default();
+                errors.extend(not_before.err());
+                return Err(QueueError::Invalid(errors));
+            }
+        };
         let payload = serde_json::to_value(&task.payload)
             .map_err(|e| QueueError::invalid("payload", e.to_string()))?;
-        let now = self.now();
+        // A start in the future: no claim takes the job before then.
+        let scheduled = not_before.filter(|at| *at > now);
         let job = Job {
             job_type: task.job_type.as_str().to_string(),
             priority: task.priority,
@@ -51,13 +63,22 @@ impl Queue {
             required_capabilities: task.payload.required_capabilities.clone(),
             created_by_user_id: created_by.map(str::to_string),
             max_attempts: task.max_attempts,
+            next_attempt_at: scheduled.map_or(now, |at| {
+                // At the stored precision, so the row reads back as written.
+                chrono::DateTime::from_timestamp_millis(at.timestamp_millis()).unwrap_or(at)
+            }),
             ..Job::queued(Uuid::now_v7().into(), payload, now)
         };
         let repository = &task.payload.repository;
-        if let Some(claimer) = self
-            .inner
-            .waiters
-            .reserve(|request| request.accepts(&job, repository))
+        // A parked claimer takes only a job it may run now.
+        if let Some(claimer) = scheduled
+            .is_none()
+            .then(|| {
+                self.inner
+                    .waiters
+                    .reserve(|request| request.accepts(&job, repository))
+            })
+            .flatten()
         {
             return self.hand_to_parked_claimer(job, repository, claimer).await;
         }

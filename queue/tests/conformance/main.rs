@@ -21,6 +21,7 @@ mod notify;
 mod pauses;
 mod rescuer;
 mod retry;
+mod schedule;
 mod text;
 mod tokens;
 mod usage;
@@ -51,6 +52,8 @@ macro_rules! conformance {
 }
 
 conformance! {
+    schedule::a_scheduled_job_is_not_claimed_before_its_time,
+    schedule::a_start_in_the_past_runs_at_once_and_a_bad_one_is_named,
     health::a_migrated_queue_is_ready,
     health::a_missing_migration_makes_the_queue_unready_and_is_named,
     health::a_schema_newer_than_the_build_makes_the_queue_unready,

@@ -21,6 +21,11 @@ pub struct SubmitArgs {
     pub(super) file: Option<PathBuf>,
     #[command(flatten)]
     pub(super) task: TaskFlags,
+    /// Start the job no earlier than this time, with its offset
+    /// (`2026-11-27T09:00:00Z`): it waits queued until then. Sent as the request's
+    /// `notBefore`, over what a file gives.
+    #[arg(long, value_name = "TIME")]
+    pub(super) not_before: Option<String>,
     /// Print the whole job as JSON instead of a summary.
     #[arg(long)]
     json: bool,
@@ -134,14 +139,28 @@ impl TaskFlags {
 
 impl SubmitArgs {
     pub async fn run(self, out: &mut impl Write) -> Result<()> {
-        let request = match &self.file {
+        let mut request = match &self.file {
             Some(path) => read_request(path)?,
             None => self.task.request(),
         };
+        // The server reads and checks it, naming `notBefore` if it is no time.
+        if let (Some(at), Some(fields)) = (&self.not_before, request.as_object_mut()) {
+            fields.insert("notBefore".into(), Value::String(at.clone()));
+        }
         let client = self.client.client()?;
         let job = client.create_job(&request).await?;
         if self.json {
             writeln!(out, "{}", pretty(&job))?;
+        } else if job.next_attempt_at > job.created_at {
+            writeln!(
+                out,
+                "submitted {} ({}, to start at {})",
+                job.id,
+                job.status,
+                job.next_attempt_at
+                    .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+            )?;
+            writeln!(out, "{}", page_url(&client, &job.id))?;
         } else {
             writeln!(out, "submitted {} ({})", job.id, job.status)?;
             writeln!(out, "{}", page_url(&client, &job.id))?;

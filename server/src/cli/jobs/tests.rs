@@ -371,6 +371,54 @@ async fn submit_from_flags_creates_the_job_and_prints_its_page() {
 }
 
 #[tokio::test]
+async fn submit_not_before_schedules_the_job_and_a_bad_time_names_the_field() {
+    let server = start().await;
+    let token = server
+        .token("ops", queue::TokenKind::User, Some(Role::Operator))
+        .await;
+    let at = (chrono::Utc::now() + chrono::Duration::hours(5))
+        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let flags = [
+        "--repository",
+        "octo/hello",
+        "--objective",
+        "Later",
+        "--not-before",
+    ];
+    let mut args = submit(&[&flags[..], &[at.as_str()]].concat()).unwrap();
+    args.client = client_args(&server.url(), &token);
+    let mut out = Vec::new();
+    args.run(&mut out).await.unwrap();
+    let out = output(out);
+    assert!(
+        out.contains(&format!("(queued, to start at {at})")),
+        "{out}"
+    );
+    let (jobs, _) = server
+        .user(Role::Viewer)
+        .await
+        .list_jobs(None, None, None, None)
+        .await
+        .unwrap();
+    assert_eq!(
+        jobs[0]
+            .next_attempt_at
+            .to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        at
+    );
+
+    let mut args = submit(&[&flags[..], &["tomorrow"]].concat()).unwrap();
+    args.client = client_args(&server.url(), &token);
+    let error = args.run(&mut Vec::new()).await.unwrap_err();
+    assert!(
+        error
+            .to_string()
+            .contains("notBefore: must be a time with its offset"),
+        "{error}"
+    );
+}
+
+#[tokio::test]
 async fn submit_of_an_invalid_file_reports_every_field_error_one_per_line() {
     let server = start().await;
     let token = server

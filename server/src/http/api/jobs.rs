@@ -26,7 +26,7 @@ pub fn router() -> Router<AppState> {
 }
 
 #[utoipa::path(post, path = "/api/queue/jobs", tag = "jobs",
-    request_body(content = contract::JobRequest, description = "A task; `payload.task.steps` may also be a markdown checklist string."),
+    request_body(content = contract::JobRequest, description = "A task; `payload.task.steps` may also be a markdown checklist string. `notBefore` (an RFC 3339 time, at most 366 days ahead) schedules its start: it waits queued until then."),
     responses((status = 201, description = "queued; the normalized job", body = Job),
         (status = 422, description = "every invalid field", body = ErrorBody), (status = 401, description = "no valid token", body = ErrorBody), (status = 403, description = "the token may not do this", body = ErrorBody)))]
 async fn create(
