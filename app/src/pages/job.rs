@@ -345,7 +345,7 @@ fn CancelSection(
                             <input type="hidden" name="id" value=id/>
                             <label for="cancel-reason">"Reason (optional)"</label>
                             <input id="cancel-reason" type="text" name="reason" autocomplete="off" node_ref=reason/>
-                            <button type="submit" class="danger" disabled=move || cancel.pending().get()>"Confirm cancel"</button>
+                            <button type="submit" class="danger">"Confirm cancel"</button>
                         </form>
                     </details>
                     {error}
