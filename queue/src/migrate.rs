@@ -150,38 +150,22 @@ pub enum NotReady {
 /// Whether the database answers and holds exactly the schema this build applies.
 pub(crate) async fn readiness(db: &Database) -> Result<(), NotReady> {
     const QUERY: &str = "SELECT version, success FROM _sqlx_migrations ORDER BY version";
-    let unreachable = |error: sqlx::Error| {
-        tracing::warn!(%error, "readiness: the database does not answer");
-        NotReady::Unreachable
-    };
     let (applied, embedded) = match db {
-        Database::Sqlite(db) => {
-            sqlx::query("SELECT 1")
-                .execute(&db.pool)
-                .await
-                .map_err(unreachable)?;
-            let rows = sqlx::query_as::<_, (i64, bool)>(QUERY)
-                .fetch_all(&db.pool)
-                .await;
-            (rows, SQLITE)
-        }
-        Database::Postgres(pool) => {
-            sqlx::query("SELECT 1")
-                .execute(pool)
-                .await
-                .map_err(unreachable)?;
-            let rows = sqlx::query_as::<_, (i64, bool)>(QUERY)
-                .fetch_all(pool)
-                .await;
-            (rows, POSTGRES)
-        }
+        Database::Sqlite(db) => (sqlx::query_as(QUERY).fetch_all(&db.pool).await, SQLITE),
+        Database::Postgres(pool) => (sqlx::query_as(QUERY).fetch_all(pool).await, POSTGRES),
     };
-    // The database answered a moment ago: an error now means the table is not there.
-    let applied = applied.map_err(|error| {
-        tracing::warn!(%error, "readiness: the migrations table cannot be read");
-        NotReady::NoSchema
-    })?;
-    compare(&applied, embedded)
+    match applied {
+        Ok(applied) => compare(&applied, embedded),
+        // The database answered, with an error: the table is not there.
+        Err(error @ sqlx::Error::Database(_)) => {
+            tracing::warn!(%error, "readiness: the migrations table cannot be read");
+            Err(NotReady::NoSchema)
+        }
+        Err(error) => {
+            tracing::warn!(%error, "readiness: the database does not answer");
+            Err(NotReady::Unreachable)
+        }
+    }
 }
 
 /// `applied` (version, success), in order, against what this build embeds.

@@ -63,10 +63,7 @@ impl Queue {
             required_capabilities: task.payload.required_capabilities.clone(),
             created_by_user_id: created_by.map(str::to_string),
             max_attempts: task.max_attempts,
-            next_attempt_at: scheduled.map_or(now, |at| {
-                // At the stored precision, so the row reads back as written.
-                chrono::DateTime::from_timestamp_millis(at.timestamp_millis()).unwrap_or(at)
-            }),
+            next_attempt_at: scheduled.map_or(now, super::stored),
             ..Job::queued(Uuid::now_v7().into(), payload, now)
         };
         let repository = &task.payload.repository;

@@ -27,6 +27,11 @@ use crate::error::QueueError;
 use crate::last_written::LastWritten;
 use crate::migrate::{self, NotReady};
 
+/// `at` at the millisecond precision both backends store, so a row reads back as written.
+pub(crate) fn stored(at: DateTime<Utc>) -> DateTime<Utc> {
+    DateTime::from_timestamp_millis(at.timestamp_millis()).unwrap_or(at)
+}
+
 /// How long a readiness probe waits for the database: less than a probe's usual timeout.
 pub const READINESS_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
 use crate::notify::{Notification, Notifier};
@@ -119,7 +124,6 @@ impl Queue {
 
     /// The queue's clock, at the millisecond precision both backends store.
     pub fn now(&self) -> DateTime<Utc> {
-        let now = self.inner.config.clock.now();
-        DateTime::from_timestamp_millis(now.timestamp_millis()).unwrap_or(now)
+        stored(self.inner.config.clock.now())
     }
 }
