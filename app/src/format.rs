@@ -8,21 +8,21 @@ use contract::{Job, NormalizedTask};
 
 use crate::views::{ArtifactView, CancelView, EventView, JobRow, JobView, LogTail, StepView};
 
-/// `2026-11-22 11:40 UTC`.
+/// `2026-11-22 11:40 UTC`: minutes are enough in a list.
 pub fn when(at: &impl std::fmt::Display) -> String {
-    let text = at.to_string();
-    // chrono's Display is `2026-11-22 11:40:05.123 UTC`; minutes are enough in a list.
-    match (text.get(..16), text.ends_with("UTC")) {
-        (Some(minutes), true) => format!("{minutes} UTC"),
-        _ => text,
-    }
+    cut_time(at, 16)
 }
 
 /// `2026-11-22 11:40:05 UTC`: an event's time, to the second.
 pub fn when_exact(at: &impl std::fmt::Display) -> String {
+    cut_time(at, 19)
+}
+
+/// chrono's Display (`2026-11-22 11:40:05.123 UTC`) cut after `len` characters.
+fn cut_time(at: &impl std::fmt::Display, len: usize) -> String {
     let text = at.to_string();
-    match (text.get(..19), text.ends_with("UTC")) {
-        (Some(seconds), true) => format!("{seconds} UTC"),
+    match (text.get(..len), text.ends_with("UTC")) {
+        (Some(kept), true) => format!("{kept} UTC"),
         _ => text,
     }
 }
@@ -251,7 +251,7 @@ pub fn job_view(data: JobData<'_>, now_ms: i64, waiting: Option<String>) -> JobV
     let stages = timeline
         .stages()
         .map(|(stage, state)| {
-            let short = stage.rsplit('.').next().unwrap_or(stage);
+            let short = short_stage(stage);
             let state = match state {
                 StageState::Pending if ended => StageState::Skipped,
                 state => state,
@@ -420,9 +420,13 @@ pub fn job_view(data: JobData<'_>, now_ms: i64, waiting: Option<String>) -> JobV
 /// seed system's clients) as a person reads them: `prepare`.
 pub fn plain_stage_names(text: &str) -> String {
     task::STAGES.iter().fold(text.to_string(), |text, stage| {
-        let short = stage.rsplit('.').next().unwrap_or(stage);
-        text.replace(stage, short)
+        text.replace(stage, short_stage(stage))
     })
+}
+
+/// `moonmind.task.prepare` as a person reads it: `prepare`.
+fn short_stage(stage: &str) -> &str {
+    stage.rsplit('.').next().unwrap_or(stage)
 }
 
 #[cfg(test)]

@@ -124,8 +124,9 @@ pub fn JobPage() -> impl IntoView {
                     Ok(view) => view! {
                         <Title text=view.title.clone()/>
                         <LiveJob initial=view.clone()/>
-                        {view.artifacts.iter().any(|a| a.name == contract::job::task::PUBLISH_RESULT)
-                            .then(|| view! { <published::PublishedSection id=view.id.clone()/> })}
+                        {view.artifacts.iter().find(|a| a.name == contract::job::task::PUBLISH_RESULT)
+                            .and_then(|a| a.href.rsplit('/').next())
+                            .map(|artifact| view! { <published::PublishedSection id=view.id.clone() artifact=artifact.to_string()/> })}
                         <course::CourseSection view/>
                     }.into_any(),
                     Err(e) => view! {

@@ -272,16 +272,11 @@ pub async fn run(args: WorkerArgs) -> Result<(), CliError> {
     Ok(())
 }
 
-/// The worker's `/healthz` and `/readyz` on `port`, until the process ends.
+/// The worker's `/healthz` and `/readyz` on `port`: ready while a server is and the
+/// worker is not stopping.
 async fn serve_probes(port: u16, client: QueueClient, shutdown: Shutdown) -> Result<(), CliError> {
     let addr = std::net::SocketAddr::from(([0, 0, 0, 0], port));
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(|source| CliError::Bind {
-            addr: addr.to_string(),
-            source,
-        })?;
-    let probes = crate::http::health::probe_router(move || {
+    crate::http::health::serve_probes(addr, move || {
         let client = client.clone();
         let stopping = shutdown.stop.is_cancelled();
         async move {
@@ -292,14 +287,12 @@ async fn serve_probes(port: u16, client: QueueClient, shutdown: Shutdown) -> Res
             }
             client.server_readiness().await
         }
-    });
-    tracing::info!(%addr, "health probes: GET /healthz and /readyz");
-    tokio::spawn(async move {
-        if let Err(error) = axum::serve(listener, probes).await {
-            tracing::error!(%error, "the health probes stopped");
-        }
-    });
-    Ok(())
+    })
+    .await
+    .map_err(|source| CliError::Bind {
+        addr: addr.to_string(),
+        source,
+    })
 }
 
 fn announce(server: &str, config: &WorkerConfig) {

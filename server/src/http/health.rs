@@ -35,6 +35,23 @@ where
     )
 }
 
+/// Serves [`probe_router`] on `addr` until the process ends; fails only to bind.
+pub async fn serve_probes<F, Fut>(addr: std::net::SocketAddr, ready: F) -> std::io::Result<()>
+where
+    F: Fn() -> Fut + Clone + Send + Sync + 'static,
+    Fut: Future<Output = Health> + Send + 'static,
+{
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    tracing::info!(%addr, "health probes: GET /healthz and /readyz");
+    let probes = probe_router(ready);
+    tokio::spawn(async move {
+        if let Err(error) = axum::serve(listener, probes).await {
+            tracing::error!(%error, "the health probes stopped");
+        }
+    });
+    Ok(())
+}
+
 /// A probe's answer: the status it acts on, the reason for a person reading it.
 pub fn answer(health: Health) -> Response {
     let status = StatusCode::from_u16(health.http_status()).unwrap_or(StatusCode::OK);

@@ -2,8 +2,9 @@
 //! what the worker loop and the `stepwise` CLI use to reach a server. HTTP only, speaking
 //! the contract's wire types.
 //!
-//! The routes people use are here, the worker's in `worker_routes.rs`; past 500 lines
-//! only by its own tests (about 90 lines at the end).
+//! The routes people use are here, the worker's in `worker_routes.rs`, the operator's
+//! course in `course.rs`, the servers' readiness in `health.rs`; past 500 lines only by
+//! its own tests (about 90 lines at the end).
 
 mod course;
 mod error;

@@ -1,44 +1,30 @@
 //! What the job published: the branch it pushed (its real name, which the facts can only
 //! guess before publish), the commit and a link to the pull request, read from the
-//! worker's `publish_result.json`. Rendered on the server outside the live island, so it
-//! costs the browser bundle nothing; it appears once the job has published.
+//! worker's `publish_result.json` through the artifact page's own loader. Rendered on the
+//! server outside the live island, so it costs the browser bundle nothing; it appears once
+//! the job has published.
 
 use contract::job::PublishResult;
 use leptos::prelude::*;
 
-use crate::error::AppError;
+use crate::pages::artifact::{Content, load_artifact};
 
-/// The job's publish result, when its worker wrote one (and it reads as one).
-#[server]
-pub async fn load_published(id: String) -> Result<Option<PublishResult>, AppError> {
-    use contract::job::task;
-
-    use crate::ssr;
-    /// A publish result is a few hundred bytes; anything longer is not one.
-    const MAX_BYTES: u64 = 64 * 1024;
-    ssr::user()?;
-    let queue = ssr::queue()?;
-    let id = ssr::job_id(&id)?;
-    let artifacts = queue.list_artifacts(&id).await.map_err(ssr::refused)?;
-    let Some(found) = artifacts.iter().find(|a| a.name == task::PUBLISH_RESULT) else {
-        return Ok(None);
-    };
-    let (_, bytes, _) = queue
-        .read_artifact(&id, &found.id, MAX_BYTES)
-        .await
-        .map_err(ssr::refused)?;
-    // Written by a worker: one that does not read is left unshown, not an error page.
-    Ok(serde_json::from_slice(&bytes).ok())
-}
-
-/// The "Published" card of a job that has published.
+/// The "Published" card of a job whose artifact `artifact` is its publish result.
 #[component]
-pub fn PublishedSection(id: String) -> impl IntoView {
-    let published = Resource::new(move || id.clone(), load_published);
+pub fn PublishedSection(id: String, artifact: String) -> impl IntoView {
+    let page = Resource::new(
+        move || (id.clone(), artifact.clone()),
+        |(id, artifact)| load_artifact(id, artifact),
+    );
     view! {
         <Suspense fallback=|| ()>
             {move || Suspend::new(async move {
-                published.await.ok().flatten().map(|result| view! { <Published result/> })
+                // Written by a worker: one that does not read is left unshown.
+                let result = match page.await.map(|p| p.content) {
+                    Ok(Content::Text(text)) => serde_json::from_str::<PublishResult>(&text).ok(),
+                    _ => None,
+                };
+                result.map(|result| view! { <Published result/> })
             })}
         </Suspense>
     }
