@@ -1,5 +1,8 @@
 import { Page, expect, test } from "@playwright/test";
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
 
+import { scratchDir } from "../scratch";
 import { logIn } from "./login";
 import { submit } from "./tasks";
 
@@ -29,9 +32,11 @@ async function reloadUntil(page: Page, status: string): Promise<void> {
 test("an operator pauses a job, adds a step, resumes it and approves its changes beside the diff", async ({ page }) => {
   const consoleErrors: string[] = [];
   page.on("pageerror", (err) => consoleErrors.push(err.message));
+  // Step 1 runs until the pause has been asked for, however slow the page is to show it.
+  const gate = join(scratchDir("gate-"), "go");
   const id = await submit(
     page.request,
-    ["@fake write one.txt first\n@fake sleep 3", "@fake write two.txt second"],
+    [`@fake write one.txt first\n@fake wait-for ${gate}`, "@fake write two.txt second"],
     "Steer me",
     { mode: "none", approval: "required" },
   );
@@ -40,6 +45,7 @@ test("an operator pauses a job, adds a step, resumes it and approves its changes
   await expect(steps.nth(0)).toContainText("running", { timeout: 30_000 });
   await page.getByRole("button", { name: "Pause after the running step" }).click();
   await expect(page).toHaveURL(new RegExp(`/tasks/queue/${id}\\??$`));
+  writeFileSync(gate, "");
   // The step ends, its checkpoint is saved, and the job waits holding nothing.
   await expect(page.getByTestId("job-status")).toHaveText("paused", { timeout: 30_000 });
   await page.reload();

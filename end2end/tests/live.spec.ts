@@ -1,13 +1,18 @@
 import { expect, test } from "@playwright/test";
 import { execFileSync } from "node:child_process";
+import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 
+import { scratchDir } from "../scratch";
 import { logIn } from "./login";
 import { remote, submit } from "./tasks";
 
 test("the job page's timeline and log tail advance live while the agent runs, with no reload", async ({ page }) => {
+  // Step 1 holds until the page has shown it running: a slow hydration on a busy machine
+  // must not let the step end before the page follows the stream.
+  const gate = join(scratchDir("gate-"), "go");
   const id = await submit(page.request, [
-    "@fake say alpha speaks\n@fake write notes.txt hello from step one\n@fake sleep 2",
+    `@fake say alpha speaks\n@fake write notes.txt hello from step one\n@fake wait-for ${gate}`,
     "@fake say bravo speaks\n@fake sleep 2",
     "@fake say charlie speaks\n@fake sleep 1",
   ]);
@@ -22,6 +27,7 @@ test("the job page's timeline and log tail advance live while the agent runs, wi
   await expect(tail).toContainText("alpha speaks", { timeout: 30_000 });
   await expect(tail).not.toContainText('"type"');
   await expect(page.getByRole("heading", { name: /^Live output of step 1\./ })).toBeVisible();
+  writeFileSync(gate, "");
   await expect(steps.nth(0)).toContainText("succeeded", { timeout: 30_000 });
   await expect(tail).toContainText("bravo speaks", { timeout: 30_000 });
   await expect(steps.nth(1)).toContainText("succeeded", { timeout: 30_000 });
