@@ -24,6 +24,12 @@ pub struct QueueConfig {
     /// How often a waiting `claim_wait` looks again without being woken, so that retry
     /// windows which simply elapse (nobody notifies for those) are noticed.
     pub claim_poll_interval: Duration,
+    /// At most this many jobs of one repository run at once, on all workers together: a
+    /// claim skips the jobs of a repository at its limit for the next one's. `None`: no
+    /// limit (the library's default; `stepwise serve` sets 1, so that two tasks never push
+    /// to one repository at once). Repositories are compared as submitted, after
+    /// normalization.
+    pub max_running_per_repository: Option<u32>,
 }
 
 impl QueueConfig {
@@ -41,6 +47,7 @@ impl QueueConfig {
             retry_base: Self::DEFAULT_RETRY_BASE,
             retry_cap: Self::DEFAULT_RETRY_CAP,
             claim_poll_interval: Self::DEFAULT_CLAIM_POLL_INTERVAL,
+            max_running_per_repository: None,
         }
     }
 

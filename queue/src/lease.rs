@@ -53,6 +53,11 @@ pub struct ClaimRequest {
     pub allowed_repositories: Option<Vec<String>>,
     /// How long the lease lasts without a heartbeat.
     pub lease: Duration,
+    /// Take no job of a repository that has this many jobs running already (on any
+    /// worker): the worker's own limit, which tightens the queue's
+    /// ([`QueueConfig::max_running_per_repository`](crate::QueueConfig)). `None`: the
+    /// queue's alone.
+    pub max_running_per_repository: Option<u32>,
 }
 
 impl ClaimRequest {
@@ -67,6 +72,12 @@ impl ClaimRequest {
         }
         for (i, job_type) in self.allowed_types.iter().flatten().enumerate() {
             refuse_nul(&format!("allowedTypes[{i}]"), job_type)?;
+        }
+        if self.max_running_per_repository == Some(0) {
+            return Err(QueueError::invalid(
+                "maxRunningPerRepository",
+                "must be 1 or more (leave it out for no limit of the worker's own)",
+            ));
         }
         Ok(())
     }

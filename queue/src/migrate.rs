@@ -48,6 +48,11 @@ const SQLITE: &[Embedded] = &[
         "pause and resume",
         include_str!("../../migrations/sqlite/0008_pause_and_resume.sql"),
     ),
+    (
+        9,
+        "running by repository",
+        include_str!("../../migrations/sqlite/0009_running_by_repository.sql"),
+    ),
 ];
 
 const POSTGRES: &[Embedded] = &[
@@ -90,6 +95,11 @@ const POSTGRES: &[Embedded] = &[
         8,
         "pause and resume",
         include_str!("../../migrations/postgres/0008_pause_and_resume.sql"),
+    ),
+    (
+        9,
+        "running by repository",
+        include_str!("../../migrations/postgres/0009_running_by_repository.sql"),
     ),
 ];
 

@@ -310,6 +310,7 @@ mod tests {
             allowed_types: None,
             allowed_repositories: None,
             lease: Duration::from_secs(30),
+            max_running_per_repository: None,
         }))
     }
 

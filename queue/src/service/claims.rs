@@ -64,6 +64,7 @@ impl Queue {
                 now,
                 lease_until: now.checked_add_signed(lease).unwrap_or(now),
                 limit,
+                repository_limit: self.repository_limit(request),
             })
             .await?;
         let mut notes = Vec::with_capacity(claimed.len() * 2);
@@ -81,6 +82,16 @@ impl Queue {
         }
         self.inner.notifier.publish(notes);
         Ok(jobs)
+    }
+
+    /// The limit of running jobs per repository a claim by `request` keeps to: the
+    /// queue's or the worker's, whichever is lower.
+    pub(crate) fn repository_limit(&self, request: &ClaimRequest) -> Option<u32> {
+        let queue = self.inner.config.max_running_per_repository;
+        match (queue, request.max_running_per_repository) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// [`claim`](Self::claim), waiting up to `wait` for a job to become claimable: woken at

@@ -67,13 +67,15 @@ impl Queue {
             ..Job::queued(Uuid::now_v7().into(), payload, now)
         };
         let repository = &task.payload.repository;
-        // A parked claimer takes only a job it may run now.
+        // A parked claimer takes only a job it may run now, and only when no limit of
+        // running jobs per repository applies to it: that count is the claim's to make
+        // (see `store::claims`), so such a claimer is woken to claim instead.
         if let Some(claimer) = scheduled
             .is_none()
             .then(|| {
-                self.inner
-                    .waiters
-                    .reserve(|request| request.accepts(&job, repository))
+                self.inner.waiters.reserve(|request| {
+                    self.repository_limit(request).is_none() && request.accepts(&job, repository)
+                })
             })
             .flatten()
         {

@@ -36,6 +36,8 @@ pub(crate) struct ClaimSql<'a> {
     pub now: DateTime<Utc>,
     pub lease_until: DateTime<Utc>,
     pub limit: u32,
+    /// Skip the jobs of a repository with this many jobs running already; `None`: no limit.
+    pub repository_limit: Option<u32>,
 }
 
 impl Database {

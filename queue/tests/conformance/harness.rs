@@ -157,6 +157,7 @@ pub fn request(worker: &str) -> ClaimRequest {
         allowed_types: None,
         allowed_repositories: None,
         lease: LEASE,
+        max_running_per_repository: None,
     }
 }
 

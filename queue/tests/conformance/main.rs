@@ -16,6 +16,7 @@ mod fencing;
 mod handoff;
 mod health;
 mod lifecycle;
+mod limits;
 mod listing;
 mod notify;
 mod pauses;
@@ -52,6 +53,11 @@ macro_rules! conformance {
 }
 
 conformance! {
+    limits::a_repository_at_its_limit_waits_while_other_repositories_go_first,
+    limits::a_batch_never_takes_more_of_a_repository_than_its_limit_allows,
+    limits::a_worker_s_own_limit_tightens_the_queue_s_and_zero_is_refused,
+    limits::concurrent_claimers_never_run_more_of_a_repository_than_its_limit,
+    limits::a_waiting_claimer_under_a_limit_is_woken_to_claim_a_job_it_may_run,
     schedule::a_scheduled_job_is_not_claimed_before_its_time,
     schedule::a_start_in_the_past_runs_at_once_and_a_bad_one_is_named,
     health::a_migrated_queue_is_ready,

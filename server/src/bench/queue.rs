@@ -76,6 +76,7 @@ fn claim_request(worker: usize) -> ClaimRequest {
         allowed_types: None,
         allowed_repositories: None,
         lease: Duration::from_secs(300),
+        max_running_per_repository: None,
     }
 }
 

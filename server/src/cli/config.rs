@@ -8,7 +8,7 @@ use app::{RuntimeStatus, ServerSettings};
 use clap::Args;
 use contract::RuntimeMode;
 
-use super::db::DbArgs;
+use super::db::{DbArgs, QueueSettings};
 use super::defaults::DefaultsArgs;
 use super::error::ConfigError;
 use super::worker::AgentArgs;
@@ -36,6 +36,16 @@ pub struct ServeArgs {
     /// What a task leaves out.
     #[command(flatten, next_help_heading = "Task defaults")]
     pub defaults: DefaultsArgs,
+    /// At most this many jobs of one repository run at once, on all workers together; the
+    /// others wait while other repositories' jobs go first. 0: no limit.
+    #[arg(
+        long,
+        env = "STEPWISE_MAX_RUNNING_PER_REPOSITORY",
+        default_value_t = 1,
+        value_name = "N",
+        help_heading = "Limits"
+    )]
+    pub max_running_per_repository: u32,
 }
 
 /// Everything `stepwise serve` needs, checked before anything starts.
@@ -50,6 +60,8 @@ pub struct Config {
     pub skills_dir: PathBuf,
     /// The embedded worker's settings; `None` with --no-worker.
     pub worker: Option<AgentArgs>,
+    /// The queue's limit of running jobs per repository; `None`: no limit.
+    pub max_running_per_repository: Option<u32>,
 }
 
 impl Config {
@@ -93,11 +105,21 @@ impl Config {
                 skills: Vec::new(),
             },
             worker: (!args.no_worker).then_some(args.worker),
+            max_running_per_repository: (args.max_running_per_repository > 0)
+                .then_some(args.max_running_per_repository),
         })
     }
 }
 
 impl Config {
+    /// What the queue needs of this.
+    pub fn queue_settings(&self) -> QueueSettings {
+        QueueSettings {
+            defaults: self.settings.defaults.clone(),
+            max_running_per_repository: self.max_running_per_repository,
+        }
+    }
+
     /// What the site's router needs of this.
     pub fn site(&self) -> SiteConfig {
         SiteConfig {
@@ -143,6 +165,7 @@ mod tests {
             no_worker: true,
             worker: AgentArgs::defaults(),
             defaults: DefaultsArgs::from_flags(defaults).unwrap(),
+            max_running_per_repository: 1,
         }
     }
 

@@ -18,10 +18,19 @@ pub struct DbArgs {
     pub database_url: Option<String>,
 }
 
+/// What the queue is told beside where its state lives.
+#[derive(Debug, Clone, Default)]
+pub struct QueueSettings {
+    /// Fills what a submitted task leaves out.
+    pub defaults: contract::Defaults,
+    /// See [`queue::QueueConfig::max_running_per_repository`].
+    pub max_running_per_repository: Option<u32>,
+}
+
 /// The queue over the configured database, migrated.
 pub async fn open_queue(
     db_args: &DbArgs,
-    defaults: contract::Defaults,
+    settings: QueueSettings,
 ) -> Result<queue::Queue, CliError> {
     let db = match &db_args.database_url {
         Some(url) => queue::Database::open_url(url).await?,
@@ -29,7 +38,8 @@ pub async fn open_queue(
     };
     tracing::info!(backend = db.backend(), data_dir = %db_args.data_dir.display(), "database ready");
     let mut queue_config = queue::QueueConfig::new(db_args.data_dir.join("artifacts"));
-    queue_config.defaults = defaults;
+    queue_config.defaults = settings.defaults;
+    queue_config.max_running_per_repository = settings.max_running_per_repository;
     let queue = queue::Queue::open(db, queue_config).await?;
     queue.migrate().await?;
     Ok(queue)

@@ -23,7 +23,7 @@ macro_rules! say {
 
 /// Opens the database, builds the router and serves until Ctrl-C or SIGTERM.
 pub async fn run(config: Config) -> Result<(), CliError> {
-    let queue = open_queue(&config.db, config.settings.defaults.clone()).await?;
+    let queue = open_queue(&config.db, config.queue_settings()).await?;
     let admin = bootstrap_admin(&queue).await.map_err(CliError::Bootstrap)?;
     let stop = tokio_util::sync::CancellationToken::new();
     let rescuer =

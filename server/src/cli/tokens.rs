@@ -4,7 +4,7 @@
 use clap::{Args, Subcommand};
 use queue::{Role, TokenKind, TokenRecord};
 
-use super::db::{DbArgs, open_queue};
+use super::db::{DbArgs, QueueSettings, open_queue};
 use super::error::CliError;
 use crate::http::auth::{self, Scope};
 
@@ -56,7 +56,7 @@ impl TokenCommand {
         match self {
             TokenCommand::Create(args) => create(args).await,
             TokenCommand::List(db) => {
-                let queue = open_queue(&db, contract::Defaults::default()).await?;
+                let queue = open_queue(&db, QueueSettings::default()).await?;
                 let tokens = queue.list_tokens().await?;
                 if tokens.is_empty() {
                     println!("no tokens; `stepwise serve` creates the first admin token");
@@ -67,7 +67,7 @@ impl TokenCommand {
                 Ok(())
             }
             TokenCommand::Revoke { id, db } => {
-                let queue = open_queue(&db, contract::Defaults::default()).await?;
+                let queue = open_queue(&db, QueueSettings::default()).await?;
                 let token = queue.revoke_token(&id).await?;
                 println!("revoked {}", describe(&token));
                 Ok(())
@@ -108,7 +108,7 @@ async fn create(args: CreateArgs) -> Result<(), CliError> {
             allowed_job_types: some_if_any(args.job_types),
         },
     };
-    let queue = open_queue(&args.db, contract::Defaults::default()).await?;
+    let queue = open_queue(&args.db, QueueSettings::default()).await?;
     let minted = auth::mint(&args.name, kind, scope).map_err(CliError::Bootstrap)?;
     let token = queue.create_token(minted.record).await?;
     println!("created {}", describe(&token));

@@ -108,9 +108,10 @@ pub async fn test_site_with(
         no_worker: true,
         worker: AgentArgs::defaults(),
         defaults: DefaultsArgs::from_flags(&["--default-publish-mode", publish]).unwrap(),
+        max_running_per_repository: 1,
     };
     let config = Config::load(args, |_| None).unwrap();
-    let queue = open_queue(&config.db, config.settings.defaults.clone())
+    let queue = open_queue(&config.db, config.queue_settings())
         .await
         .unwrap();
     (
@@ -140,6 +141,7 @@ pub async fn claimed_job(
         allowed_types: None,
         allowed_repositories: None,
         lease: Duration::from_secs(600),
+        max_running_per_repository: None,
     };
     let claimed = queue.claim(&request).await.unwrap().expect("the job");
     assert_eq!(claimed.id, job.id, "one job queued at a time");

@@ -61,6 +61,7 @@ const FIELDS: &[&str] = &[
     "attempt",
     "leaseSeconds",
     "waitSeconds",
+    "maxRunningPerRepository",
     "capabilities",
     "allowedTypes",
     "resultSummary",

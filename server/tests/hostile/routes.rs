@@ -99,6 +99,7 @@ fn valid_body(route: &Route) -> Option<Value> {
         "/api/queue/jobs/claim" => json!({
             "workerId": "w1", "capabilities": ["codex", "git"], "allowedTypes": ["task"],
             "leaseSeconds": 60, "waitSeconds": 0.1, "workerVersion": "x",
+            "maxRunningPerRepository": 1,
         }),
         _ if path.ends_with("/cancel") => json!({ "reason": "stop" }),
         _ if path.ends_with("/pause") => json!({ "immediate": true }),

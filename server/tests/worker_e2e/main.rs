@@ -16,6 +16,7 @@ use stepwise::testing::server::{TestServer, start};
 mod course;
 mod hung;
 mod lease;
+mod limits;
 mod loops;
 
 struct Setup {

@@ -8,8 +8,10 @@
 mod heartbeat;
 mod job;
 mod lease;
+mod limits;
 mod upload;
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use contract::api::ClaimBody;
@@ -28,6 +30,12 @@ pub struct WorkerConfig {
     pub stages: StageConfig,
     /// Jobs run at once.
     pub concurrency: usize,
+    /// At most this many jobs of a runtime (`codex`, `claude`, `gemini`) at once on this
+    /// worker; a runtime not named here is bounded by `concurrency` alone.
+    pub max_running_per_runtime: BTreeMap<String, usize>,
+    /// Sent with each claim: take no job of a repository with this many jobs running
+    /// already, on any worker. It can only tighten the server's own limit.
+    pub max_running_per_repository: Option<u32>,
     /// The lease asked for at claim; heartbeats renew it every third of it. A job whose
     /// lease was not renewed in time (the server unreachable) is stopped a margin before
     /// the lease's end, publishing nothing (see [`Lease`]).
@@ -70,6 +78,8 @@ impl WorkerConfig {
         WorkerConfig {
             stages,
             concurrency: 1,
+            max_running_per_runtime: BTreeMap::new(),
+            max_running_per_repository: None,
             lease: Duration::from_secs(60),
             claim_wait: Duration::from_secs(20),
             secrets: Vec::new(),
@@ -86,21 +96,31 @@ pub async fn run(client: QueueClient, config: WorkerConfig, shutdown: Shutdown) 
     crate::process::adopt_orphans();
     let stop = &shutdown.stop;
     let mut running = JoinSet::new();
+    let mut runtimes = limits::RunningRuntimes::default();
     let mut backoff = Duration::from_millis(250);
     'claiming: loop {
-        while running.len() >= config.concurrency.max(1) {
-            tokio::select! {
-                _ = stop.cancelled() => break 'claiming,
-                _ = running.join_next() => {}
+        // Room for a job, and a runtime to offer for it; else wait for a job to end.
+        let capabilities = loop {
+            let offer =
+                runtimes.offer(&config.stages.capabilities, &config.max_running_per_runtime);
+            match offer {
+                Some(offer) if running.len() < config.concurrency.max(1) => break offer,
+                _ => tokio::select! {
+                    _ = stop.cancelled() => break 'claiming,
+                    Some(ended) = running.join_next_with_id() => {
+                        runtimes.ended(ended.map_or_else(|e| e.id(), |(id, _)| id));
+                    }
+                },
             }
-        }
+        };
         let params = ClaimBody {
             worker_id: None,
-            capabilities: Some(config.stages.capabilities.clone()),
+            capabilities: Some(capabilities),
             allowed_types: None,
             lease_seconds: Some(config.lease.as_secs().max(1)),
             wait_seconds: Some(config.claim_wait.as_secs_f64()),
             worker_version: Some(concat!("stepwise-worker ", env!("CARGO_PKG_VERSION")).into()),
+            max_running_per_repository: config.max_running_per_repository,
         };
         // The lease is counted from here: the server starts it later, when a job comes.
         let claimed_at = Instant::now();
@@ -111,11 +131,13 @@ pub async fn run(client: QueueClient, config: WorkerConfig, shutdown: Shutdown) 
         match claimed {
             Ok(Some(job)) => {
                 backoff = Duration::from_millis(250);
+                let runtime = limits::runtime_of(&job);
                 let (client, config) = (client.clone(), config.clone());
                 let hand_back = shutdown.hand_back.clone();
-                running.spawn(async move {
+                let task = running.spawn(async move {
                     run_job(&client, &config, job, claimed_at, &hand_back).await
                 });
+                runtimes.started(task.id(), runtime);
             }
             Ok(None) => backoff = Duration::from_millis(250),
             Err(error) => {

@@ -1,6 +1,7 @@
 //! The claim: pick, lease and record claimable jobs in one statement.
 
 use contract::{Job, JobEvent};
+use sqlx::postgres::PgRow;
 use sqlx::{PgPool, Row};
 
 use crate::QueueError;
@@ -12,9 +13,10 @@ use crate::store::{Arg, pg_rows};
 /// claimers each skip rows another is taking and never block on or double-claim one. The
 /// lock re-checks the subquery's conditions on the row's latest version, so the update
 /// needs no second `status = 'queued'` test, which made the planner reach the row through
-/// jobs_by_status and its dead entries instead of the primary key.
+/// jobs_by_status and its dead entries instead of the primary key. `$extra` is one more
+/// condition on the candidate row, `jobs`.
 macro_rules! claim_postgres_sql {
-    () => {
+    ($extra:literal) => {
         concat!(
             "UPDATE jobs SET status = 'running', claimed_by = $1, lease_expires_at = $2, \
          attempt = attempt + 1, started_at = COALESCE(started_at, $3), updated_at = $3 \
@@ -24,12 +26,30 @@ macro_rules! claim_postgres_sql {
              AND cancel_requested_at IS NULL \
              AND required_capabilities <@ $4 \
              AND ($5::text[] IS NULL OR job_type = ANY($5)) \
-             AND ($6::text[] IS NULL OR repository = ANY($6)) \
-           ORDER BY priority DESC, created_at, id \
+             AND ($6::text[] IS NULL OR repository = ANY($6)) ",
+            $extra,
+            " ORDER BY priority DESC, created_at, id \
            LIMIT $7 \
            FOR UPDATE SKIP LOCKED)) \
          RETURNING ",
             job_columns!()
+        )
+    };
+}
+
+/// The claimed rows' `job.claimed` events, appended in the same statement.
+macro_rules! with_claimed_events {
+    ($claim:expr) => {
+        concat!(
+            "WITH claimed AS (",
+            $claim,
+            "), appended AS (\
+       INSERT INTO job_events (job_id, kind, level, message, payload, created_at) \
+       SELECT id, $8, $9, format($10, attempt, max_attempts), format($11, attempt)::jsonb, $3 \
+       FROM claimed \
+       RETURNING id, job_id) \
+     SELECT claimed.*, appended.id AS event_id \
+     FROM claimed JOIN appended ON appended.job_id = claimed.id"
         )
     };
 }
@@ -39,20 +59,24 @@ macro_rules! claim_postgres_sql {
 /// `machine::claimed_event` builds, given as its kind and level (`$8`, `$9`) and templates
 /// of its message and payload (`$10`, `$11`) that the statement fills in with each claimed
 /// row's attempt and max attempts.
-const CLAIM_WITH_EVENTS_POSTGRES: &str = concat!(
-    "WITH claimed AS (",
-    claim_postgres_sql!(),
-    "), appended AS (\
-       INSERT INTO job_events (job_id, kind, level, message, payload, created_at) \
-       SELECT id, $8, $9, format($10, attempt, max_attempts), format($11, attempt)::jsonb, $3 \
-       FROM claimed \
-       RETURNING id, job_id) \
-     SELECT claimed.*, appended.id AS event_id \
-     FROM claimed JOIN appended ON appended.job_id = claimed.id"
-);
+const CLAIM_WITH_EVENTS_POSTGRES: &str = with_claimed_events!(claim_postgres_sql!(""));
 
-/// Leases up to `claim.limit` jobs and records each claim's `job.claimed` event in one
-/// statement; returns the jobs in claim order, each with its stored event.
+/// [`CLAIM_WITH_EVENTS_POSTGRES`] that also skips a job whose repository has `$12` jobs
+/// running already. The count is only true while no other claim can add to it: see
+/// [`REPOSITORY_LIMIT_LOCK`].
+const CLAIM_WITH_EVENTS_POSTGRES_LIMITED: &str = with_claimed_events!(claim_postgres_sql!(
+    "AND (SELECT count(*) FROM jobs r \
+          WHERE r.repository = jobs.repository AND r.status = 'running') < $12"
+));
+
+/// The advisory lock that claims under a repository limit take for their transaction.
+/// `SKIP LOCKED` keeps two claimers off one row, not off two rows of one repository, and
+/// each statement counts the running jobs as of its own start; so these claims take turns,
+/// each counting after the one before it committed. Claims with no limit do not wait.
+const REPOSITORY_LIMIT_LOCK: i64 = 0x5354_4550_5749_5345; // "STEPWISE"
+
+/// Leases up to `claim.limit` jobs and records each claim's `job.claimed` event; returns
+/// the jobs in claim order, each with its stored event.
 pub(crate) async fn claim(
     pool: &PgPool,
     claim: &ClaimSql<'_>,
@@ -63,11 +87,37 @@ pub(crate) async fn claim(
     args.push(Arg::text(event.level.as_str()));
     args.push(Arg::text(&event.message));
     args.push(Arg::text(&event.payload));
-    let mut conn = pool.acquire().await?;
-    let mut rows = pg_rows(&mut conn, CLAIM_WITH_EVENTS_POSTGRES, &args, |r| {
+    let decode = |r: &PgRow| -> Result<(Job, i64), sqlx::Error> {
         Ok((job_from_row!(r)?, r.try_get::<i64, _>("event_id")?))
-    })
-    .await?;
+    };
+    let mut rows = match claim.repository_limit {
+        None => {
+            let mut conn = pool.acquire().await?;
+            pg_rows(&mut conn, CLAIM_WITH_EVENTS_POSTGRES, &args, decode).await?
+        }
+        Some(limit) => {
+            // One job per statement, so that each counts the claims before it: a batch
+            // never takes two jobs of a repository with room for one.
+            args[6] = Arg::BigInt(1);
+            args.push(Arg::BigInt(i64::from(limit)));
+            let mut tx = pool.begin().await?;
+            sqlx::query("SELECT pg_advisory_xact_lock($1)")
+                .bind(REPOSITORY_LIMIT_LOCK)
+                .execute(&mut *tx)
+                .await?;
+            let mut rows = Vec::new();
+            for _ in 0..claim.limit {
+                let one =
+                    pg_rows(&mut *tx, CLAIM_WITH_EVENTS_POSTGRES_LIMITED, &args, decode).await?;
+                if one.is_empty() {
+                    break;
+                }
+                rows.extend(one);
+            }
+            tx.commit().await?;
+            rows
+        }
+    };
     rows.sort_by(|(a, _), (b, _)| claim_order(a, b));
     Ok(rows
         .into_iter()

@@ -82,6 +82,7 @@ pub(crate) async fn claim_job(
         allowed_types: Worker::narrow(body.allowed_types, &worker.token.allowed_job_types),
         allowed_repositories: worker.token.allowed_repositories.clone(),
         lease: lease(&state.limits, body.lease_seconds)?,
+        max_running_per_repository: body.max_running_per_repository,
     };
     let wait = match body.wait_seconds {
         None => Duration::ZERO,
