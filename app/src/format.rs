@@ -41,6 +41,13 @@ pub fn duration(ms: i64) -> String {
     }
 }
 
+/// When a running job started (ms since the epoch): its duration counts on in the page.
+fn running_since(job: &Job) -> Option<i64> {
+    job.started_at
+        .filter(|_| job.status == contract::JobState::Running && job.finished_at.is_none())
+        .map(|t| t.timestamp_millis())
+}
+
 /// How long the job has run: start to finish, or to `now` while it runs.
 pub fn run_time(job: &Job, now_ms: i64) -> String {
     match job.started_at {
@@ -120,6 +127,7 @@ pub fn row(job: &Job, now_ms: i64, waiting: Option<String>, steps_done: u32) -> 
         steps_done,
         created: when(&job.created_at),
         duration: run_time(job, now_ms),
+        since: running_since(job),
         usage: job.usage.map(|u| u.compact()).unwrap_or_default(),
         waiting,
     }
@@ -188,6 +196,10 @@ pub fn job_view(data: JobData<'_>, now_ms: i64, waiting: Option<String>) -> JobV
                 .duration_ms(now_ms)
                 .map(duration)
                 .unwrap_or_default(),
+            since: progress
+                .started_at
+                .filter(|_| progress.state == StepState::Running)
+                .map(|t| t.timestamp_millis()),
             usage: progress.usage.map(|u| u.summary()).unwrap_or_default(),
             log: artifact(&task::step_log(s.index)),
             patch: artifact(&task::step_patch(s.index)),
@@ -240,6 +252,10 @@ pub fn job_view(data: JobData<'_>, now_ms: i64, waiting: Option<String>) -> JobV
                     (Some(from), None) => duration(now_ms - from.timestamp_millis()),
                     _ => String::new(),
                 },
+                since: it
+                    .started_at
+                    .filter(|_| it.state == StepState::Running)
+                    .map(|t| t.timestamp_millis()),
                 usage: it.usage.map(|u| u.summary()).unwrap_or_default(),
                 log: artifact(&task::iteration_log(it.iteration)),
                 check_log: artifact(&task::check_log(it.iteration)),
@@ -350,7 +366,7 @@ pub fn job_view(data: JobData<'_>, now_ms: i64, waiting: Option<String>) -> JobV
         "Finished",
         job.finished_at.map(|t| when(&t)).unwrap_or_default(),
     );
-    fact("Duration", run_time(job, now_ms));
+    fact(crate::views::DURATION_FACT, run_time(job, now_ms));
     fact("Result", job.result_summary.clone().unwrap_or_default());
     fact(
         "Error",
@@ -373,6 +389,7 @@ pub fn job_view(data: JobData<'_>, now_ms: i64, waiting: Option<String>) -> JobV
         },
         title,
         facts,
+        since: running_since(job),
         steps,
         usage: job.usage.map(|u| u.summary()).unwrap_or_default(),
         stages,

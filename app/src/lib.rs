@@ -51,6 +51,30 @@ fn escape_title(text: &str) -> String {
     out
 }
 
+/// Counts on every duration of something still running (an element with `data-since`, its
+/// start in ms since the epoch), once a second, in the format `format::duration` writes.
+/// Plain JavaScript in the page rather than wasm: it costs the bundle nothing and works
+/// before the islands hydrate. It writes into the element's text node, the one an island
+/// keeps, so a later render still lands. `stepwise-now` is the server's clock at render,
+/// so a browser whose clock is off counts from the right start.
+const TICK: &str = r#"(()=>{
+const m=document.querySelector('meta[name=stepwise-now]');
+const skew=m?Date.now()-Number(m.content):0;
+const two=n=>String(Math.floor(n)).padStart(2,'0');
+const f=ms=>ms<1e3?ms+'ms':ms<6e4?(ms/1e3).toFixed(1)+'s':ms<36e5?Math.floor(ms/6e4)+'m '+two(ms/1e3%60)+'s':Math.floor(ms/36e5)+'h '+two(ms/6e4%60)+'m';
+setInterval(()=>{for(const e of document.querySelectorAll('[data-since]')){
+const v=f(Math.max(0,Math.round(Date.now()-skew-Number(e.dataset.since))));
+const t=[...e.childNodes].find(n=>n.nodeType===3);
+if(t){if(t.data!==v)t.data=v}else e.append(v)}},1000)})()"#;
+
+/// The server's clock now, in ms since the epoch (the shell is only rendered there).
+fn server_now() -> i64 {
+    #[cfg(feature = "ssr")]
+    return chrono::Utc::now().timestamp_millis();
+    #[cfg(not(feature = "ssr"))]
+    return 0;
+}
+
 /// The HTML document around every page, rendered by the server.
 pub fn shell(options: LeptosOptions) -> impl IntoView {
     view! {
@@ -64,6 +88,8 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
                 <AutoReload options=options.clone()/>
                 <HydrationScripts options islands=true/>
                 <MetaTags/>
+                <meta name="stepwise-now" content=server_now()/>
+                <script inner_html=TICK></script>
             </head>
             <body>
                 <App/>

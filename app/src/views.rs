@@ -5,6 +5,9 @@
 use contract::{JobState, StageState, StepState};
 use serde::{Deserialize, Serialize};
 
+/// The job's fact whose value counts on while the job runs (see `since`).
+pub const DURATION_FACT: &str = "Duration";
+
 /// One line of the jobs table.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct JobRow {
@@ -20,6 +23,8 @@ pub struct JobRow {
     pub created: String,
     /// From start to finish (or to now, while running); empty before it starts.
     pub duration: String,
+    /// While it runs: when it started (ms since the epoch), for the page to count on.
+    pub since: Option<i64>,
     /// Tokens and cost its steps reported, in brief (`1.2k in · 51 out · $0.75`); empty
     /// when none did.
     pub usage: String,
@@ -40,6 +45,8 @@ pub struct JobView {
     pub title: String,
     pub objective: String,
     pub facts: Vec<(String, String)>,
+    /// While it runs: when it started (ms since the epoch), for the Duration fact to count on.
+    pub since: Option<i64>,
     pub steps: Vec<StepView>,
     /// What every step used in all, over every attempt (empty when no step reported).
     pub usage: String,
@@ -82,6 +89,8 @@ pub struct StepView {
     pub skill: String,
     pub state: StepState,
     pub duration: String,
+    /// While it runs: when it started (ms since the epoch), for the page to count on.
+    pub since: Option<i64>,
     /// What the step's latest run used, as its CLI reported it; empty when it did not.
     pub usage: String,
     pub log: Option<String>,

@@ -27,6 +27,13 @@ test("the job page's timeline and log tail advance live while the agent runs, wi
   await expect(tail).toContainText("alpha speaks", { timeout: 30_000 });
   await expect(tail).not.toContainText('"type"');
   await expect(page.getByRole("heading", { name: /^Live output of step 1\./ })).toBeVisible();
+  // The running step's duration and the job's count on with no event to say so.
+  for (const ticking of [steps.nth(0).locator("[data-since]"), page.locator("dd[data-since]")]) {
+    const before = await ticking.textContent();
+    expect(before).toMatch(/^\d+(ms|\.\ds)$/);
+    await expect(ticking).not.toHaveText(before!, { timeout: 5_000 });
+    await expect(ticking).toHaveText(/^\d+(ms|\.\ds)$/);
+  }
   writeFileSync(gate, "");
   await expect(steps.nth(0)).toContainText("succeeded", { timeout: 30_000 });
   await expect(tail).toContainText("bravo speaks", { timeout: 30_000 });
@@ -34,6 +41,8 @@ test("the job page's timeline and log tail advance live while the agent runs, wi
   await expect(steps.nth(2)).toContainText("succeeded", { timeout: 30_000 });
   await expect(page.getByTestId("job-status")).toHaveText("succeeded", { timeout: 30_000 });
   await expect(page.getByText("3/3 steps done")).toBeVisible();
+  // Nothing counts on once the job has ended.
+  await expect(page.locator("[data-since]")).toHaveCount(0);
   await expect(page.getByRole("heading", { name: /^Last output of step 3\./ })).toBeVisible();
   await expect(tail).toContainText("charlie speaks");
   expect(await page.evaluate(() => (window as unknown as { marker?: number }).marker)).toBe(1);

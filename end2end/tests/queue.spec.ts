@@ -30,6 +30,11 @@ test("the new-task page is rendered on the server, hydrates, and validates with 
   await step.fill("");
   await expect(page.getByText("step is blank", { exact: false })).toBeVisible();
 
+  // A refused submit takes the reader to the first field in error, far above the button.
+  await page.getByRole("button", { name: "Submit task" }).click();
+  await expect(page.getByText("The server refused the task")).toBeVisible();
+  await expect(page.getByLabel("Repository")).toBeFocused();
+
   await page.getByLabel("Repository").fill("octo/hello");
   await objective.fill("Add a README");
   await step.fill("Write the README");
@@ -41,6 +46,8 @@ test("the new-task page is rendered on the server, hydrates, and validates with 
   await page.getByLabel("Step 2 instructions").fill("Link it from the docs");
   await page.getByRole("button", { name: "Check on the server" }).click();
   await expect(page.getByRole("status")).toContainText("The server accepted this task");
+  // The latest answer alone: the earlier refusal is gone, not left above the acceptance.
+  await expect(page.getByText("The server refused the task")).toHaveCount(0);
   await expect(page.getByTestId("required-capabilities")).toHaveText("codex, git");
   mkdirSync(screenshots, { recursive: true });
   await page.screenshot({ path: join(screenshots, "new-task.png"), fullPage: true });

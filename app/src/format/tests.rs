@@ -345,6 +345,7 @@ fn a_task_with_a_check_shows_each_iteration_with_its_verdict_and_links() {
     assert_eq!(first.verdict, "the check failed (exit code 101)");
     assert!(!first.passed);
     assert_eq!(first.duration, "1.0s");
+    assert_eq!(first.since, None, "an iteration that ended counts no more");
     assert_eq!(
         first.check_log.as_deref(),
         Some(format!("/tasks/queue/{J1}/artifacts/c0").as_str())
@@ -353,6 +354,8 @@ fn a_task_with_a_check_shows_each_iteration_with_its_verdict_and_links() {
     assert_eq!(second.verdict, "the agent runs again");
     assert_eq!(second.state, StepState::Running);
     assert_eq!(second.duration, "4.0s");
+    // The page counts on from its start.
+    assert!(second.since.is_some());
 }
 
 #[test]

@@ -179,10 +179,14 @@ fn JobTop(view: JobView, live: RwSignal<Vec<LiveEvent>>) -> impl IntoView {
         .count();
     let total = view.steps.len();
     let last_event_id = view.last_event_id;
+    let since = view.since;
     let facts = view
         .facts
         .into_iter()
-        .map(|(name, value)| view! { <dt>{name}</dt><dd>{value}</dd> })
+        .map(|(name, value)| {
+            let since = since.filter(|_| name == crate::views::DURATION_FACT);
+            view! { <dt>{name}</dt><dd data-since=since>{value}</dd> }
+        })
         .collect_view();
     let stopping = view.status == JobState::Running && view.cancel.is_some();
     let cancel_facts = view.cancel.map(|c| {
@@ -223,7 +227,7 @@ fn JobTop(view: JobView, live: RwSignal<Vec<LiveEvent>>) -> impl IntoView {
         </section>
         {view.waiting.map(|w| view! {
             <section class="card notice" role="status" aria-labelledby="waiting-title">
-                <h2 id="waiting-title">"Waiting for a worker"</h2>
+                <h2 id="waiting-title">"Waiting to start"</h2>
                 <p data-testid="waiting">"Nothing can run this job yet: " {w} ". "
                     <a href="/tasks/workers">"See the workers"</a></p>
             </section>
@@ -279,7 +283,7 @@ fn timeline_row(step: StepView, what: &'static str) -> impl IntoView {
             <span class=format!("status {state}")>{state}</span>
             <span class="step-title">{title}</span>
             <span class=note_class>{note}</span>
-            <span class="muted">{step.duration}</span>
+            <span class="muted" data-since=step.since>{step.duration}</span>
             <span class="muted usage">{step.usage}</span>
             <span class="links">
                 {link(step.log, "log", "Log")}

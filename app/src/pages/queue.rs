@@ -165,7 +165,7 @@ fn JobTable(list: JobList, status: String) -> impl IntoView {
                     <td>{job.runtime}</td>
                     <td><span aria-label=steps_label>{steps}</span></td>
                     <td>{job.created}</td>
-                    <td>{job.duration}</td>
+                    <td data-since=job.since>{job.duration}</td>
                     <td class="usage">{job.usage}</td>
                 </tr>
             }

@@ -44,19 +44,25 @@ pub fn DraftForm(settings: ServerSettings) -> impl IntoView {
     Effect::new(move |_| ready.set(true));
     let check = Action::new(|payload: &String| check_task(payload.clone()));
     let submit = Action::new(|payload: &String| submit_task(payload.clone()));
+    // One answer shows at a time: the latest request's, not a refusal above an acceptance.
     let on_submit = move |ev: leptos::ev::SubmitEvent| {
         ev.prevent_default();
         errors.touch_all();
+        check.value().set(None);
         submit.dispatch(draft().to_string());
     };
     let on_check = move |_| {
         errors.touch_all();
+        submit.value().set(None);
         check.dispatch(draft().to_string());
     };
     // Each answer replaces the errors shown; a later edit clears them.
     Effect::new(move |_| {
         if let Some(Ok(SubmitOutcome::Invalid { errors: found })) = submit.value().get() {
             errors.set_server(found);
+            // Once they are drawn: the first field with an error is far above the button
+            // on a long form, so the refusal takes the reader there.
+            request_animation_frame(focus_first_problem);
         }
     });
     Effect::new(move |_| {
@@ -190,6 +196,21 @@ pub fn DraftForm(settings: ServerSettings) -> impl IntoView {
     }
 }
 
+/// Focuses (and so scrolls to) the first field marked invalid, else the refusal itself.
+fn focus_first_problem() {
+    #[cfg(feature = "hydrate")]
+    {
+        use leptos::wasm_bindgen::JsCast;
+        let doc = document();
+        let first = |selector| doc.query_selector(selector).ok().flatten();
+        let target = first("[aria-invalid=true]").or_else(|| first("#submit-result"));
+        if let Some(target) = target.and_then(|t| t.dyn_into::<leptos::web_sys::HtmlElement>().ok())
+        {
+            let _ = target.focus();
+        }
+    }
+}
+
 /// `(value, label)` choices: blank for the server's default (labelled `default`), then
 /// each of `names`.
 fn choices<'a>(default: String, names: impl Iterator<Item = &'a str>) -> Vec<(String, String)> {
@@ -242,7 +263,7 @@ fn SubmitResult(submit: Action<String, Result<SubmitOutcome, AppError>>) -> impl
         submit.value().get().and_then(|result| match result {
             Ok(SubmitOutcome::Created { .. }) => None,
             Ok(SubmitOutcome::Invalid { errors }) => Some(Either::Left(view! {
-                <div class="result error" role="alert">
+                <div class="result error" role="alert" id="submit-result" tabindex="-1">
                     <p>{format!("The server refused the task: {}", problems(errors.len()))}</p>
                 </div>
             })),
