@@ -7,6 +7,7 @@ use std::time::Duration;
 use contract::Defaults;
 
 use crate::clock::{Clock, SystemClock};
+use crate::observer::Observer;
 
 #[derive(Debug, Clone)]
 pub struct QueueConfig {
@@ -30,6 +31,8 @@ pub struct QueueConfig {
     /// to one repository at once). Repositories are compared as submitted, after
     /// normalization.
     pub max_running_per_repository: Option<u32>,
+    /// Told of every event this replica stores (see [`Observer`]); `None`: nobody.
+    pub observer: Option<Arc<dyn Observer>>,
 }
 
 impl QueueConfig {
@@ -48,6 +51,7 @@ impl QueueConfig {
             retry_cap: Self::DEFAULT_RETRY_CAP,
             claim_poll_interval: Self::DEFAULT_CLAIM_POLL_INTERVAL,
             max_running_per_repository: None,
+            observer: None,
         }
     }
 

@@ -70,6 +70,7 @@ impl Queue {
         let mut notes = Vec::with_capacity(claimed.len() * 2);
         let mut jobs = Vec::with_capacity(claimed.len());
         for (job, event) in claimed {
+            self.observe(&job, [(event.kind.as_str(), &event.payload)]);
             notes.push(Notification::new(
                 &job.id,
                 NotificationKind::EventAppended { event_id: event.id },
@@ -150,6 +151,7 @@ impl Queue {
             machine::claimed_event(&job),
         ];
         let stored = self.inner.db.create_job(&job, repository, &events).await?;
+        self.observe(&job, stored.iter().map(|e| (e.kind.as_str(), &e.payload)));
         if let Some(recent) = &self.inner.last_written {
             recent.remember([&job]);
         }

@@ -68,6 +68,7 @@ impl Queue {
             tx.notify(&job.id, NotificationKind::StepProgress);
         }
         self.commit(tx).await?;
+        self.observe(&job, [(appended.kind.as_str(), &appended.payload)]);
         if let (Some(recent), Some(_)) = (&self.inner.last_written, usage) {
             // So the job a later transition answers from its remembered row has the
             // totals too (the row lock made this read the newest).

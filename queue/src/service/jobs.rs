@@ -86,6 +86,7 @@ impl Queue {
             .db
             .create_job(&job, repository, &[machine::created_event(&job)])
             .await?;
+        self.observe(&job, created.iter().map(|e| (e.kind.as_str(), &e.payload)));
         let mut notes: Vec<Notification> = created
             .iter()
             .map(|e| Notification::new(&job.id, NotificationKind::EventAppended { event_id: e.id }))
@@ -94,6 +95,18 @@ impl Queue {
         notes.push(Notification::new(&job.id, NotificationKind::JobAvailable));
         self.inner.notifier.publish(notes);
         Ok(job)
+    }
+
+    /// How many jobs are in each state now, on the whole database (for `/metrics`).
+    pub async fn count_jobs_by_state(&self) -> Result<Vec<(JobState, u64)>, QueueError> {
+        let rows = self.inner.db.count_by_status().await?;
+        Ok(rows
+            .into_iter()
+            .filter_map(|(status, n)| {
+                let state = status.parse::<JobState>().ok()?;
+                Some((state, u64::try_from(n).unwrap_or(0)))
+            })
+            .collect())
     }
 
     pub async fn get_job(&self, id: &JobId) -> Result<Job, QueueError> {

@@ -93,6 +93,19 @@ impl Queue {
         })
     }
 
+    /// Tells the observer, if any, of events this replica stored for `job`.
+    pub(crate) fn observe<'e>(
+        &self,
+        job: &contract::Job,
+        events: impl IntoIterator<Item = (&'e str, &'e serde_json::Map<String, serde_json::Value>)>,
+    ) {
+        if let Some(observer) = &self.inner.config.observer {
+            for (kind, payload) in events {
+                observer.recorded(job, kind, payload);
+            }
+        }
+    }
+
     /// Brings the schema up to date (embedded migrations; idempotent).
     pub async fn migrate(&self) -> Result<(), QueueError> {
         Ok(migrate::run(&self.inner.db).await?)

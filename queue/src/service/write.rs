@@ -114,6 +114,10 @@ impl Queue {
         if let Some(recent) = &self.inner.last_written {
             recent.remember(saved.iter().copied());
         }
+        for job in saved {
+            let own = events.iter().filter(|(id, _)| *id == job.id);
+            self.observe(job, own.map(|(_, e)| (e.kind.as_str(), &e.payload)));
+        }
         Ok(())
     }
 
@@ -166,6 +170,7 @@ impl Queue {
                     continue;
                 };
                 recent.remember([&job]);
+                self.observe(&job, events.iter().map(|e| (e.kind.as_str(), &e.payload)));
                 let mut published: Vec<Notification> = event_ids
                     .into_iter()
                     .map(|event_id| {

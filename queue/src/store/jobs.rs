@@ -155,6 +155,17 @@ impl Tx {
     }
 }
 
+impl Database {
+    /// How many jobs are in each state (states with none left out).
+    pub(crate) async fn count_by_status(&self) -> Result<Vec<(String, i64)>, sqlx::Error> {
+        on_pool!(self, p => {
+            sqlx::query_as("SELECT status, COUNT(*) FROM jobs GROUP BY status")
+                .fetch_all(p)
+                .await
+        })
+    }
+}
+
 // Writes that need no row lock beforehand: on PostgreSQL each is one statement outside an
 // explicit transaction, which saves the BEGIN and COMMIT round trips; on SQLite a
 // transaction on the writer, which costs no round trip at all.

@@ -112,11 +112,15 @@ impl Config {
 }
 
 impl Config {
-    /// What the queue needs of this.
-    pub fn queue_settings(&self) -> QueueSettings {
+    /// What the queue needs of this, reporting to `metrics`.
+    pub fn queue_settings(
+        &self,
+        metrics: &std::sync::Arc<crate::metrics::Metrics>,
+    ) -> QueueSettings {
         QueueSettings {
             defaults: self.settings.defaults.clone(),
             max_running_per_repository: self.max_running_per_repository,
+            observer: Some(metrics.clone()),
         }
     }
 

@@ -1,6 +1,9 @@
 //! `stepwise serve`: opens the database, serves the whole site (`http::site`) with the
 //! embedded worker beside it, and stops gracefully on a signal.
 
+use std::sync::Arc;
+use std::sync::atomic::AtomicUsize;
+
 use tokio_util::sync::CancellationToken;
 use worker::runner::Shutdown;
 
@@ -11,6 +14,7 @@ use super::signal::shutdown_signal;
 use crate::http::auth::bootstrap_admin;
 use crate::http::site::router;
 use crate::http::{AppState, Limits, session};
+use crate::metrics::Metrics;
 
 /// A line for the person who started the server. A closed stdout (a supervisor that drops
 /// it, a reader that stopped reading) must not bring the server down, as `println!` would.
@@ -23,7 +27,12 @@ macro_rules! say {
 
 /// Opens the database, builds the router and serves until Ctrl-C or SIGTERM.
 pub async fn run(config: Config) -> Result<(), CliError> {
-    let queue = open_queue(&config.db, config.queue_settings()).await?;
+    // The embedded worker's running jobs, which /metrics reports.
+    let worker_jobs = Arc::new(AtomicUsize::new(0));
+    let metrics = Arc::new(Metrics::new(
+        config.worker.is_some().then(|| worker_jobs.clone()),
+    ));
+    let queue = open_queue(&config.db, config.queue_settings(&metrics)).await?;
     let admin = bootstrap_admin(&queue).await.map_err(CliError::Bootstrap)?;
     let stop = tokio_util::sync::CancellationToken::new();
     let rescuer =
@@ -35,6 +44,7 @@ pub async fn run(config: Config) -> Result<(), CliError> {
         queue: queue.clone(),
         limits: Limits::default(),
         closing: http_stop.clone(),
+        metrics,
     };
     let app = router(&config.site(), state.clone(), crate::mcp::router(state));
     let listener = tokio::net::TcpListener::bind(config.addr)
@@ -71,6 +81,7 @@ pub async fn run(config: Config) -> Result<(), CliError> {
                 &config.db.data_dir,
                 agent,
                 worker.clone(),
+                worker_jobs,
             )
             .await?,
         ),

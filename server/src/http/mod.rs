@@ -8,6 +8,7 @@ pub mod api;
 pub mod auth;
 pub mod error;
 pub mod health;
+pub mod metrics;
 pub mod secret;
 pub mod session;
 pub mod site;

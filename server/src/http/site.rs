@@ -42,6 +42,7 @@ pub fn router(site: &SiteConfig, state: AppState, mcp: Router) -> Router {
     let max_artifact_bytes = state.queue.config().max_artifact_bytes;
     let api = super::api::router(max_artifact_bytes).with_state(state.clone());
     let state_for_health = state.clone();
+    let state_for_metrics = state.clone();
     let login = super::session::router().with_state(state.clone());
     let options = LeptosOptions::builder()
         .output_name("stepwise")
@@ -95,6 +96,13 @@ pub fn router(site: &SiteConfig, state: AppState, mcp: Router) -> Router {
         // Beside the API, outside the login gate: MCP clients send a bearer token, never a
         // cookie.
         .merge(mcp)
+        // A scraper sends a bearer token, never a cookie.
+        .merge(super::metrics::router().with_state(state_for_metrics.clone()))
+        // Every route above, counted by its pattern.
+        .route_layer(axum::middleware::from_fn_with_state(
+            state_for_metrics,
+            super::metrics::track,
+        ))
         // The span names the path only: a query may carry a login code.
         .layer(
             TraceLayer::new_for_http().make_span_with(|request: &axum::http::Request<_>| {

@@ -1,8 +1,11 @@
 //! What every handler can reach, and the bounds on what a client may ask for.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use queue::Queue;
+
+use crate::metrics::Metrics;
 
 /// What every handler can reach.
 #[derive(Clone)]
@@ -12,6 +15,9 @@ pub struct AppState {
     /// Cancelled when the server stops serving: open event streams end then, so a
     /// graceful shutdown does not wait on a browser tab that is still watching.
     pub closing: tokio_util::sync::CancellationToken,
+    /// What `/metrics` answers; the queue reports to it too when the server wired it as the
+    /// queue's observer.
+    pub metrics: Arc<Metrics>,
 }
 
 /// Bounds on what a client may ask for.

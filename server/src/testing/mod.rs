@@ -31,6 +31,8 @@ pub async fn fixture(artifact_limit: u64) -> Fixture {
         .expect("the SQLite database opens");
     let mut config = queue::QueueConfig::new(dir.path().join("artifacts"));
     config.max_artifact_bytes = artifact_limit;
+    let metrics = std::sync::Arc::new(crate::metrics::Metrics::new(None));
+    config.observer = Some(metrics.clone());
     let queue = Queue::open(db, config).await.expect("the queue opens");
     queue.migrate().await.expect("migrations run");
     // Short keep-alives, so stream tests see traffic without waiting.
@@ -43,9 +45,11 @@ pub async fn fixture(artifact_limit: u64) -> Fixture {
         queue: queue.clone(),
         limits,
         closing: closing.clone(),
+        metrics,
     };
     let router = router(artifact_limit)
         .merge(crate::http::health::router())
+        .merge(crate::http::metrics::router())
         .with_state(state.clone())
         .merge(crate::mcp::router(state));
     Fixture {

@@ -111,7 +111,8 @@ pub async fn test_site_with(
         max_running_per_repository: 1,
     };
     let config = Config::load(args, |_| None).unwrap();
-    let queue = open_queue(&config.db, config.queue_settings())
+    let metrics = std::sync::Arc::new(crate::metrics::Metrics::new(None));
+    let queue = open_queue(&config.db, config.queue_settings(&metrics))
         .await
         .unwrap();
     (
@@ -120,6 +121,7 @@ pub async fn test_site_with(
                 queue: queue.clone(),
                 limits,
                 closing: CancellationToken::new(),
+                metrics,
             };
             router(&config.site(), state.clone(), crate::mcp::router(state))
         },

@@ -15,6 +15,7 @@ use stepwise::testing::{Fixture, fixture};
 
 mod client;
 mod health;
+mod metrics;
 mod seed_worker;
 mod usage;
 
@@ -1271,6 +1272,7 @@ async fn the_openapi_document_describes_every_route() {
         ("post", "/api/queue/jobs/{id}/approval/request"),
         ("get", "/healthz"),
         ("get", "/readyz"),
+        ("get", "/metrics"),
     ];
     for (method, path) in expected {
         assert!(

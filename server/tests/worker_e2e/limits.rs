@@ -15,9 +15,15 @@ fn held(gate: &std::path::Path) -> serde_json::Value {
 
 #[tokio::test]
 async fn a_runtime_at_its_limit_on_a_worker_waits_while_the_worker_has_room() {
-    let s = setup_with(|config| {
-        config.concurrency = 2;
-        config.max_running_per_runtime = [("claude".to_string(), 1)].into();
+    // The count the server's metrics read for its embedded worker.
+    let running = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let s = setup_with({
+        let running = running.clone();
+        |config| {
+            config.concurrency = 2;
+            config.max_running_per_runtime = [("claude".to_string(), 1)].into();
+            config.running_jobs = running;
+        }
     })
     .await;
     let gate = s.tmp.path().join("gate");
@@ -33,6 +39,7 @@ async fn a_runtime_at_its_limit_on_a_worker_waits_while_the_worker_has_room() {
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let waiting = s.user.get_job(&second.id).await.unwrap();
     assert_eq!(waiting.status, JobState::Queued, "{waiting:?}");
+    assert_eq!(running.load(std::sync::atomic::Ordering::Relaxed), 1);
     std::fs::write(&gate, "").unwrap();
     let (done, _) = s
         .until(&second, "the second job done", |j, _| {
@@ -45,6 +52,14 @@ async fn a_runtime_at_its_limit_on_a_worker_waits_while_the_worker_has_room() {
         done.started_at >= first.finished_at,
         "they ran one at a time: {first:?} {done:?}"
     );
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while running.load(std::sync::atomic::Ordering::Relaxed) != 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the running count never fell to 0"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 #[tokio::test]

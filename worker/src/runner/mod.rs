@@ -12,6 +12,8 @@ mod limits;
 mod upload;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use contract::api::ClaimBody;
@@ -36,6 +38,9 @@ pub struct WorkerConfig {
     /// Sent with each claim: take no job of a repository with this many jobs running
     /// already, on any worker. It can only tighten the server's own limit.
     pub max_running_per_repository: Option<u32>,
+    /// How many jobs run now, kept by the claim loop, for whoever reports it (the server's
+    /// metrics for its embedded worker).
+    pub running_jobs: Arc<AtomicUsize>,
     /// The lease asked for at claim; heartbeats renew it every third of it. A job whose
     /// lease was not renewed in time (the server unreachable) is stopped a margin before
     /// the lease's end, publishing nothing (see [`Lease`]).
@@ -80,6 +85,7 @@ impl WorkerConfig {
             concurrency: 1,
             max_running_per_runtime: BTreeMap::new(),
             max_running_per_repository: None,
+            running_jobs: Arc::default(),
             lease: Duration::from_secs(60),
             claim_wait: Duration::from_secs(20),
             secrets: Vec::new(),
@@ -109,6 +115,7 @@ pub async fn run(client: QueueClient, config: WorkerConfig, shutdown: Shutdown) 
                     _ = stop.cancelled() => break 'claiming,
                     Some(ended) = running.join_next_with_id() => {
                         runtimes.ended(ended.map_or_else(|e| e.id(), |(id, _)| id));
+                        config.running_jobs.store(running.len(), Ordering::Relaxed);
                     }
                 },
             }
@@ -132,12 +139,13 @@ pub async fn run(client: QueueClient, config: WorkerConfig, shutdown: Shutdown) 
             Ok(Some(job)) => {
                 backoff = Duration::from_millis(250);
                 let runtime = limits::runtime_of(&job);
-                let (client, config) = (client.clone(), config.clone());
+                let (client, job_config) = (client.clone(), config.clone());
                 let hand_back = shutdown.hand_back.clone();
                 let task = running.spawn(async move {
-                    run_job(&client, &config, job, claimed_at, &hand_back).await
+                    run_job(&client, &job_config, job, claimed_at, &hand_back).await
                 });
                 runtimes.started(task.id(), runtime);
+                config.running_jobs.store(running.len(), Ordering::Relaxed);
             }
             Ok(None) => backoff = Duration::from_millis(250),
             Err(error) => {
@@ -159,10 +167,14 @@ pub async fn run(client: QueueClient, config: WorkerConfig, shutdown: Shutdown) 
     }
     let drained = async { while running.join_next().await.is_some() {} };
     tokio::select! {
-        _ = drained => return,
+        _ = drained => {
+            config.running_jobs.store(0, Ordering::Relaxed);
+            return;
+        }
         _ = tokio::time::sleep(config.drain) => {}
         _ = shutdown.hand_back.cancelled() => {}
     }
     shutdown.hand_back.cancel();
     while running.join_next().await.is_some() {}
+    config.running_jobs.store(0, Ordering::Relaxed);
 }

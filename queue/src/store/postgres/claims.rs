@@ -108,7 +108,7 @@ pub(crate) async fn claim(
             let mut rows = Vec::new();
             for _ in 0..claim.limit {
                 let one =
-                    pg_rows(&mut *tx, CLAIM_WITH_EVENTS_POSTGRES_LIMITED, &args, decode).await?;
+                    pg_rows(&mut tx, CLAIM_WITH_EVENTS_POSTGRES_LIMITED, &args, decode).await?;
                 if one.is_empty() {
                     break;
                 }

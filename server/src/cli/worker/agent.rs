@@ -15,6 +15,7 @@ use worker::stages::StageConfig;
 
 use crate::cli::error::CliError;
 
+/// How a worker runs jobs: shared by `stepwise worker` and the worker in `stepwise serve`.
 #[derive(Debug, Clone, Args)]
 pub struct AgentArgs {
     /// Jobs run at once.

@@ -49,8 +49,7 @@ pub struct WorkerArgs {
     agent: AgentArgs,
 }
 
-/// How a worker runs jobs: shared by `stepwise worker` and the worker in `stepwise serve`.
-
+/// `stepwise worker`: claims and runs jobs until a signal, serving its probes if asked.
 pub async fn run(args: WorkerArgs) -> Result<(), CliError> {
     let servers: Vec<&str> = args.server.iter().map(String::as_str).collect();
     let client = QueueClient::with_servers(&servers, &args.token)
@@ -138,6 +137,7 @@ pub async fn start_embedded(
     home: &Path,
     agent: AgentArgs,
     shutdown: Shutdown,
+    running_jobs: std::sync::Arc<std::sync::atomic::AtomicUsize>,
 ) -> Result<tokio::task::JoinHandle<()>, CliError> {
     let name = embedded_name(port);
     for old in queue.list_tokens().await? {
@@ -154,7 +154,8 @@ pub async fn start_embedded(
     queue.create_token(minted.record).await?;
     let client = QueueClient::new(base_url, &minted.secret)
         .map_err(|e| CliError::Usage(format!("the embedded worker's server URL: {e}")))?;
-    let config = agent.config(home, &minted.secret)?;
+    let mut config = agent.config(home, &minted.secret)?;
+    config.running_jobs = running_jobs;
     announce(base_url, &config);
     Ok(tokio::spawn(runner::run(client, config, shutdown)))
 }
@@ -189,6 +190,7 @@ mod tests {
             tmp.path(),
             agent.clone(),
             first.clone(),
+            Default::default(),
         )
         .await
         .unwrap();
@@ -202,6 +204,7 @@ mod tests {
             tmp.path(),
             agent,
             second.clone(),
+            Default::default(),
         )
         .await
         .unwrap();

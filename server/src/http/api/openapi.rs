@@ -17,7 +17,7 @@ use crate::http::state::AppState;
     paths(
         jobs::create, jobs::list, jobs::show, jobs::cancel, jobs::events, jobs::checkpoints, course::pause, course::resume, course::retry, course::approve, course::reject, course::append_steps, stream::stream_events, stream::stream_jobs,
         artifacts::list, artifacts::download, artifacts::upload,
-        crate::http::health::healthz, crate::http::health::readyz,
+        crate::http::health::healthz, crate::http::health::readyz, crate::http::metrics::metrics,
         worker::claim, worker::heartbeat, worker::complete, worker::fail, worker::append_event, worker::ack_cancel, worker::ack_pause, worker::resume_patch, worker::request_approval,
     ),
     modifiers(&BearerAuth),
@@ -27,6 +27,7 @@ use crate::http::state::AppState;
         (name = "workers", description = "Claim and run jobs (worker tokens)"),
         (name = "artifacts", description = "Logs, patches and results of a job"),
         (name = "health", description = "Probes for load balancers and orchestrators (no token)"),
+        (name = "metrics", description = "Prometheus metrics (any user token)"),
     )
 )]
 pub struct ApiDoc;

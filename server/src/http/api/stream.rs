@@ -70,7 +70,14 @@ pub(crate) async fn stream_jobs(
             return Some((Ok(Event::default().event(JOB_EVENT).data(data)), notes));
         }
     });
-    let changes = changes.take_until(state.closing.clone().cancelled_owned());
+    // Counted open for as long as the stream lives.
+    let open = state.metrics.stream_opened("jobs");
+    let changes = changes
+        .take_until(state.closing.clone().cancelled_owned())
+        .map(move |event| {
+            let _ = &open;
+            event
+        });
     Sse::new(changes).keep_alive(KeepAlive::new().interval(state.limits.keep_alive))
 }
 
@@ -109,8 +116,13 @@ async fn stream_events(
         pending: Vec::new(),
         done: false,
     };
-    let events =
-        stream::unfold(tail, EventFeed::next).take_until(state.closing.clone().cancelled_owned());
+    let open = state.metrics.stream_opened("job");
+    let events = stream::unfold(tail, EventFeed::next)
+        .take_until(state.closing.clone().cancelled_owned())
+        .map(move |event| {
+            let _ = &open;
+            event
+        });
     Ok(Sse::new(events).keep_alive(KeepAlive::new().interval(state.limits.keep_alive)))
 }
 
