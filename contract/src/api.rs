@@ -2,11 +2,12 @@
 //! with the one HTTP status it answers with, so a refusal reads the same however it came;
 //! and the request and response bodies of the REST API (`jobs`: the routes people use;
 //! `worker`: the worker routes'), a job as an MCP task resource (`resources`), and what
-//! the health probes answer (`health`).
+//! the health probes answer (`health`), and what a webhook is posted (`webhook`).
 
 pub mod health;
 pub mod jobs;
 pub mod resources;
+pub mod webhook;
 pub mod worker;
 
 use std::fmt;

@@ -52,6 +52,17 @@ pub struct TaskSpec {
     /// stored before it existed read the same.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub completion: Option<Completion>,
+    /// Who hears of the task's end. Left out of the JSON when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notify: Option<Notify>,
+}
+
+/// Who hears of a task's end, beside the server's own webhooks.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Notify {
+    /// Posted, signed, when the task ends or waits for approval.
+    pub webhook_url: String,
 }
 
 /// What "done" means for a task (seed 003): its criteria in words, and the check that

@@ -286,6 +286,28 @@ pub fn single_line(v: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// Where a task's end is posted: an absolute http(s) address with a host, on one line, at
+/// most 2,000 characters.
+pub fn webhook_url(v: &str) -> Result<(), String> {
+    max_chars(v, 2000)?;
+    let rest = v
+        .strip_prefix("https://")
+        .or_else(|| v.strip_prefix("http://"))
+        .ok_or("must be an http:// or https:// address")?;
+    let host = rest.split(['/', '?', '#']).next().unwrap_or("");
+    if host
+        .rsplit('@')
+        .next()
+        .unwrap_or("")
+        .trim_start_matches('[')
+        .is_empty()
+        || v.chars().any(|c| c.is_whitespace() || c.is_control())
+    {
+        return Err("must be an address with a host and no spaces".into());
+    }
+    Ok(())
+}
+
 /// A regular expression a check's output must match. Where the regex engine is built in
 /// (the `patterns` feature: the queue, the worker), it must compile; the browser's build
 /// takes any text and leaves the verdict to the server.

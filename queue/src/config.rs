@@ -31,8 +31,8 @@ pub struct QueueConfig {
     /// to one repository at once). Repositories are compared as submitted, after
     /// normalization.
     pub max_running_per_repository: Option<u32>,
-    /// Told of every event this replica stores (see [`Observer`]); `None`: nobody.
-    pub observer: Option<Arc<dyn Observer>>,
+    /// Told of every event this replica stores (see [`Observer`]), in this order.
+    pub observers: Vec<Arc<dyn Observer>>,
 }
 
 impl QueueConfig {
@@ -51,7 +51,7 @@ impl QueueConfig {
             retry_cap: Self::DEFAULT_RETRY_CAP,
             claim_poll_interval: Self::DEFAULT_CLAIM_POLL_INTERVAL,
             max_running_per_repository: None,
-            observer: None,
+            observers: Vec::new(),
         }
     }
 

@@ -12,6 +12,7 @@ pub mod cli;
 pub mod http;
 pub mod mcp;
 pub mod metrics;
+pub mod webhooks;
 // Fixtures for this crate's tests in `tests/`: public only with the `testing` feature,
 // which the crate's own dev-dependency on itself turns on.
 #[cfg(any(test, feature = "testing"))]

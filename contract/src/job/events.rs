@@ -18,11 +18,15 @@ pub const JOB_APPROVAL_REQUESTED: &str = "job.approval_requested";
 pub const JOB_APPROVED: &str = "job.approved";
 pub const JOB_REJECTED: &str = "job.rejected";
 pub const JOB_STEPS_APPENDED: &str = "job.steps_appended";
+/// The server posted the job's end (or its wait for approval) to a webhook, which took it.
+pub const JOB_NOTIFICATION_DELIVERED: &str = "job.notification_delivered";
+/// A webhook did not take it: the attempt's status or error, and whether it is tried again.
+pub const JOB_NOTIFICATION_FAILED: &str = "job.notification_failed";
 
 /// The prefix reserved for the kinds above.
 pub const RESERVED_PREFIX: &str = "job.";
 
-pub const ALL: [&str; 17] = [
+pub const ALL: [&str; 19] = [
     JOB_CREATED,
     JOB_CLAIMED,
     JOB_COMPLETED,
@@ -40,4 +44,6 @@ pub const ALL: [&str; 17] = [
     JOB_APPROVED,
     JOB_REJECTED,
     JOB_STEPS_APPENDED,
+    JOB_NOTIFICATION_DELIVERED,
+    JOB_NOTIFICATION_FAILED,
 ];

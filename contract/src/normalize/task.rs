@@ -8,7 +8,7 @@ use super::step_list::{has_steps, steps};
 use super::walk::{Checked, Walker, field, join};
 use crate::defaults::Defaults;
 use crate::limits;
-use crate::model::{Completion, TaskSpec};
+use crate::model::{Completion, Notify, TaskSpec};
 use crate::modes::RuntimeMode;
 use crate::rules;
 use crate::wire::SkillSelection;
@@ -22,6 +22,7 @@ const FIELDS: &[&str] = &[
     "steps",
     "container",
     "completion",
+    "notify",
 ];
 const COMPLETION_FIELDS: &[&str] = &[
     "criteria",
@@ -55,6 +56,7 @@ pub fn task(
     let steps = steps(w, field(map, "steps"));
     let container = container(w, field(map, "container"));
     let completion = completion(w, field(map, "completion"));
+    let notify = notify(w, field(map, "notify"));
     if container.enabled && has_steps(field(map, "steps")) {
         w.error(
             "task.steps",
@@ -71,7 +73,23 @@ pub fn task(
         steps,
         container,
         completion,
+        notify,
     })
+}
+
+/// `{webhookUrl}`: where the server posts the task's end; `null` or absent is nowhere.
+fn notify(w: &mut Walker, v: Option<&Value>) -> Option<Notify> {
+    const PATH: &str = "task.notify";
+    let map = w.object(v?, PATH)?;
+    w.reject_unknown(map, PATH, &["webhookUrl"]);
+    let url = w
+        .opt_text(map, "webhookUrl", "task.notify.webhookUrl")
+        .ok()
+        .flatten()?;
+    let url = w
+        .check(url, "task.notify.webhookUrl", |u| rules::webhook_url(u))
+        .ok()?;
+    Some(Notify { webhook_url: url })
 }
 
 /// `{criteria?, maxIterations?, command?, outputPattern?, timeoutSeconds?}`; `null` or

@@ -77,6 +77,37 @@ impl Queue {
         Ok(appended)
     }
 
+    /// Records what became of a notification of the job's end (the server's webhooks):
+    /// `job.notification_delivered`, or `job.notification_failed` with its reason. Needs no
+    /// lease: the server writes it, on a job that has ended or waits for approval.
+    pub async fn record_notification(
+        &self,
+        id: &JobId,
+        delivered: bool,
+        message: String,
+        payload: serde_json::Map<String, serde_json::Value>,
+    ) -> Result<JobEvent, QueueError> {
+        let (kind, level) = if delivered {
+            (
+                events::JOB_NOTIFICATION_DELIVERED,
+                contract::EventLevel::Info,
+            )
+        } else {
+            (events::JOB_NOTIFICATION_FAILED, contract::EventLevel::Warn)
+        };
+        let now = self.now();
+        let (mut tx, _job) = self.lock(id).await?;
+        let pending = PendingEvent {
+            kind: kind.to_string(),
+            level,
+            message: contract::text::replace_nul(&message).into_owned(),
+            payload,
+        };
+        let appended = tx.insert_event(id, &pending, now).await?;
+        self.commit(tx).await?;
+        Ok(appended)
+    }
+
     /// The job's events with ids above `after` (0 for all), oldest first, at most `limit`
     /// (1 to 1000).
     pub async fn list_events(

@@ -93,14 +93,18 @@ impl Queue {
         })
     }
 
-    /// Tells the observer, if any, of events this replica stored for `job`.
+    /// Tells the observers of events this replica stored for `job`.
     pub(crate) fn observe<'e>(
         &self,
         job: &contract::Job,
         events: impl IntoIterator<Item = (&'e str, &'e serde_json::Map<String, serde_json::Value>)>,
     ) {
-        if let Some(observer) = &self.inner.config.observer {
-            for (kind, payload) in events {
+        let observers = &self.inner.config.observers;
+        if observers.is_empty() {
+            return;
+        }
+        for (kind, payload) in events {
+            for observer in observers {
                 observer.recorded(job, kind, payload);
             }
         }

@@ -25,8 +25,8 @@ pub struct QueueSettings {
     pub defaults: contract::Defaults,
     /// See [`queue::QueueConfig::max_running_per_repository`].
     pub max_running_per_repository: Option<u32>,
-    /// Told of what the queue does: the server's metrics.
-    pub observer: Option<std::sync::Arc<dyn queue::Observer>>,
+    /// Told of what the queue does: the server's metrics and webhooks.
+    pub observers: Vec<std::sync::Arc<dyn queue::Observer>>,
 }
 
 /// The queue over the configured database, migrated.
@@ -42,7 +42,7 @@ pub async fn open_queue(
     let mut queue_config = queue::QueueConfig::new(db_args.data_dir.join("artifacts"));
     queue_config.defaults = settings.defaults;
     queue_config.max_running_per_repository = settings.max_running_per_repository;
-    queue_config.observer = settings.observer;
+    queue_config.observers = settings.observers;
     let queue = queue::Queue::open(db, queue_config).await?;
     queue.migrate().await?;
     Ok(queue)

@@ -55,4 +55,11 @@ pub enum ConfigError {
          or point --site-root (LEPTOS_SITE_ROOT) at it"
     )]
     SiteMissing(PathBuf),
+    /// A flag with a value it cannot take, and why.
+    #[error("{flag} {value:?}: {reason}")]
+    Flag {
+        flag: &'static str,
+        value: String,
+        reason: String,
+    },
 }

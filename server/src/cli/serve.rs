@@ -32,7 +32,12 @@ pub async fn run(config: Config) -> Result<(), CliError> {
     let metrics = Arc::new(Metrics::new(
         config.worker.is_some().then(|| worker_jobs.clone()),
     ));
-    let queue = open_queue(&config.db, config.queue_settings(&metrics)).await?;
+    let (inbox, ended) = crate::webhooks::inbox();
+    let queue = open_queue(
+        &config.db,
+        config.queue_settings(vec![metrics.clone(), inbox]),
+    )
+    .await?;
     let admin = bootstrap_admin(&queue).await.map_err(CliError::Bootstrap)?;
     let stop = tokio_util::sync::CancellationToken::new();
     let rescuer =
@@ -61,6 +66,10 @@ pub async fn run(config: Config) -> Result<(), CliError> {
         say!("use it as `Authorization: Bearer <token>`; make more with `stepwise token create`");
     }
     let base = base_url(local);
+    let mut webhooks = config.webhooks.clone();
+    webhooks.public_url.get_or_insert_with(|| base.clone());
+    let notifier =
+        crate::webhooks::WebhookService::new(webhooks, queue.clone(), ended).start(stop.clone());
     let login = session::login_url(&queue, &base)
         .await
         .map_err(CliError::Bootstrap)?;
@@ -112,6 +121,7 @@ pub async fn run(config: Config) -> Result<(), CliError> {
         .await;
     stop.cancel();
     let _ = rescuer.await;
+    let _ = notifier.await;
     served.map_err(CliError::Serve)
 }
 

@@ -32,7 +32,7 @@ pub async fn fixture(artifact_limit: u64) -> Fixture {
     let mut config = queue::QueueConfig::new(dir.path().join("artifacts"));
     config.max_artifact_bytes = artifact_limit;
     let metrics = std::sync::Arc::new(crate::metrics::Metrics::new(None));
-    config.observer = Some(metrics.clone());
+    config.observers = vec![metrics.clone()];
     let queue = Queue::open(db, config).await.expect("the queue opens");
     queue.migrate().await.expect("migrations run");
     // Short keep-alives, so stream tests see traffic without waiting.

@@ -109,10 +109,11 @@ pub async fn test_site_with(
         worker: AgentArgs::defaults(),
         defaults: DefaultsArgs::from_flags(&["--default-publish-mode", publish]).unwrap(),
         max_running_per_repository: 1,
+        notify: Default::default(),
     };
     let config = Config::load(args, |_| None).unwrap();
     let metrics = std::sync::Arc::new(crate::metrics::Metrics::new(None));
-    let queue = open_queue(&config.db, config.queue_settings(&metrics))
+    let queue = open_queue(&config.db, config.queue_settings(vec![metrics.clone()]))
         .await
         .unwrap();
     (
