@@ -52,6 +52,11 @@ impl Queue {
             .ok()
             .filter(|lease| *lease > chrono::Duration::zero())
             .ok_or_else(|| QueueError::invalid("lease", "must be a positive duration"))?;
+        let repository_limit = self.repository_limit(request);
+        let _turn = match repository_limit {
+            Some(_) => Some(self.inner.claim_turn.lock().await),
+            None => None,
+        };
         let now = self.now();
         let claimed = self
             .inner
@@ -64,7 +69,7 @@ impl Queue {
                 now,
                 lease_until: now.checked_add_signed(lease).unwrap_or(now),
                 limit,
-                repository_limit: self.repository_limit(request),
+                repository_limit,
             })
             .await?;
         let mut notes = Vec::with_capacity(claimed.len() * 2);

@@ -55,6 +55,9 @@ struct Inner {
     waiters: Waiters,
     /// Worker sightings this replica wrote lately.
     seen: SeenCache,
+    /// Claims under a limit per repository take turns on this replica first, so that at
+    /// most one of them waits on the database's turn (`store::claims`) holding a connection.
+    claim_turn: tokio::sync::Mutex<()>,
     /// Stops the PostgreSQL listener task when the last clone of the queue is dropped.
     _listener: DropGuard,
 }
@@ -85,6 +88,7 @@ impl Queue {
                 last_written: matches!(db, Database::Postgres(_)).then(LastWritten::default),
                 waiters,
                 seen: SeenCache::default(),
+                claim_turn: tokio::sync::Mutex::new(()),
                 db,
                 config,
                 notifier,

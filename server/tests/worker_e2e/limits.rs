@@ -23,6 +23,9 @@ async fn a_runtime_at_its_limit_on_a_worker_waits_while_the_worker_has_room() {
             config.concurrency = 2;
             config.max_running_per_runtime = [("claude".to_string(), 1)].into();
             config.running_jobs = running;
+            // A second runtime on offer, as most workers have: the worker must still see
+            // that its claude job ended while it had room, and offer claude again.
+            config.stages.capabilities.push("codex".into());
         }
     })
     .await;

@@ -107,6 +107,13 @@ pub async fn run(client: QueueClient, config: WorkerConfig, shutdown: Shutdown) 
     'claiming: loop {
         // Room for a job, and a runtime to offer for it; else wait for a job to end.
         let capabilities = loop {
+            // Jobs that ended since the last pass free their slot and their runtime now:
+            // a worker with room would otherwise never look, and a runtime held by a job
+            // long done would stay unoffered.
+            while let Some(ended) = running.try_join_next_with_id() {
+                runtimes.ended(ended.map_or_else(|e| e.id(), |(id, _)| id));
+            }
+            config.running_jobs.store(running.len(), Ordering::Relaxed);
             let offer =
                 runtimes.offer(&config.stages.capabilities, &config.max_running_per_runtime);
             match offer {
@@ -115,7 +122,6 @@ pub async fn run(client: QueueClient, config: WorkerConfig, shutdown: Shutdown) 
                     _ = stop.cancelled() => break 'claiming,
                     Some(ended) = running.join_next_with_id() => {
                         runtimes.ended(ended.map_or_else(|e| e.id(), |(id, _)| id));
-                        config.running_jobs.store(running.len(), Ordering::Relaxed);
                     }
                 },
             }
