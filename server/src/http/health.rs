@@ -17,6 +17,7 @@ pub fn router() -> Router<AppState> {
     Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
+        .method_not_allowed_fallback(super::api::method_not_allowed)
 }
 
 /// The same two routes for a process that is not the server: `ready` says whether it can
@@ -26,13 +27,16 @@ where
     F: Fn() -> Fut + Clone + Send + Sync + 'static,
     Fut: Future<Output = Health> + Send + 'static,
 {
-    Router::new().route("/healthz", get(healthz)).route(
-        "/readyz",
-        get(move || {
-            let ready = ready.clone();
-            async move { answer(ready().await) }
-        }),
-    )
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route(
+            "/readyz",
+            get(move || {
+                let ready = ready.clone();
+                async move { answer(ready().await) }
+            }),
+        )
+        .method_not_allowed_fallback(super::api::method_not_allowed)
 }
 
 /// Serves [`probe_router`] on `addr` until the process ends; fails only to bind.

@@ -16,7 +16,9 @@ use super::error::ApiError;
 use super::state::AppState;
 
 pub fn router() -> Router<AppState> {
-    Router::new().route("/metrics", get(metrics))
+    Router::new()
+        .route("/metrics", get(metrics))
+        .method_not_allowed_fallback(super::api::method_not_allowed)
 }
 
 #[utoipa::path(get, path = "/metrics", tag = "metrics",

@@ -42,7 +42,12 @@ async fn route_not_found(uri: axum::http::Uri) -> ApiError {
     )
 }
 
-async fn method_not_allowed(method: axum::http::Method, uri: axum::http::Uri) -> ApiError {
+/// A method a route does not take, answered in the API's shape (the probes and `/metrics`
+/// answer with it too).
+pub(crate) async fn method_not_allowed(
+    method: axum::http::Method,
+    uri: axum::http::Uri,
+) -> ApiError {
     ApiError::new(
         contract::api::ErrorCode::MethodNotAllowed,
         format!(
