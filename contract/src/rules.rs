@@ -295,12 +295,11 @@ pub fn webhook_url(v: &str) -> Result<(), String> {
         .or_else(|| v.strip_prefix("http://"))
         .ok_or("must be an http:// or https:// address")?;
     let host = rest.split(['/', '?', '#']).next().unwrap_or("");
-    if host
-        .rsplit('@')
-        .next()
-        .unwrap_or("")
-        .trim_start_matches('[')
-        .is_empty()
+    if host.contains('@') {
+        // It would be stored and shown with the task: a secret belongs elsewhere.
+        return Err("must not hold a user or password (user@host)".into());
+    }
+    if host.trim_start_matches('[').is_empty()
         || v.chars().any(|c| c.is_whitespace() || c.is_control())
     {
         return Err("must be an address with a host and no spaces".into());

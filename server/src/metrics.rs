@@ -8,8 +8,9 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use contract::events::{CancelledBy, StepRef};
 use contract::job::{events, task};
-use contract::{Job, JobId, JobState};
+use contract::{Job, JobId, JobState, NormalizedTask};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -17,6 +18,9 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 use serde_json::{Map, Value};
+
+/// Step starts a replica keeps waiting for their ends.
+const STEPS_KEPT: usize = 10_000;
 
 /// Distinct model names a replica labels its token and cost figures with; the rest are
 /// `other`. A model is whatever a task names, and each name would be a series for good.
@@ -101,7 +105,7 @@ pub struct Metrics {
     /// The embedded worker's count of its running jobs, read at each scrape.
     worker_jobs: Option<Arc<AtomicUsize>>,
     /// When each step this replica saw start began, until this replica sees it end.
-    steps: Mutex<HashMap<(JobId, u64), Instant>>,
+    steps: Mutex<HashMap<(JobId, usize), Instant>>,
     models: Mutex<HashSet<String>>,
 }
 
@@ -281,26 +285,46 @@ impl Metrics {
         StreamGuard(gauge)
     }
 
-    /// The model label of `job`: its model, `default` when it names none, `other` past
-    /// [`MAX_MODELS`] distinct ones.
-    fn model_of(&self, job: &Job) -> String {
-        let named = job.payload["task"]["runtime"]["model"]
-            .as_str()
+    /// The runtime and model labels of `job`: its model `default` when it names none,
+    /// `other` past [`MAX_MODELS`] distinct ones.
+    fn labels(&self, job: &Job) -> (String, String) {
+        let task = NormalizedTask::from_job(job).ok();
+        let runtime = task
+            .as_ref()
+            .map_or("none", |t| t.payload.task.runtime.mode.as_str())
+            .to_string();
+        let named = task
+            .as_ref()
+            .and_then(|t| t.payload.task.runtime.model.as_deref())
             .unwrap_or("default");
         let mut models = self.models.lock().unwrap_or_else(|e| e.into_inner());
         if models.contains(named) {
-            return named.into();
+            return (runtime, named.into());
         }
         if models.len() < MAX_MODELS && named.len() <= 100 {
             models.insert(named.into());
-            return named.into();
+            return (runtime, named.into());
         }
-        "other".into()
+        (runtime, "other".into())
     }
 
-    fn step_ended(&self, job: &Job, runtime: &str, kind: &str, payload: &Map<String, Value>) {
-        let index = payload.get("stepIndex").and_then(Value::as_u64);
-        let started = index.and_then(|i| self.lock_steps().remove(&(job.id, i)));
+    /// A step's start, kept until its end. Its end may go through another replica, so
+    /// past [`STEPS_KEPT`] starts the oldest day's are let go.
+    fn step_started(&self, job: &Job, index: usize) {
+        let mut steps = self.lock_steps();
+        if steps.len() >= STEPS_KEPT {
+            let day = std::time::Duration::from_secs(24 * 3600);
+            steps.retain(|_, started| started.elapsed() < day);
+        }
+        if steps.len() < STEPS_KEPT {
+            steps.insert((job.id, index), Instant::now());
+        }
+    }
+
+    fn step_ended(&self, job: &Job, kind: &str, payload: &Map<String, Value>) {
+        let (runtime, model) = self.labels(job);
+        let runtime = runtime.as_str();
+        let started = step_index(payload).and_then(|i| self.lock_steps().remove(&(job.id, i)));
         if let Some(started) = started {
             self.step_duration
                 .get_or_create(&Runtime {
@@ -311,7 +335,6 @@ impl Metrics {
         let Ok(Some(usage)) = contract::events::reported_usage(kind, payload) else {
             return;
         };
-        let model = self.model_of(job);
         for (what, n) in [
             ("input", usage.input_tokens),
             ("cached_input", usage.cached_input_tokens),
@@ -338,7 +361,7 @@ impl Metrics {
         }
     }
 
-    fn lock_steps(&self) -> std::sync::MutexGuard<'_, HashMap<(JobId, u64), Instant>> {
+    fn lock_steps(&self) -> std::sync::MutexGuard<'_, HashMap<(JobId, usize), Instant>> {
         self.steps.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -351,10 +374,6 @@ impl Metrics {
 
 impl queue::Observer for Metrics {
     fn recorded(&self, job: &Job, kind: &str, payload: &Map<String, Value>) {
-        let runtime = job.payload["task"]["runtime"]["mode"]
-            .as_str()
-            .unwrap_or("none")
-            .to_string();
         let seconds = |from: chrono::DateTime<chrono::Utc>, to: chrono::DateTime<chrono::Utc>| {
             ((to - from).num_milliseconds().max(0)) as f64 / 1000.0
         };
@@ -371,23 +390,17 @@ impl queue::Observer for Metrics {
                 self.retried.inc();
             }
             task::STEP_STARTED => {
-                if let Some(index) = payload.get("stepIndex").and_then(Value::as_u64) {
-                    self.lock_steps().insert((job.id, index), Instant::now());
+                if let Some(index) = step_index(payload) {
+                    self.step_started(job, index);
                 }
             }
-            task::STEP_FINISHED | task::STEP_FAILED => {
-                self.step_ended(job, &runtime, kind, payload);
+            task::STEP_FINISHED | task::STEP_FAILED | task::ITERATION_FINISHED => {
+                self.step_ended(job, kind, payload);
             }
-            task::ITERATION_FINISHED => self.step_ended(job, &runtime, kind, payload),
             _ => {}
         }
-        let ends = [
-            events::JOB_COMPLETED,
-            events::JOB_FAILED,
-            events::JOB_DEAD_LETTERED,
-            events::JOB_CANCELLED,
-        ];
-        if ends.contains(&kind) && job.status.is_terminal() {
+        let ended = job.status.is_terminal() && job.status != JobState::AwaitingApproval;
+        if events::ENDINGS.contains(&kind) && ended {
             self.forget_steps(&job.id);
             self.ended
                 .get_or_create(&State {
@@ -395,12 +408,19 @@ impl queue::Observer for Metrics {
                 })
                 .inc();
             if let (Some(started), Some(finished)) = (job.started_at, job.finished_at) {
+                let (runtime, _) = self.labels(job);
                 self.job_duration
                     .get_or_create(&Runtime { runtime })
                     .observe(seconds(started, finished));
             }
-            if let (events::JOB_CANCELLED, Some(asked), Some(finished)) =
-                (kind, job.cancel_requested_at, job.finished_at)
+            // Only a job a worker held had anything to stop: one a user cancelled before any
+            // worker did ends at once, and would only pull the figures toward zero.
+            let stopped = payload
+                .get("by")
+                .and_then(|by| serde_json::from_value::<CancelledBy>(by.clone()).ok())
+                .is_some_and(|by| by != CancelledBy::User);
+            if let (events::JOB_CANCELLED, true, Some(asked), Some(finished)) =
+                (kind, stopped, job.cancel_requested_at, job.finished_at)
             {
                 self.cancel_stop.observe(seconds(asked, finished));
             }
@@ -414,6 +434,13 @@ impl queue::Observer for Metrics {
             self.forget_steps(&job.id);
         }
     }
+}
+
+/// The step a step event is about, as the contract reads it.
+fn step_index(payload: &Map<String, Value>) -> Option<usize> {
+    serde_json::from_value::<StepRef>(Value::Object(payload.clone()))
+        .ok()
+        .map(|step| step.step_index)
 }
 
 /// Holds an event stream counted open; dropping it counts it closed.

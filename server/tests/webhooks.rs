@@ -17,6 +17,8 @@ use stepwise::testing::site::{Backend, TestDb};
 use stepwise::webhooks::{Format, Target, WebhookConfig, WebhookService, inbox};
 
 const SECRET: &str = "a-webhook-secret-of-some-length";
+/// The tasks' webhooks are signed with a key of their own.
+const TASK_SECRET: &str = "a-key-for-the-tasks-webhooks";
 
 /// The receiver, killed when dropped.
 struct Receiver {
@@ -26,13 +28,14 @@ struct Receiver {
 }
 
 impl Receiver {
-    fn start(dir: &Path, statuses: &[u16]) -> Receiver {
-        let log = dir.join("received.jsonl");
+    /// A receiver that checks signatures with `secret` and answers `statuses` in turn.
+    fn start(dir: &Path, secret: &str, statuses: &[u16]) -> Receiver {
+        let log = dir.join(format!("received-{secret}.jsonl"));
         let script =
             Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/webhook_receiver.py");
         let mut child = Command::new("python3")
             .arg(script)
-            .arg(SECRET)
+            .arg(secret)
             .arg(&log)
             .args(statuses.iter().map(u16::to_string))
             .stdout(Stdio::piped())
@@ -101,11 +104,14 @@ async fn setup(backend: Backend, config: WebhookConfig) -> Setup {
     }
 }
 
-/// Fast retries, signed with [`SECRET`], posting to `targets`.
+/// Fast retries, signed with [`SECRET`], posting to `targets` and to the tasks' own
+/// webhooks (signed with [`TASK_SECRET`]).
 fn config(targets: Vec<Target>) -> WebhookConfig {
     WebhookConfig {
         targets,
         secret: Some(SECRET.into()),
+        task_webhooks: true,
+        task_secret: Some(TASK_SECRET.into()),
         public_url: Some("http://dash.example:3000".into()),
         attempts: 3,
         backoff: Duration::from_millis(100),
@@ -163,7 +169,8 @@ async fn notifications(queue: &Queue, job: &contract::Job, n: usize) -> Vec<JobE
 
 async fn a_job_s_end_reaches_every_webhook_signed(backend: Backend) {
     let dir = tempfile::tempdir().unwrap();
-    let receiver = Receiver::start(dir.path(), &[]);
+    let receiver = Receiver::start(dir.path(), SECRET, &[]);
+    let tasks_receiver = Receiver::start(dir.path(), TASK_SECRET, &[]);
     let targets = vec![
         Target {
             url: format!("{}/server/T0SECRETPATH", receiver.url),
@@ -175,7 +182,7 @@ async fn a_job_s_end_reaches_every_webhook_signed(backend: Backend) {
         },
     ];
     let s = setup(backend, config(targets)).await;
-    let own = format!("{}/task/T2SECRETPATH?token=abc", receiver.url);
+    let own = format!("{}/task/T2SECRETPATH?token=abc", tasks_receiver.url);
     let (job, fence) = claimed(&s.queue, Some(&own), "none").await;
     let result = json!({ "mode": "pr", "status": "pr_created", "branch": "task/readme",
         "commit": "abc123", "prUrl": "https://github.com/octo/hello/pull/7" });
@@ -195,7 +202,11 @@ async fn a_job_s_end_reaches_every_webhook_signed(backend: Backend) {
         .unwrap();
 
     let events = notifications(&s.queue, &job, 3).await;
-    let posts = receiver.posts();
+    let posts: Vec<Value> = receiver
+        .posts()
+        .into_iter()
+        .chain(tasks_receiver.posts())
+        .collect();
     assert_eq!(posts.len(), 3, "{posts:#?}");
     for post in &posts {
         assert_eq!(post["verified"], true, "{post}");
@@ -278,7 +289,7 @@ async fn a_job_s_end_reaches_every_webhook_signed_on_postgres() {
 #[tokio::test]
 async fn a_receiver_that_is_down_is_tried_again_with_the_same_delivery() {
     let dir = tempfile::tempdir().unwrap();
-    let receiver = Receiver::start(dir.path(), &[503, 503]);
+    let receiver = Receiver::start(dir.path(), SECRET, &[503, 503]);
     let target = Target {
         url: receiver.url.clone(),
         format: Format::Json,
@@ -318,9 +329,9 @@ async fn a_receiver_that_is_down_is_tried_again_with_the_same_delivery() {
 }
 
 #[tokio::test]
-async fn a_refusal_is_not_tried_again_and_an_unsigned_post_is_never_made() {
+async fn a_refusal_is_not_tried_again_a_rejection_is_an_end_and_an_unsigned_post_is_never_made() {
     let dir = tempfile::tempdir().unwrap();
-    let receiver = Receiver::start(dir.path(), &[400]);
+    let receiver = Receiver::start(dir.path(), SECRET, &[400]);
     let target = Target {
         url: receiver.url.clone(),
         format: Format::Json,
@@ -343,30 +354,57 @@ async fn a_refusal_is_not_tried_again_and_an_unsigned_post_is_never_made() {
     assert_eq!(posts.len(), 1);
     assert_eq!(posts[0]["event"], "job.awaiting_approval");
     assert_eq!(posts[0]["body"]["job"]["state"], "awaiting_approval");
-
-    // A server with no secret posts nothing, and says what to set.
-    let unsigned = setup(
-        Backend::Sqlite,
-        WebhookConfig {
-            secret: None,
-            ..config(Vec::new())
-        },
-    )
-    .await;
-    let (job, fence) = claimed(&unsigned.queue, Some(&receiver.url), "none").await;
-    unsigned
-        .queue
-        .complete(&job.id, &fence, None)
+    // Rejected at the gate, the job has ended: that is news too.
+    s.queue
+        .reject(&job.id, Some("bob"), Some("not like this".into()))
         .await
         .unwrap();
-    let events = notifications(&unsigned.queue, &job, 1).await;
-    assert!(
-        events[0].message.contains("no webhook secret")
-            && events[0].message.contains("STEPWISE_WEBHOOK_SECRET"),
-        "{}",
-        events[0].message
+    let events = notifications(&s.queue, &job, 2).await;
+    assert_eq!(
+        events[1].kind,
+        events::JOB_NOTIFICATION_DELIVERED,
+        "{events:#?}"
     );
-    assert_eq!(receiver.posts().len(), 1, "nothing more was posted");
+    let posts = receiver.posts();
+    assert_eq!(posts[1]["event"], "job.ended");
+    assert_eq!(posts[1]["verified"], true);
+    assert_eq!(posts[1]["body"]["job"]["state"], "failed");
+    assert_eq!(
+        posts[1]["body"]["job"]["error"],
+        "rejected by bob: not like this"
+    );
+
+    // With no key for the tasks' webhooks nothing is posted to them, and the job says what
+    // to set; with task webhooks off (the default), it says so.
+    for (config, why) in [
+        (
+            WebhookConfig {
+                task_secret: None,
+                ..config(Vec::new())
+            },
+            "set --task-webhook-secret (STEPWISE_TASK_WEBHOOK_SECRET)",
+        ),
+        (
+            WebhookConfig {
+                task_webhooks: false,
+                ..config(Vec::new())
+            },
+            "this server posts to no task's webhook (--task-webhooks)",
+        ),
+    ] {
+        let unsigned = setup(Backend::Sqlite, config).await;
+        let (job, fence) = claimed(&unsigned.queue, Some(&receiver.url), "none").await;
+        unsigned
+            .queue
+            .complete(&job.id, &fence, None)
+            .await
+            .unwrap();
+        let events = notifications(&unsigned.queue, &job, 1).await;
+        assert_eq!(events[0].kind, events::JOB_NOTIFICATION_FAILED);
+        assert!(events[0].message.contains(why), "{}", events[0].message);
+        assert_eq!(events[0].payload["attempt"], 0);
+    }
+    assert_eq!(receiver.posts().len(), 2, "nothing more was posted");
 }
 
 #[tokio::test]
@@ -386,6 +424,10 @@ async fn a_task_s_webhook_must_be_an_http_address() {
         ),
         ("http:///nohost", "must be an address with a host"),
         ("https://example.com/a b", "no spaces"),
+        (
+            "https://user:pw@example.com/x",
+            "must not hold a user or password",
+        ),
     ] {
         let raw = json!({ "type": "task", "payload": { "repository": "octo/hello", "task": {
             "instructions": "x", "notify": { "webhookUrl": url } } } });

@@ -164,3 +164,29 @@ pub struct Requeued {
     pub from_step_index: usize,
     pub resume_from: Option<CheckpointSaved>,
 }
+
+/// The payload of `job.notification_delivered` and `job.notification_failed`: what became
+/// of one try to post a job's end (or its wait for approval) to a webhook.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NotificationOutcome {
+    /// The webhook by its scheme and host only (`https://hooks.slack.com/…`): its path may
+    /// be its secret.
+    pub webhook: String,
+    /// `job.ended` or `job.awaiting_approval`.
+    pub event: String,
+    /// 1 for the first try; 0 when nothing was tried (no key to sign with, task webhooks off).
+    pub attempt: u32,
+    /// The same on every try of one delivery, as the `Stepwise-Delivery` header.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delivery_id: Option<String>,
+    /// The receiver's answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
+    /// Why the try failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Whether another try follows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retrying: Option<bool>,
+}

@@ -23,6 +23,17 @@ pub const JOB_NOTIFICATION_DELIVERED: &str = "job.notification_delivered";
 /// A webhook did not take it: the attempt's status or error, and whether it is tried again.
 pub const JOB_NOTIFICATION_FAILED: &str = "job.notification_failed";
 
+/// The kinds a job ends with (the job is then in a terminal state, but for a failure that is
+/// retried, which `job.retry_scheduled` follows): done, failed, dead-lettered, cancelled,
+/// or its changes rejected at the approval gate.
+pub const ENDINGS: [&str; 5] = [
+    JOB_COMPLETED,
+    JOB_FAILED,
+    JOB_DEAD_LETTERED,
+    JOB_CANCELLED,
+    JOB_REJECTED,
+];
+
 /// The prefix reserved for the kinds above.
 pub const RESERVED_PREFIX: &str = "job.";
 

@@ -492,7 +492,7 @@ fn unknown_fields_are_rejected_everywhere() {
         (
             task_with("title", json!("x")),
             "task.title",
-            "instructions, skill, runtime, git, publish, steps, container, completion",
+            "instructions, skill, runtime, git, publish, steps, container, completion, notify",
         ),
         (
             task_with("runtime", json!({ "modle": "x" })),
@@ -518,6 +518,14 @@ fn unknown_fields_are_rejected_everywhere() {
             task_with("skill", json!({ "id": "auto", "version": 2 })),
             "task.skill.version",
             "id, args, requiredCapabilities",
+        ),
+        (
+            task_with(
+                "notify",
+                json!({ "webhookUrl": "https://h.example/x", "email": "a@b" }),
+            ),
+            "task.notify.email",
+            "webhookUrl",
         ),
     ];
     for (raw, path, accepted) in cases {

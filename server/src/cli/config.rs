@@ -11,6 +11,7 @@ use contract::RuntimeMode;
 use super::db::{DbArgs, QueueSettings};
 use super::defaults::DefaultsArgs;
 use super::error::ConfigError;
+use super::notify::NotifyArgs;
 use super::worker::AgentArgs;
 use crate::http::site::SiteConfig;
 
@@ -49,123 +50,6 @@ pub struct ServeArgs {
     /// Where jobs' ends are posted, signed.
     #[command(flatten, next_help_heading = "Notifications")]
     pub notify: NotifyArgs,
-}
-
-/// The server's webhooks: `webhooks::WebhookConfig` as flags.
-#[derive(Debug, Clone, Args)]
-pub struct NotifyArgs {
-    /// Post each job's end (and its wait for approval) to this address as JSON; repeat it or
-    /// give a comma list. Needs --webhook-secret.
-    #[arg(
-        long = "webhook",
-        env = "STEPWISE_WEBHOOKS",
-        value_name = "URL",
-        value_delimiter = ','
-    )]
-    pub webhooks: Vec<String>,
-    /// The same, as a Slack incoming webhook's `{"text": …}`.
-    #[arg(
-        long = "slack-webhook",
-        env = "STEPWISE_SLACK_WEBHOOKS",
-        value_name = "URL",
-        value_delimiter = ',',
-        hide_env_values = true
-    )]
-    pub slack_webhooks: Vec<String>,
-    /// The key every webhook is signed with (HMAC-SHA256), at least 16 characters; prefer
-    /// the variable to the flag, which other users may see in the process list.
-    #[arg(
-        long,
-        env = "STEPWISE_WEBHOOK_SECRET",
-        hide_env_values = true,
-        value_name = "SECRET"
-    )]
-    pub webhook_secret: Option<String>,
-    /// Whether a task may name a webhook of its own (task.notify.webhookUrl). The server
-    /// posts to it, so it reaches whatever the server reaches.
-    #[arg(long, env = "STEPWISE_TASK_WEBHOOKS", default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
-    pub task_webhooks: bool,
-    /// Where people reach the dashboard, for the job's link in a notification [default:
-    /// the address the server listens on].
-    #[arg(long, env = "STEPWISE_PUBLIC_URL", value_name = "URL")]
-    pub public_url: Option<String>,
-}
-
-impl Default for NotifyArgs {
-    /// As if no flag were given.
-    fn default() -> Self {
-        NotifyArgs {
-            webhooks: Vec::new(),
-            slack_webhooks: Vec::new(),
-            webhook_secret: None,
-            task_webhooks: true,
-            public_url: None,
-        }
-    }
-}
-
-impl NotifyArgs {
-    /// The webhooks' configuration, every address and the secret checked.
-    pub fn resolve(self) -> Result<crate::webhooks::WebhookConfig, ConfigError> {
-        use crate::webhooks::{Format, Target, WebhookConfig};
-        let check = |flag: &'static str, url: &str| {
-            contract::rules::webhook_url(url).map_err(|reason| ConfigError::Flag {
-                flag,
-                value: crate::webhooks::redacted(url),
-                reason,
-            })
-        };
-        let mut targets = Vec::new();
-        for url in self.webhooks.into_iter().filter(|u| !u.trim().is_empty()) {
-            check("--webhook", &url)?;
-            targets.push(Target {
-                url,
-                format: Format::Json,
-            });
-        }
-        for url in self
-            .slack_webhooks
-            .into_iter()
-            .filter(|u| !u.trim().is_empty())
-        {
-            check("--slack-webhook", &url)?;
-            targets.push(Target {
-                url,
-                format: Format::Slack,
-            });
-        }
-        let secret = self.webhook_secret.filter(|s| !s.is_empty());
-        match &secret {
-            Some(secret) if secret.chars().count() < 16 => {
-                return Err(ConfigError::Flag {
-                    flag: "--webhook-secret",
-                    value: "…".into(),
-                    reason: "must be at least 16 characters: a receiver trusts what it signs"
-                        .into(),
-                });
-            }
-            None if !targets.is_empty() => {
-                return Err(ConfigError::Flag {
-                    flag: "--webhook",
-                    value: crate::webhooks::redacted(&targets[0].url),
-                    reason:
-                        "needs --webhook-secret (STEPWISE_WEBHOOK_SECRET), which signs every post"
-                            .into(),
-                });
-            }
-            _ => {}
-        }
-        if let Some(url) = &self.public_url {
-            check("--public-url", url)?;
-        }
-        Ok(WebhookConfig {
-            targets,
-            secret,
-            task_webhooks: self.task_webhooks,
-            public_url: self.public_url,
-            ..WebhookConfig::new()
-        })
-    }
 }
 
 /// Everything `stepwise serve` needs, checked before anything starts.
@@ -357,47 +241,5 @@ mod tests {
         let mut a = args(site.path());
         a.host = "::1".into();
         assert!(Config::load(a, |_| None).unwrap().addr.is_ipv6());
-    }
-
-    #[test]
-    fn webhooks_need_a_secret_and_http_addresses_and_never_show_their_path() {
-        let notify = |webhooks: &[&str], secret: Option<&str>| NotifyArgs {
-            webhooks: webhooks.iter().map(|w| w.to_string()).collect(),
-            webhook_secret: secret.map(str::to_string),
-            ..NotifyArgs::default()
-        };
-        let err = notify(&["https://hooks.example/T0/SECRET"], None)
-            .resolve()
-            .unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "--webhook \"https://hooks.example/…\": needs --webhook-secret (STEPWISE_WEBHOOK_SECRET), which signs every post"
-        );
-        let err = notify(&["https://hooks.example/x"], Some("short"))
-            .resolve()
-            .unwrap_err();
-        assert!(err.to_string().contains("at least 16 characters"), "{err}");
-        assert!(!err.to_string().contains("short"), "{err}");
-        let err = notify(&["hooks.example/x"], Some("a-long-enough-secret"))
-            .resolve()
-            .unwrap_err();
-        assert!(
-            err.to_string()
-                .contains("must be an http:// or https:// address"),
-            "{err}"
-        );
-        let config = notify(
-            &["https://a.example/1", "http://b.example:8080/2"],
-            Some("a-long-enough-secret"),
-        )
-        .resolve()
-        .unwrap();
-        assert_eq!(config.targets.len(), 2);
-        assert!(config.task_webhooks);
-        let shown = format!("{config:?}");
-        assert!(
-            !shown.contains("a-long-enough-secret") && !shown.contains("/1"),
-            "{shown}"
-        );
     }
 }

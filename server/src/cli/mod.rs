@@ -7,6 +7,7 @@ pub mod error;
 mod jobs;
 mod mcp;
 mod migrate;
+pub mod notify;
 mod serve;
 mod signal;
 mod tokens;

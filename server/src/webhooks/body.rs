@@ -5,7 +5,7 @@ use contract::api::webhook::{JOB_AWAITING_APPROVAL, WebhookJob};
 use contract::job::{PublishResult, task};
 use contract::{Job, NormalizedTask};
 
-use super::Ended;
+use super::target::Ended;
 
 /// The most of `publish_result.json` read: it is a few hundred bytes.
 const PUBLISH_RESULT_BYTES: u64 = 64 * 1024;

@@ -4,107 +4,24 @@
 //! (the queue tells its [`Observer`](queue::Observer)), in the background, retrying with
 //! backoff; what became of each attempt is recorded on the job as an event.
 //!
-//! `body` builds what is posted; `deliver` posts it to one webhook.
+//! `target` says where notifications go; `body` builds what is posted; `deliver` posts it
+//! to every webhook of a job, each with its retries.
 
 mod body;
 mod deliver;
+mod target;
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use contract::job::events;
 use contract::{Job, JobState};
+use deliver::Deliveries;
 use serde_json::{Map, Value};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-pub use deliver::{redacted, signature};
-
-/// How a webhook wants its body.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Format {
-    /// [`contract::api::webhook::WebhookBody`].
-    Json,
-    /// Slack's incoming webhook: `{"text": "…"}`.
-    Slack,
-}
-
-/// One webhook of the server's.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Target {
-    pub url: String,
-    pub format: Format,
-}
-
-/// How the webhooks are posted. See [`WebhookConfig::new`] for the defaults.
-#[derive(Clone)]
-pub struct WebhookConfig {
-    /// The server's own webhooks, posted for every job.
-    pub targets: Vec<Target>,
-    /// The key of every signature. Without one nothing is posted: a task's webhook is then
-    /// recorded as not sent, with what to set.
-    pub secret: Option<String>,
-    /// Whether a task may name a webhook of its own (`task.notify.webhookUrl`): the server
-    /// posts to it, so it reaches what the server reaches.
-    pub task_webhooks: bool,
-    /// Where the dashboard is reached, for the job's link (`http://host:3000`).
-    pub public_url: Option<String>,
-    /// Tries of one delivery in all.
-    pub attempts: u32,
-    /// The wait before the first retry; each next one waits four times longer.
-    pub backoff: Duration,
-    /// The longest one try may take.
-    pub timeout: Duration,
-}
-
-impl WebhookConfig {
-    /// No webhooks; six tries (the retries 1, 4, 16, 64 and 256 s after a failure), 10 s
-    /// each; task webhooks allowed.
-    pub fn new() -> WebhookConfig {
-        WebhookConfig {
-            targets: Vec::new(),
-            secret: None,
-            task_webhooks: true,
-            public_url: None,
-            attempts: 6,
-            backoff: Duration::from_secs(1),
-            timeout: Duration::from_secs(10),
-        }
-    }
-}
-
-/// Never the secret, nor an address (which may hold one): only where they go.
-impl std::fmt::Debug for WebhookConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let targets: Vec<String> = self.targets.iter().map(|t| redacted(&t.url)).collect();
-        f.debug_struct("WebhookConfig")
-            .field("targets", &targets)
-            .field("secret", &self.secret.as_ref().map(|_| "…"))
-            .field("task_webhooks", &self.task_webhooks)
-            .field("public_url", &self.public_url)
-            .finish_non_exhaustive()
-    }
-}
-
-impl Default for WebhookConfig {
-    fn default() -> Self {
-        WebhookConfig::new()
-    }
-}
-
-impl std::fmt::Debug for Target {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{:?} {}", self.format, redacted(&self.url))
-    }
-}
-
-/// A job to tell of: it ended, or waits for approval.
-#[derive(Debug, Clone)]
-pub struct Ended {
-    pub job: Job,
-    /// [`contract::api::webhook::JOB_ENDED`] or `JOB_AWAITING_APPROVAL`.
-    pub event: &'static str,
-}
+pub use deliver::signature;
+pub use target::{Ended, Format, Target, WebhookConfig, redacted};
 
 /// The queue's observer: hands each end this replica wrote to the service. Never blocks.
 #[derive(Debug)]
@@ -113,15 +30,9 @@ pub struct Inbox(mpsc::UnboundedSender<Ended>);
 impl queue::Observer for Inbox {
     fn recorded(&self, job: &Job, kind: &str, _payload: &Map<String, Value>) {
         use contract::api::webhook::{JOB_AWAITING_APPROVAL, JOB_ENDED};
+        let ended = job.status.is_terminal() && job.status != JobState::AwaitingApproval;
         let event = match kind {
-            events::JOB_COMPLETED
-            | events::JOB_FAILED
-            | events::JOB_DEAD_LETTERED
-            | events::JOB_CANCELLED
-                if job.status.is_terminal() && job.status != JobState::AwaitingApproval =>
-            {
-                JOB_ENDED
-            }
+            kind if events::ENDINGS.contains(&kind) && ended => JOB_ENDED,
             events::JOB_APPROVAL_REQUESTED => JOB_AWAITING_APPROVAL,
             _ => return,
         };
@@ -161,7 +72,7 @@ impl WebhookService {
             .redirect(reqwest::redirect::Policy::none())
             .user_agent(concat!("stepwise/", env!("CARGO_PKG_VERSION")))
             .build()
-            .unwrap_or_default();
+            .expect("an HTTP client with rustls and no redirects builds");
         WebhookService {
             config: Arc::new(config),
             queue,
@@ -190,73 +101,16 @@ impl WebhookService {
         })
     }
 
-    fn once(&self) -> Once {
-        Once {
+    /// Posts one job's notifications now, returning when each delivered or gave up.
+    pub async fn run_once(&self, ended: Ended) {
+        self.once().run_once(ended).await;
+    }
+
+    fn once(&self) -> Deliveries {
+        Deliveries {
             config: self.config.clone(),
             queue: self.queue.clone(),
             http: self.http.clone(),
-        }
-    }
-}
-
-/// What one job's notifications need; cheap to clone.
-#[derive(Clone)]
-pub struct Once {
-    config: Arc<WebhookConfig>,
-    queue: queue::Queue,
-    http: reqwest::Client,
-}
-
-impl Once {
-    /// Posts `ended` to every webhook that should hear of it, at once; returns when each
-    /// delivered or gave up.
-    pub async fn run_once(&self, ended: Ended) {
-        let mut targets = self.config.targets.clone();
-        let own = contract::NormalizedTask::from_job(&ended.job)
-            .ok()
-            .and_then(|t| t.payload.task.notify)
-            .map(|n| n.webhook_url);
-        if let Some(url) = own {
-            if self.config.task_webhooks {
-                targets.push(Target {
-                    url,
-                    format: Format::Json,
-                });
-            } else {
-                let why = format!(
-                    "not posted to the task's webhook {}: this server does not post to task webhooks (--task-webhooks false)",
-                    redacted(&url)
-                );
-                self.record(&ended.job, false, why, &url, None).await;
-            }
-        }
-        if targets.is_empty() {
-            return;
-        }
-        let body = body::build(&self.queue, &ended, self.config.public_url.as_deref()).await;
-        let deliveries = targets
-            .iter()
-            .map(|target| self.deliver(&ended, &body, target));
-        futures_util::future::join_all(deliveries).await;
-    }
-
-    /// Records an attempt's outcome on the job; a job that cannot take it (gone) is logged.
-    async fn record(
-        &self,
-        job: &Job,
-        delivered: bool,
-        message: String,
-        url: &str,
-        extra: Option<Map<String, Value>>,
-    ) {
-        let mut payload = extra.unwrap_or_default();
-        payload.insert("webhook".into(), redacted(url).into());
-        if let Err(error) = self
-            .queue
-            .record_notification(&job.id, delivered, message, payload)
-            .await
-        {
-            tracing::warn!(job_id = %job.id, %error, "a webhook's outcome could not be recorded");
         }
     }
 }
