@@ -61,12 +61,21 @@ pub struct BenchArgs {
         hide_env_values = true
     )]
     pg_url: String,
+    /// Run the queue with this limit of running jobs per repository, as `stepwise serve`
+    /// does (its default is 1); 0: no limit, the library's default.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    max_running_per_repository: u32,
 }
+
+/// The repositories the jobs are spread over, so that a limit per repository leaves the
+/// workers room (with no limit, which repository a job names costs nothing).
+const REPOSITORIES: usize = 64;
 
 const CAPABILITIES: [&str; 3] = ["codex", "git", "gh"];
 
 fn noop_task(i: usize) -> serde_json::Value {
-    json!({ "payload": { "repository": "bench/noop", "task": { "instructions": format!("no-op {i}"), "publish": { "mode": "none" } } } })
+    let repository = format!("bench/r{}", i % REPOSITORIES);
+    json!({ "payload": { "repository": repository, "task": { "instructions": format!("no-op {i}"), "publish": { "mode": "none" } } } })
 }
 
 fn claim_request(worker: usize) -> ClaimRequest {
@@ -94,7 +103,11 @@ pub async fn run(args: BenchArgs) -> Result<(), CliError> {
     }
     let (db, scratch, dir) = match args.backend {
         Backend::Sqlite => {
-            let dir = std::env::temp_dir().join(format!("stepwise-bench-{}", std::process::id()));
+            // One folder per run, also for runs at once in one process (the tests').
+            static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+            let run = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let dir =
+                std::env::temp_dir().join(format!("stepwise-bench-{}-{run}", std::process::id()));
             (Database::open_data_dir(&dir).await?, None, Some(dir))
         }
         Backend::Postgres => {
@@ -110,7 +123,10 @@ pub async fn run(args: BenchArgs) -> Result<(), CliError> {
         .clone()
         .unwrap_or_else(std::env::temp_dir)
         .join("bench-artifacts");
-    let queue = Queue::open(db, QueueConfig::new(artifacts)).await?;
+    let mut config = QueueConfig::new(artifacts);
+    config.max_running_per_repository =
+        (args.max_running_per_repository > 0).then_some(args.max_running_per_repository);
+    let queue = Queue::open(db, config).await?;
     queue.migrate().await?;
     let outcome = measure(&queue, &args).await;
     if let Some(dir) = &dir {
@@ -139,8 +155,12 @@ async fn measure(queue: &Queue, args: &BenchArgs) -> Result<(), CliError> {
         Backend::Sqlite => "sqlite (WAL, synchronous=NORMAL)",
         Backend::Postgres => "postgres (server defaults)",
     };
+    let limit = match args.max_running_per_repository {
+        0 => "none".to_string(),
+        n => format!("{n} running per repository ({REPOSITORIES} repositories)"),
+    };
     println!(
-        "backend: {durability}   jobs: {}   workers: {}   latency samples: {}",
+        "backend: {durability}   jobs: {}   workers: {}   latency samples: {}   limit: {limit}",
         args.jobs, args.workers, args.samples
     );
 
@@ -435,6 +455,22 @@ mod tests {
             batch: 4,
             samples: 3,
             pg_url: String::new(),
+            max_running_per_repository: 0,
+        };
+        run(args).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_small_run_under_a_repository_limit_completes_every_job() {
+        let args = BenchArgs {
+            backend: Backend::Sqlite,
+            jobs: 20,
+            workers: 2,
+            producers: 3,
+            batch: 4,
+            samples: 3,
+            pg_url: String::new(),
+            max_running_per_repository: 1,
         };
         run(args).await.unwrap();
     }
