@@ -40,7 +40,7 @@ impl PendingEvent {
         }
     }
 
-    pub(super) fn new(
+    pub(crate) fn new(
         kind: &str,
         level: EventLevel,
         message: String,

@@ -53,6 +53,11 @@ const SQLITE: &[Embedded] = &[
         "running by repository",
         include_str!("../../migrations/sqlite/0009_running_by_repository.sql"),
     ),
+    (
+        10,
+        "retention",
+        include_str!("../../migrations/sqlite/0010_retention.sql"),
+    ),
 ];
 
 const POSTGRES: &[Embedded] = &[
@@ -100,6 +105,11 @@ const POSTGRES: &[Embedded] = &[
         9,
         "running by repository",
         include_str!("../../migrations/postgres/0009_running_by_repository.sql"),
+    ),
+    (
+        10,
+        "retention",
+        include_str!("../../migrations/postgres/0010_retention.sql"),
     ),
 ];
 

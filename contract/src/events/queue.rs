@@ -190,3 +190,16 @@ pub struct NotificationOutcome {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retrying: Option<bool>,
 }
+
+/// `job.history_deleted`: what retention deleted of a job that had been finished long
+/// enough. The job row stays; this event is then its only one.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HistoryDeleted {
+    /// When the job finished, as it stood when its history was deleted.
+    pub finished_at: DateTime<Utc>,
+    /// How many events were deleted.
+    pub events: u64,
+    /// How many artifacts were deleted.
+    pub artifacts: u64,
+}

@@ -22,6 +22,8 @@ pub const JOB_STEPS_APPENDED: &str = "job.steps_appended";
 pub const JOB_NOTIFICATION_DELIVERED: &str = "job.notification_delivered";
 /// A webhook did not take it: the attempt's status or error, and whether it is tried again.
 pub const JOB_NOTIFICATION_FAILED: &str = "job.notification_failed";
+/// Retention deleted the finished job's events and artifacts (this event stays, and says so).
+pub const JOB_HISTORY_DELETED: &str = "job.history_deleted";
 
 /// The kinds a job ends with (the job is then in a terminal state, but for a failure that is
 /// retried, which `job.retry_scheduled` follows): done, failed, dead-lettered, cancelled,
@@ -37,7 +39,7 @@ pub const ENDINGS: [&str; 5] = [
 /// The prefix reserved for the kinds above.
 pub const RESERVED_PREFIX: &str = "job.";
 
-pub const ALL: [&str; 19] = [
+pub const ALL: [&str; 20] = [
     JOB_CREATED,
     JOB_CLAIMED,
     JOB_COMPLETED,
@@ -57,4 +59,5 @@ pub const ALL: [&str; 19] = [
     JOB_STEPS_APPENDED,
     JOB_NOTIFICATION_DELIVERED,
     JOB_NOTIFICATION_FAILED,
+    JOB_HISTORY_DELETED,
 ];

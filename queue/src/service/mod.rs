@@ -8,6 +8,7 @@ mod events;
 mod jobs;
 mod lifecycle;
 mod pauses;
+mod retention;
 mod sessions;
 mod tokens;
 mod workers;

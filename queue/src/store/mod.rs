@@ -1,5 +1,5 @@
 //! The SQL of the queue, and the only place that has any: one file per concern (jobs,
-//! claims, events, artifacts, tokens, sessions, workers) holding the statements both
+//! claims, events, artifacts, retention, tokens, sessions, workers) holding the statements both
 //! backends share, written once with `$N` placeholders that every driver binds by number.
 //! Where a backend does a thing its own way, the concern's file hands over to its driver:
 //! [`postgres`] (one statement where the shared SQL takes several; artifact bytes in the
@@ -225,6 +225,7 @@ mod claims;
 mod database;
 mod events;
 mod jobs;
+mod retention;
 mod sessions;
 mod tokens;
 mod workers;
@@ -236,6 +237,7 @@ pub(crate) use claims::ClaimSql;
 pub use database::{Database, DatabaseError, SQLITE_FILE, SqliteDb};
 pub(crate) use events::{EventOrder, EventPage};
 pub(crate) use jobs::ListSql;
+pub(crate) use retention::Due;
 
 fn decode_err(error: impl std::error::Error + Send + Sync + 'static) -> sqlx::Error {
     sqlx::Error::Decode(Box::new(error))

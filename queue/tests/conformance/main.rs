@@ -21,6 +21,7 @@ mod listing;
 mod notify;
 mod pauses;
 mod rescuer;
+mod retention;
 mod retry;
 mod schedule;
 mod text;
@@ -53,6 +54,12 @@ macro_rules! conformance {
 }
 
 conformance! {
+    retention::a_finished_job_keeps_its_history_for_thirty_days_then_only_its_row_and_one_event,
+    retention::log_lines_go_after_a_day_where_the_step_s_log_artifact_holds_them,
+    retention::queued_running_and_recent_jobs_are_never_touched,
+    retention::a_job_retried_after_its_history_went_is_due_again_once_it_finishes_again,
+    retention::job_rows_are_deleted_only_when_asked_and_their_history_goes_first,
+    retention::two_replicas_at_once_delete_each_history_once,
     limits::a_repository_at_its_limit_waits_while_other_repositories_go_first,
     limits::a_batch_never_takes_more_of_a_repository_than_its_limit_allows,
     limits::a_worker_s_own_limit_tightens_the_queue_s_and_zero_is_refused,

@@ -1,0 +1,145 @@
+//! What retention does to one finished job, a batch of rows per transaction with the job's
+//! row locked, so that it never holds a lock for long and a job retried in between (no
+//! longer finished) is left alone. [`crate::Retention`] decides which jobs and when.
+
+use chrono::{DateTime, Utc};
+use contract::JobId;
+use contract::events::HistoryDeleted;
+use contract::job::events;
+
+use super::Queue;
+use crate::error::QueueError;
+use crate::machine::PendingEvent;
+use crate::store::Due;
+
+impl Queue {
+    /// Up to `limit` jobs due for `due`, finished before `before`, oldest finish first.
+    pub(crate) async fn jobs_due(
+        &self,
+        due: Due,
+        before: DateTime<Utc>,
+        limit: u32,
+    ) -> Result<Vec<(JobId, DateTime<Utc>)>, QueueError> {
+        let rows = self
+            .inner
+            .db
+            .jobs_due(due, before, i64::from(limit.max(1)))
+            .await?;
+        Ok(rows.into_iter().map(|(id, at)| (id.into(), at)).collect())
+    }
+
+    /// Deletes the job's artifacts, then its events, `batch` rows a transaction, and
+    /// records `job.history_deleted` as its one event. `None` when the job is not due
+    /// (retried since, or another replica got there first).
+    pub(crate) async fn delete_history(
+        &self,
+        id: &JobId,
+        before: DateTime<Utc>,
+        batch: u32,
+    ) -> Result<Option<HistoryDeleted>, QueueError> {
+        let batch = i64::from(batch.max(1));
+        let mut artifacts = 0;
+        let mut removed = 0;
+        loop {
+            let (mut tx, _job) = self.lock(id).await?;
+            if !tx.history_due(id.uuid(), before).await? {
+                tx.rollback().await?;
+                return Ok(None);
+            }
+            let n = tx.delete_artifacts(id.uuid(), batch).await?;
+            let m = if n < batch as u64 {
+                tx.delete_events(id.uuid(), batch).await?
+            } else {
+                0
+            };
+            self.commit(tx).await?;
+            artifacts += n;
+            removed += m;
+            if n < batch as u64 && m < batch as u64 {
+                break;
+            }
+        }
+        // SQLite keeps the bytes as files, whose rows are gone now. Removed before the
+        // job is marked: a pass that stops in between finds the job due again and ends it.
+        let dir = crate::artifacts::path_of(&self.inner.config.artifacts_dir, id, "");
+        match tokio::fs::remove_dir_all(&dir).await {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e.into()),
+            _ => {}
+        }
+        let now = self.now();
+        let (mut tx, job) = self.lock(id).await?;
+        let Some(finished_at) = tx.mark_history_deleted(id.uuid(), now, before).await? else {
+            tx.rollback().await?;
+            return Ok(None);
+        };
+        let deleted = HistoryDeleted {
+            finished_at,
+            events: removed,
+            artifacts,
+        };
+        let event = PendingEvent::new(
+            events::JOB_HISTORY_DELETED,
+            contract::EventLevel::Info,
+            format!(
+                "retention deleted this job's {removed} events and {artifacts} artifacts, \
+                 kept until {}",
+                before.format("%Y-%m-%d %H:%M UTC")
+            ),
+            &deleted,
+        );
+        tx.insert_event(id, &event, now).await?;
+        self.commit(tx).await?;
+        self.observe(&job, [(event.kind.as_str(), &event.payload)]);
+        Ok(Some(deleted))
+    }
+
+    /// Deletes the job's log lines that its step-log artifacts hold, `batch` a
+    /// transaction, and marks it compacted (even when none could go: a step whose log
+    /// was never stored keeps its lines until the history goes). `None` when the job is
+    /// not finished before `before` any more; else how many lines went.
+    pub(crate) async fn compact_logs(
+        &self,
+        id: &JobId,
+        before: DateTime<Utc>,
+        batch: u32,
+    ) -> Result<Option<u64>, QueueError> {
+        let batch = i64::from(batch.max(1));
+        let mut removed = 0;
+        loop {
+            let (mut tx, job) = self.lock(id).await?;
+            if !finished_before(&job, before) {
+                tx.rollback().await?;
+                return Ok(None);
+            }
+            let n = tx.delete_log_lines(id.uuid(), batch).await?;
+            self.commit(tx).await?;
+            removed += n;
+            if n < batch as u64 {
+                break;
+            }
+        }
+        let (mut tx, _job) = self.lock(id).await?;
+        let marked = tx.mark_logs_compacted(id.uuid(), self.now(), before).await?;
+        self.commit(tx).await?;
+        Ok(marked.map(|_| removed))
+    }
+
+    /// Deletes up to `batch` job rows finished before `before` whose history retention
+    /// has already deleted; answers their ids.
+    pub(crate) async fn delete_finished_jobs(
+        &self,
+        before: DateTime<Utc>,
+        batch: u32,
+    ) -> Result<Vec<JobId>, QueueError> {
+        let mut tx = self.begin().await?;
+        let ids = tx
+            .delete_job_rows(before, i64::from(batch.max(1)))
+            .await?;
+        self.commit(tx).await?;
+        Ok(ids.into_iter().map(JobId::from).collect())
+    }
+}
+
+fn finished_before(job: &contract::Job, before: DateTime<Utc>) -> bool {
+    job.status.is_terminal() && job.finished_at.is_some_and(|at| at < before)
+}

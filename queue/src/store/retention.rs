@@ -1,0 +1,216 @@
+//! Retention's SQL: which finished jobs are due, and deleting their events, artifacts, log
+//! lines and rows a batch at a time. Every write here runs with the job's row locked (or,
+//! for rows, re-checks the row it deletes), so a job retried meanwhile is left alone.
+
+use chrono::{DateTime, Utc};
+use contract::job::task;
+use sqlx::Row;
+use uuid::Uuid;
+
+use super::sqlite::RowExt;
+use super::{Arg, Id, Ts, Tx, TxConn, pg_rows, sqlite_rows};
+use crate::QueueError;
+use crate::store::Database;
+
+/// Finished jobs whose history is kept (the `jobs_history_kept` index, whose predicate
+/// these repeat so that both planners use it), finished before `$1`.
+const HISTORY_KEPT: &str = "finished_at IS NOT NULL \
+     AND (history_deleted_at IS NULL OR history_deleted_at <= finished_at) \
+     AND finished_at < $1";
+
+const EVENTS: &str = "DELETE FROM job_events WHERE id IN \
+     (SELECT id FROM job_events WHERE job_id = $1 ORDER BY id LIMIT $2) RETURNING id";
+
+const ARTIFACTS: &str = "DELETE FROM artifacts WHERE id IN \
+     (SELECT id FROM artifacts WHERE job_id = $1 LIMIT $2) RETURNING id";
+
+/// A log line goes only when its step's log artifact (`task::step_log`, as
+/// `logs/steps/step-0000.log`) is stored: the line is then in that file. Each backend reads
+/// the step index out of the payload its own way; the conformance suite names the file
+/// with `task::step_log` itself, so the two spellings cannot drift apart unnoticed.
+const LOG_LINES_POSTGRES: &str = "DELETE FROM job_events WHERE id IN \
+     (SELECT e.id FROM job_events e WHERE e.job_id = $1 AND e.kind = $3 AND EXISTS \
+       (SELECT 1 FROM artifacts a WHERE a.job_id = e.job_id \
+          AND a.name = 'logs/steps/step-' || lpad(e.payload->>'stepIndex', 4, '0') || '.log') \
+      ORDER BY e.id LIMIT $2) RETURNING id";
+const LOG_LINES_SQLITE: &str = "DELETE FROM job_events WHERE id IN \
+     (SELECT e.id FROM job_events e WHERE e.job_id = $1 AND e.kind = $3 AND EXISTS \
+       (SELECT 1 FROM artifacts a WHERE a.job_id = e.job_id \
+          AND a.name = printf('logs/steps/step-%04d.log', json_extract(e.payload, '$.stepIndex'))) \
+      ORDER BY e.id LIMIT $2) RETURNING id";
+
+/// Marks the history deleted, if the job is still finished before the cutoff with its
+/// history kept; answers the `finished_at` it stood at.
+const MARK_HISTORY: &str = concat!(
+    "UPDATE jobs SET history_deleted_at = $2 WHERE id = $1 AND ",
+    "finished_at IS NOT NULL \
+     AND (history_deleted_at IS NULL OR history_deleted_at <= finished_at) \
+     AND finished_at < $3 RETURNING finished_at"
+);
+
+const MARK_LOGS: &str = "UPDATE jobs SET logs_compacted_at = $2 WHERE id = $1 \
+     AND finished_at IS NOT NULL AND finished_at < $3 RETURNING finished_at";
+
+/// Job rows finished before `$1` whose history is already gone (so the cascade deletes
+/// one event each), oldest first. The outer conditions are checked again on the row the
+/// delete locks: a job retried since the inner read is not finished any more and stays.
+const JOB_ROWS: &str = "DELETE FROM jobs WHERE id IN \
+     (SELECT id FROM jobs WHERE finished_at IS NOT NULL AND finished_at < $1 \
+        AND history_deleted_at > finished_at ORDER BY id LIMIT $2) \
+     AND finished_at IS NOT NULL AND finished_at < $1 AND history_deleted_at > finished_at \
+     RETURNING id";
+
+/// Which of retention's chores a list of due jobs is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Due {
+    /// Events and artifacts: jobs finished before the cutoff, history kept.
+    History,
+    /// Log lines: the same, not yet compacted since they finished, finished at or after a
+    /// lower bound (the pass's watermark, so that a pass does not walk the jobs it has
+    /// already compacted).
+    Logs { from: DateTime<Utc> },
+}
+
+impl Database {
+    /// Up to `limit` jobs due for `due`, finished before `before`, oldest finish first,
+    /// with their `finished_at`.
+    pub(crate) async fn jobs_due(
+        &self,
+        due: Due,
+        before: DateTime<Utc>,
+        limit: i64,
+    ) -> Result<Vec<(Uuid, DateTime<Utc>)>, sqlx::Error> {
+        let history = format!(
+            "SELECT id, finished_at FROM jobs WHERE {HISTORY_KEPT} ORDER BY finished_at, id LIMIT $2"
+        );
+        let logs = format!(
+            "SELECT id, finished_at FROM jobs WHERE {HISTORY_KEPT} AND finished_at >= $3 \
+             AND (logs_compacted_at IS NULL OR logs_compacted_at <= finished_at) \
+             ORDER BY finished_at, id LIMIT $2"
+        );
+        on_pool!(self, p => {
+            let query = match due {
+                Due::History => sqlx::query(&history).bind(Ts(before)).bind(limit),
+                Due::Logs { from } => {
+                    sqlx::query(&logs).bind(Ts(before)).bind(limit).bind(Ts(from))
+                }
+            };
+            let rows = query.fetch_all(p).await?;
+            rows.iter()
+                .map(|r| Ok((r.try_get::<Id, _>("id")?.0, r.try_get::<Ts, _>("finished_at")?.0)))
+                .collect()
+        })
+    }
+}
+
+impl Tx {
+    /// Whether the job is finished before `before` with its history kept.
+    pub(crate) async fn history_due(
+        &mut self,
+        job: Uuid,
+        before: DateTime<Utc>,
+    ) -> Result<bool, QueueError> {
+        let sql = format!("SELECT id FROM jobs WHERE id = $2 AND {HISTORY_KEPT}");
+        let args = [Arg::at(before), Arg::Id(job)];
+        Ok(self.count_rows(&sql, &args).await? == 1)
+    }
+
+    /// Deletes up to `limit` of the job's events, oldest first; answers how many.
+    pub(crate) async fn delete_events(&mut self, job: Uuid, limit: i64) -> Result<u64, QueueError> {
+        self.count_rows(EVENTS, &[Arg::Id(job), Arg::BigInt(limit)])
+            .await
+    }
+
+    /// Deletes up to `limit` of the job's artifacts (their bytes too, on PostgreSQL: the
+    /// chunks cascade; on SQLite the caller removes the files); answers how many.
+    pub(crate) async fn delete_artifacts(
+        &mut self,
+        job: Uuid,
+        limit: i64,
+    ) -> Result<u64, QueueError> {
+        self.count_rows(ARTIFACTS, &[Arg::Id(job), Arg::BigInt(limit)])
+            .await
+    }
+
+    /// Deletes up to `limit` of the job's log lines that its step-log artifacts hold.
+    pub(crate) async fn delete_log_lines(
+        &mut self,
+        job: Uuid,
+        limit: i64,
+    ) -> Result<u64, QueueError> {
+        let args = [Arg::Id(job), Arg::BigInt(limit), Arg::text(task::STEP_LOG)];
+        let sql = match self.conn {
+            TxConn::Sqlite(_) => LOG_LINES_SQLITE,
+            TxConn::Postgres(_) => LOG_LINES_POSTGRES,
+        };
+        self.count_rows(sql, &args).await
+    }
+
+    /// Marks the job's history deleted at `now` if it is still due (finished before
+    /// `before`, history kept); answers the `finished_at` it was due for.
+    pub(crate) async fn mark_history_deleted(
+        &mut self,
+        job: Uuid,
+        now: DateTime<Utc>,
+        before: DateTime<Utc>,
+    ) -> Result<Option<DateTime<Utc>>, QueueError> {
+        self.mark(MARK_HISTORY, job, now, before).await
+    }
+
+    /// Marks the job's log lines compacted at `now` if it is still finished before `before`.
+    pub(crate) async fn mark_logs_compacted(
+        &mut self,
+        job: Uuid,
+        now: DateTime<Utc>,
+        before: DateTime<Utc>,
+    ) -> Result<Option<DateTime<Utc>>, QueueError> {
+        self.mark(MARK_LOGS, job, now, before).await
+    }
+
+    /// Deletes up to `limit` job rows finished before `before` whose history is gone;
+    /// answers their ids.
+    pub(crate) async fn delete_job_rows(
+        &mut self,
+        before: DateTime<Utc>,
+        limit: i64,
+    ) -> Result<Vec<Uuid>, QueueError> {
+        let args = [Arg::at(before), Arg::BigInt(limit)];
+        let decode = |id: Id| id.0;
+        Ok(match &mut self.conn {
+            TxConn::Sqlite(t) => sqlite_rows(t, JOB_ROWS, &args, |r| {
+                r.try_get::<Id, _>("id").map(decode)
+            })?,
+            TxConn::Postgres(t) => {
+                pg_rows(t, JOB_ROWS, &args, |r| r.try_get::<Id, _>("id").map(decode)).await?
+            }
+        })
+    }
+
+    async fn mark(
+        &mut self,
+        sql: &str,
+        job: Uuid,
+        now: DateTime<Utc>,
+        before: DateTime<Utc>,
+    ) -> Result<Option<DateTime<Utc>>, QueueError> {
+        let args = [Arg::Id(job), Arg::at(now), Arg::at(before)];
+        let rows = match &mut self.conn {
+            TxConn::Sqlite(t) => sqlite_rows(t, sql, &args, |r| {
+                r.try_get::<Ts, _>("finished_at").map(|t| t.0)
+            })?,
+            TxConn::Postgres(t) => {
+                pg_rows(t, sql, &args, |r| r.try_get::<Ts, _>("finished_at").map(|t| t.0)).await?
+            }
+        };
+        Ok(rows.into_iter().next())
+    }
+
+    /// Runs a statement that answers one row per row it changed; answers how many.
+    async fn count_rows(&mut self, sql: &str, args: &[Arg<'_>]) -> Result<u64, QueueError> {
+        let n = match &mut self.conn {
+            TxConn::Sqlite(t) => sqlite_rows(t, sql, args, |_| Ok(()))?.len(),
+            TxConn::Postgres(t) => pg_rows(t, sql, args, |_| Ok(())).await?.len(),
+        };
+        Ok(n as u64)
+    }
+}
