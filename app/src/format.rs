@@ -367,6 +367,18 @@ pub fn job_view(data: JobData<'_>, now_ms: i64, waiting: Option<String>) -> JobV
         job.finished_at.map(|t| when(&t)).unwrap_or_default(),
     );
     fact(crate::views::DURATION_FACT, run_time(job, now_ms));
+    // Retention left the row and this one event: say why the steps show no progress.
+    if let Some(at) = events
+        .iter()
+        .rev()
+        .find(|e| e.kind == contract::job::events::JOB_HISTORY_DELETED)
+        .map(|e| when(&e.created_at))
+    {
+        fact(
+            "History",
+            format!("its steps' events, logs and artifacts were deleted at {at}, as the server keeps them only so long"),
+        );
+    }
     fact("Result", job.result_summary.clone().unwrap_or_default());
     fact(
         "Error",

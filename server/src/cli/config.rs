@@ -12,6 +12,7 @@ use super::db::{DbArgs, QueueSettings};
 use super::defaults::DefaultsArgs;
 use super::error::ConfigError;
 use super::notify::NotifyArgs;
+use super::retention::RetentionArgs;
 use super::worker::AgentArgs;
 use crate::http::site::SiteConfig;
 
@@ -50,6 +51,9 @@ pub struct ServeArgs {
     /// Where jobs' ends are posted, signed.
     #[command(flatten, next_help_heading = "Notifications")]
     pub notify: NotifyArgs,
+    /// How long finished jobs keep their log lines, events, artifacts and rows.
+    #[command(flatten, next_help_heading = "Retention")]
+    pub retention: RetentionArgs,
 }
 
 /// Everything `stepwise serve` needs, checked before anything starts.
@@ -68,6 +72,8 @@ pub struct Config {
     pub max_running_per_repository: Option<u32>,
     /// Where jobs' ends are posted.
     pub webhooks: crate::webhooks::WebhookConfig,
+    /// What finished jobs keep, and for how long.
+    pub retention: queue::RetentionConfig,
 }
 
 impl Config {
@@ -115,6 +121,7 @@ impl Config {
             max_running_per_repository: (args.max_running_per_repository > 0)
                 .then_some(args.max_running_per_repository),
             webhooks,
+            retention: args.retention.config(),
         })
     }
 }
@@ -179,6 +186,7 @@ mod tests {
             defaults: DefaultsArgs::from_flags(defaults).unwrap(),
             max_running_per_repository: 1,
             notify: NotifyArgs::default(),
+            retention: RetentionArgs::default(),
         }
     }
 

@@ -8,6 +8,7 @@ mod jobs;
 mod mcp;
 mod migrate;
 pub mod notify;
+pub mod retention;
 mod serve;
 mod signal;
 mod tokens;

@@ -42,6 +42,7 @@ pub async fn run(config: Config) -> Result<(), CliError> {
     let stop = tokio_util::sync::CancellationToken::new();
     let rescuer =
         queue::Rescuer::new(queue.clone(), queue::RescuerConfig::default()).start(stop.clone());
+    let retention = queue::Retention::new(queue.clone(), config.retention).start(stop.clone());
 
     // Stops the HTTP server; its streams end at once (the rest drains gracefully).
     let http_stop = CancellationToken::new();
@@ -121,6 +122,7 @@ pub async fn run(config: Config) -> Result<(), CliError> {
         .await;
     stop.cancel();
     let _ = rescuer.await;
+    let _ = retention.await;
     let _ = notifier.await;
     served.map_err(CliError::Serve)
 }

@@ -110,6 +110,7 @@ pub async fn test_site_with(
         defaults: DefaultsArgs::from_flags(&["--default-publish-mode", publish]).unwrap(),
         max_running_per_repository: 1,
         notify: Default::default(),
+        retention: Default::default(),
     };
     let config = Config::load(args, |_| None).unwrap();
     let metrics = std::sync::Arc::new(crate::metrics::Metrics::new(None));

@@ -1,6 +1,7 @@
 //! The whole site as `stepwise serve` builds it: pages rendered on the server, the
 //! dashboard's server functions, the login, and what the pages show of a job's usage.
 
+mod retention;
 mod session;
 mod usage_pages;
 
