@@ -376,7 +376,9 @@ pub fn job_view(data: JobData<'_>, now_ms: i64, waiting: Option<String>) -> JobV
     {
         fact(
             "History",
-            format!("its steps' events, logs and artifacts were deleted at {at}, as the server keeps them only so long"),
+            format!(
+                "its steps' events, logs and artifacts were deleted at {at}, as the server keeps them only so long"
+            ),
         );
     }
     fact("Result", job.result_summary.clone().unwrap_or_default());

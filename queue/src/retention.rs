@@ -55,7 +55,8 @@ impl Default for RetentionConfig {
 /// What one pass deleted.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RetentionReport {
-    /// The jobs whose log lines were compacted, and how many lines went.
+    /// The jobs whose log lines were compacted (some may have had none), and how many
+    /// lines went.
     pub logs_compacted: Vec<JobId>,
     pub log_lines: u64,
     /// The jobs whose events and artifacts were deleted, and how many of each went.
@@ -67,10 +68,9 @@ pub struct RetentionReport {
 }
 
 impl RetentionReport {
+    /// Whether the pass deleted nothing.
     pub fn is_empty(&self) -> bool {
-        self.logs_compacted.is_empty()
-            && self.history_deleted.is_empty()
-            && self.jobs_deleted.is_empty()
+        self.log_lines == 0 && self.history_deleted.is_empty() && self.jobs_deleted.is_empty()
     }
 }
 
@@ -175,18 +175,18 @@ impl Retention {
                 .jobs_due(Due::Logs { from }, before, self.config.batch_size)
                 .await?;
             let full = due.len() >= self.config.batch_size.max(1) as usize;
-            for (id, finished_at) in due {
-                // A job with no line its logs hold is marked all the same, unreported.
-                if let Some(lines @ 1..) = self
-                    .queue
-                    .compact_logs(&id, before, self.config.batch_size)
-                    .await?
-                {
-                    report.logs_compacted.push(id);
-                    report.log_lines += lines;
-                }
-                *watermark = Some(finished_at);
-            }
+            let Some(&(_, last)) = due.last() else {
+                *watermark = Some(before);
+                return Ok(());
+            };
+            let ids: Vec<JobId> = due.into_iter().map(|(id, _)| id).collect();
+            let (marked, lines) = self
+                .queue
+                .compact_logs(&ids, before, self.config.batch_size)
+                .await?;
+            report.logs_compacted.extend(marked);
+            report.log_lines += lines;
+            *watermark = Some(last);
             if !full {
                 // Everything finished before the cutoff is done.
                 *watermark = Some(before);

@@ -9,6 +9,8 @@ mod jobs;
 mod lifecycle;
 mod pauses;
 mod retention;
+#[cfg(feature = "seed")]
+mod seed;
 mod sessions;
 mod tokens;
 mod workers;

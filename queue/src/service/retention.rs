@@ -1,6 +1,7 @@
-//! What retention does to one finished job, a batch of rows per transaction with the job's
-//! row locked, so that it never holds a lock for long and a job retried in between (no
-//! longer finished) is left alone. [`crate::Retention`] decides which jobs and when.
+//! What retention does to finished jobs, a batch of rows per short transaction: a
+//! history with the job's row locked, log lines and rows by statements that check the rows
+//! they change again, so a job retried in between (no longer finished) is left alone.
+//! [`crate::Retention`] decides which jobs and when.
 
 use chrono::{DateTime, Utc};
 use contract::JobId;
@@ -93,35 +94,31 @@ impl Queue {
         Ok(Some(deleted))
     }
 
-    /// Deletes the job's log lines that its step-log artifacts hold, `batch` a
-    /// transaction, and marks it compacted (even when none could go: a step whose log
-    /// was never stored keeps its lines until the history goes). `None` when the job is
-    /// not finished before `before` any more; else how many lines went.
+    /// Deletes the log lines of the `jobs` that their step-log artifacts hold, `batch` a
+    /// transaction, and marks them compacted (a job whose lines could not go, a step's
+    /// log never stored, keeps them until its history goes). Answers the jobs marked, those
+    /// still finished before `before`, and how many lines went.
     pub(crate) async fn compact_logs(
         &self,
-        id: &JobId,
+        jobs: &[JobId],
         before: DateTime<Utc>,
         batch: u32,
-    ) -> Result<Option<u64>, QueueError> {
+    ) -> Result<(Vec<JobId>, u64), QueueError> {
+        let ids: Vec<_> = jobs.iter().map(JobId::uuid).collect();
         let batch = i64::from(batch.max(1));
         let mut removed = 0;
         loop {
-            let (mut tx, job) = self.lock(id).await?;
-            if !finished_before(&job, before) {
-                tx.rollback().await?;
-                return Ok(None);
-            }
-            let n = tx.delete_log_lines(id.uuid(), batch).await?;
-            self.commit(tx).await?;
+            let mut tx = self.begin().await?;
+            let n = tx.delete_log_lines(&ids, before, batch).await?;
             removed += n;
+            // The last batch marks the jobs in the same transaction: one for most passes.
             if n < batch as u64 {
-                break;
+                let marked = tx.mark_logs_compacted(&ids, self.now(), before).await?;
+                self.commit(tx).await?;
+                return Ok((marked.into_iter().map(JobId::from).collect(), removed));
             }
+            self.commit(tx).await?;
         }
-        let (mut tx, _job) = self.lock(id).await?;
-        let marked = tx.mark_logs_compacted(id.uuid(), self.now(), before).await?;
-        self.commit(tx).await?;
-        Ok(marked.map(|_| removed))
     }
 
     /// Deletes up to `batch` job rows finished before `before` whose history retention
@@ -132,14 +129,8 @@ impl Queue {
         batch: u32,
     ) -> Result<Vec<JobId>, QueueError> {
         let mut tx = self.begin().await?;
-        let ids = tx
-            .delete_job_rows(before, i64::from(batch.max(1)))
-            .await?;
+        let ids = tx.delete_job_rows(before, i64::from(batch.max(1))).await?;
         self.commit(tx).await?;
         Ok(ids.into_iter().map(JobId::from).collect())
     }
-}
-
-fn finished_before(job: &contract::Job, before: DateTime<Utc>) -> bool {
-    job.status.is_terminal() && job.finished_at.is_some_and(|at| at < before)
 }

@@ -226,6 +226,8 @@ mod database;
 mod events;
 mod jobs;
 mod retention;
+#[cfg(feature = "seed")]
+mod seed;
 mod sessions;
 mod tokens;
 mod workers;

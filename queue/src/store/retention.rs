@@ -1,6 +1,6 @@
 //! Retention's SQL: which finished jobs are due, and deleting their events, artifacts, log
-//! lines and rows a batch at a time. Every write here runs with the job's row locked (or,
-//! for rows, re-checks the row it deletes), so a job retried meanwhile is left alone.
+//! lines and rows a batch at a time. Every write here either runs with the job's row locked
+//! or checks again the row it changes, so a job retried meanwhile is left alone.
 
 use chrono::{DateTime, Utc};
 use contract::job::task;
@@ -24,20 +24,36 @@ const EVENTS: &str = "DELETE FROM job_events WHERE id IN \
 const ARTIFACTS: &str = "DELETE FROM artifacts WHERE id IN \
      (SELECT id FROM artifacts WHERE job_id = $1 LIMIT $2) RETURNING id";
 
-/// A log line goes only when its step's log artifact (`task::step_log`, as
-/// `logs/steps/step-0000.log`) is stored: the line is then in that file. Each backend reads
-/// the step index out of the payload its own way; the conformance suite names the file
-/// with `task::step_log` itself, so the two spellings cannot drift apart unnoticed.
+/// The log lines of the listed jobs (`$1`, a JSON array of ids) that are still finished
+/// before `$4`, up to `$2`. A line goes only when its step's log artifact (`task::step_log`,
+/// as `logs/steps/step-0000.log`) is stored: the line is then in that file. Each backend
+/// lists the ids and reads the step index out of the payload its own way; the conformance
+/// suite names the file with `task::step_log` itself, so the two spellings cannot drift
+/// apart unnoticed. No row lock: a job retried meanwhile adds its new lines after this
+/// statement's snapshot, and only its old ones go.
 const LOG_LINES_POSTGRES: &str = "DELETE FROM job_events WHERE id IN \
-     (SELECT e.id FROM job_events e WHERE e.job_id = $1 AND e.kind = $3 AND EXISTS \
+     (SELECT e.id FROM job_events e JOIN jobs j ON j.id = e.job_id \
+      WHERE e.job_id IN (SELECT x::uuid FROM jsonb_array_elements_text($1) x) \
+        AND j.finished_at IS NOT NULL AND j.finished_at < $4 AND e.kind = $3 AND EXISTS \
        (SELECT 1 FROM artifacts a WHERE a.job_id = e.job_id \
           AND a.name = 'logs/steps/step-' || lpad(e.payload->>'stepIndex', 4, '0') || '.log') \
-      ORDER BY e.id LIMIT $2) RETURNING id";
+      LIMIT $2) RETURNING id";
 const LOG_LINES_SQLITE: &str = "DELETE FROM job_events WHERE id IN \
-     (SELECT e.id FROM job_events e WHERE e.job_id = $1 AND e.kind = $3 AND EXISTS \
+     (SELECT e.id FROM job_events e JOIN jobs j ON j.id = e.job_id \
+      WHERE e.job_id IN (SELECT value FROM json_each($1)) \
+        AND j.finished_at IS NOT NULL AND j.finished_at < $4 AND e.kind = $3 AND EXISTS \
        (SELECT 1 FROM artifacts a WHERE a.job_id = e.job_id \
           AND a.name = printf('logs/steps/step-%04d.log', json_extract(e.payload, '$.stepIndex'))) \
-      ORDER BY e.id LIMIT $2) RETURNING id";
+      LIMIT $2) RETURNING id";
+
+/// Marks the listed jobs (`$1`) compacted at `$2`, those still finished before `$3` (checked
+/// again on the row the update locks); answers their ids.
+const MARK_LOGS_POSTGRES: &str = "UPDATE jobs SET logs_compacted_at = $2 \
+     WHERE id IN (SELECT x::uuid FROM jsonb_array_elements_text($1) x) \
+       AND finished_at IS NOT NULL AND finished_at < $3 RETURNING id";
+const MARK_LOGS_SQLITE: &str = "UPDATE jobs SET logs_compacted_at = $2 \
+     WHERE id IN (SELECT value FROM json_each($1)) \
+       AND finished_at IS NOT NULL AND finished_at < $3 RETURNING id";
 
 /// Marks the history deleted, if the job is still finished before the cutoff with its
 /// history kept; answers the `finished_at` it stood at.
@@ -47,9 +63,6 @@ const MARK_HISTORY: &str = concat!(
      AND (history_deleted_at IS NULL OR history_deleted_at <= finished_at) \
      AND finished_at < $3 RETURNING finished_at"
 );
-
-const MARK_LOGS: &str = "UPDATE jobs SET logs_compacted_at = $2 WHERE id = $1 \
-     AND finished_at IS NOT NULL AND finished_at < $3 RETURNING finished_at";
 
 /// Job rows finished before `$1` whose history is already gone (so the cascade deletes
 /// one event each), oldest first. The outer conditions are checked again on the row the
@@ -132,13 +145,20 @@ impl Tx {
             .await
     }
 
-    /// Deletes up to `limit` of the job's log lines that its step-log artifacts hold.
+    /// Deletes up to `limit` log lines of the `jobs` still finished before `before` that
+    /// their step-log artifacts hold; answers how many.
     pub(crate) async fn delete_log_lines(
         &mut self,
-        job: Uuid,
+        jobs: &[Uuid],
+        before: DateTime<Utc>,
         limit: i64,
     ) -> Result<u64, QueueError> {
-        let args = [Arg::Id(job), Arg::BigInt(limit), Arg::text(task::STEP_LOG)];
+        let args = [
+            id_list(jobs),
+            Arg::BigInt(limit),
+            Arg::text(task::STEP_LOG),
+            Arg::at(before),
+        ];
         let sql = match self.conn {
             TxConn::Sqlite(_) => LOG_LINES_SQLITE,
             TxConn::Postgres(_) => LOG_LINES_POSTGRES,
@@ -157,14 +177,27 @@ impl Tx {
         self.mark(MARK_HISTORY, job, now, before).await
     }
 
-    /// Marks the job's log lines compacted at `now` if it is still finished before `before`.
+    /// Marks the `jobs` still finished before `before` compacted at `now`; answers them.
     pub(crate) async fn mark_logs_compacted(
         &mut self,
-        job: Uuid,
+        jobs: &[Uuid],
         now: DateTime<Utc>,
         before: DateTime<Utc>,
-    ) -> Result<Option<DateTime<Utc>>, QueueError> {
-        self.mark(MARK_LOGS, job, now, before).await
+    ) -> Result<Vec<Uuid>, QueueError> {
+        let args = [id_list(jobs), Arg::at(now), Arg::at(before)];
+        let sql = match self.conn {
+            TxConn::Sqlite(_) => MARK_LOGS_SQLITE,
+            TxConn::Postgres(_) => MARK_LOGS_POSTGRES,
+        };
+        let decode = |id: Id| id.0;
+        Ok(match &mut self.conn {
+            TxConn::Sqlite(t) => {
+                sqlite_rows(t, sql, &args, |r| r.try_get::<Id, _>("id").map(decode))?
+            }
+            TxConn::Postgres(t) => {
+                pg_rows(t, sql, &args, |r| r.try_get::<Id, _>("id").map(decode)).await?
+            }
+        })
     }
 
     /// Deletes up to `limit` job rows finished before `before` whose history is gone;
@@ -177,9 +210,9 @@ impl Tx {
         let args = [Arg::at(before), Arg::BigInt(limit)];
         let decode = |id: Id| id.0;
         Ok(match &mut self.conn {
-            TxConn::Sqlite(t) => sqlite_rows(t, JOB_ROWS, &args, |r| {
-                r.try_get::<Id, _>("id").map(decode)
-            })?,
+            TxConn::Sqlite(t) => {
+                sqlite_rows(t, JOB_ROWS, &args, |r| r.try_get::<Id, _>("id").map(decode))?
+            }
             TxConn::Postgres(t) => {
                 pg_rows(t, JOB_ROWS, &args, |r| r.try_get::<Id, _>("id").map(decode)).await?
             }
@@ -199,7 +232,10 @@ impl Tx {
                 r.try_get::<Ts, _>("finished_at").map(|t| t.0)
             })?,
             TxConn::Postgres(t) => {
-                pg_rows(t, sql, &args, |r| r.try_get::<Ts, _>("finished_at").map(|t| t.0)).await?
+                pg_rows(t, sql, &args, |r| {
+                    r.try_get::<Ts, _>("finished_at").map(|t| t.0)
+                })
+                .await?
             }
         };
         Ok(rows.into_iter().next())
@@ -213,4 +249,14 @@ impl Tx {
         };
         Ok(n as u64)
     }
+}
+
+/// Ids as one JSON array, which both backends can list in a query.
+fn id_list(ids: &[Uuid]) -> Arg<'static> {
+    Arg::Json(
+        ids.iter()
+            .map(|id| id.to_string())
+            .collect::<Vec<_>>()
+            .into(),
+    )
 }

@@ -172,9 +172,7 @@ pub async fn queued_running_and_recent_jobs_are_never_touched(h: Harness) {
     assert_eq!(h.get(&running).await.status, JobState::Running);
 }
 
-pub async fn a_job_retried_after_its_history_went_is_due_again_once_it_finishes_again(
-    h: Harness,
-) {
+pub async fn a_job_retried_after_its_history_went_is_due_again_once_it_finishes_again(h: Harness) {
     let job = ran(&h, 2, &[], false).await;
     assert_eq!(job.status, JobState::Failed);
     h.advance(31 * DAY);
@@ -191,7 +189,11 @@ pub async fn a_job_retried_after_its_history_went_is_due_again_once_it_finishes_
     // Not finished now: left alone, however old its first end.
     assert!(retention(&h, 100).run_once().await.unwrap().is_empty());
     let claimed = h.claim_exactly("w2", &job).await;
-    let done = h.queue.complete(&job.id, &fence(&claimed), None).await.unwrap();
+    let done = h
+        .queue
+        .complete(&job.id, &fence(&claimed), None)
+        .await
+        .unwrap();
     let kinds = h.event_kinds(&job).await;
     assert_eq!(kinds[0], events::JOB_HISTORY_DELETED);
     h.advance(30 * DAY);
@@ -272,7 +274,11 @@ pub async fn two_replicas_at_once_delete_each_history_once(h: Harness) {
     );
     let (ra, rb) = tokio::join!(a.run_once(), b.run_once());
     let (ra, rb) = (ra.unwrap(), rb.unwrap());
-    let mut done: Vec<_> = ra.history_deleted.iter().chain(&rb.history_deleted).collect();
+    let mut done: Vec<_> = ra
+        .history_deleted
+        .iter()
+        .chain(&rb.history_deleted)
+        .collect();
     done.sort();
     let mut expected: Vec<_> = jobs.iter().map(|j| &j.id).collect();
     expected.sort();

@@ -1,5 +1,7 @@
-//! `stepwise bench`: figures for the queue and the worker, printed, never asserted. Built
-//! only with the `bench` feature, so the release binary does not carry it.
+//! `stepwise bench`: figures for the queue, the worker and how costs grow with the work,
+//! printed, never asserted. Built only with the `bench` feature, so the release binary does
+//! not carry it.
 
 pub mod queue;
+pub mod scale;
 pub mod worker;

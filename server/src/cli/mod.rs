@@ -76,6 +76,9 @@ enum BenchCommand {
     /// Run jobs through the real worker with a scripted agent; time prepare (cold clone vs
     /// warm mirror) and cancel request → SIGTERM at the agent.
     Worker(crate::bench::worker::WorkerBenchArgs),
+    /// Put a million jobs and a job of 100,000 log lines in a scratch database; time the
+    /// jobs list, the job page, the events API and stream, and retention.
+    Scale(crate::bench::scale::ScaleArgs),
 }
 
 impl Cli {
@@ -99,6 +102,8 @@ impl Cli {
             Command::Bench(BenchCommand::Queue(args)) => crate::bench::queue::run(args).await,
             #[cfg(feature = "bench")]
             Command::Bench(BenchCommand::Worker(args)) => crate::bench::worker::run(args).await,
+            #[cfg(feature = "bench")]
+            Command::Bench(BenchCommand::Scale(args)) => crate::bench::scale::run(args).await,
             Command::Worker(args) => worker::run(args).await,
             Command::Mcp(args) => mcp::run(args).await,
         }

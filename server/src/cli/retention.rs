@@ -88,7 +88,17 @@ mod tests {
         assert_eq!(secs("90m"), Some(5_400));
         assert_eq!(secs("0s"), Some(0));
         assert_eq!(secs("forever"), None);
-        for bad in ["", "d", "30", "30 d", "-1d", "1.5d", "30w", "forever!", "99999999999999d"] {
+        for bad in [
+            "",
+            "d",
+            "30",
+            "30 d",
+            "-1d",
+            "1.5d",
+            "30w",
+            "forever!",
+            "99999999999999d",
+        ] {
             let err = age(bad).unwrap_err();
             assert!(err.contains("forever"), "{bad}: {err}");
         }

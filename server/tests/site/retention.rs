@@ -28,10 +28,19 @@ async fn the_job_page_says_when_retention_deleted_the_history_and_shows_the_row(
     };
     queue.append_event(&job.id, &fence, line).await.unwrap();
     queue
-        .add_artifact(&job.id, &fence, &task::step_log(0), "text/plain", b"a line of output\n")
+        .add_artifact(
+            &job.id,
+            &fence,
+            &task::step_log(0),
+            "text/plain",
+            b"a line of output\n",
+        )
         .await
         .unwrap();
-    queue.complete(&job.id, &fence, Some("all done".into())).await.unwrap();
+    queue
+        .complete(&job.id, &fence, Some("all done".into()))
+        .await
+        .unwrap();
     let page = format!("/tasks/queue/{}", job.id);
     let (_, _, html) = get(&app, &cookie, &page).await;
     assert!(!html.contains("History"), "nothing was deleted yet");
@@ -42,7 +51,10 @@ async fn the_job_page_says_when_retention_deleted_the_history_and_shows_the_row(
         history_after: Some(Duration::ZERO),
         ..RetentionConfig::default()
     };
-    let report = Retention::new(queue.clone(), keep_nothing).run_once().await.unwrap();
+    let report = Retention::new(queue.clone(), keep_nothing)
+        .run_once()
+        .await
+        .unwrap();
     assert_eq!(report.logs_compacted, [job.id]);
     assert_eq!(report.history_deleted, [job.id]);
     let kinds: Vec<_> = queue
@@ -56,10 +68,18 @@ async fn the_job_page_says_when_retention_deleted_the_history_and_shows_the_row(
 
     let (status, _, html) = get(&app, &cookie, &page).await;
     assert_eq!(status, StatusCode::OK);
-    for text in ["History", "were deleted at", "all done", "Keep nothing for long"] {
+    for text in [
+        "History",
+        "were deleted at",
+        "all done",
+        "Keep nothing for long",
+    ] {
         assert!(html.contains(text), "`{text}` is not on the job page");
     }
     let (status, _, list) = get(&app, &cookie, "/tasks/queue").await;
     assert_eq!(status, StatusCode::OK);
-    assert!(list.contains(&job.id.to_string()), "the row stays in the list");
+    assert!(
+        list.contains(&job.id.to_string()),
+        "the row stays in the list"
+    );
 }
