@@ -4,4 +4,5 @@
 
 pub mod queue;
 pub mod scale;
+mod watchers;
 pub mod worker;

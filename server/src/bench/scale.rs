@@ -6,7 +6,10 @@
 //! 2. one job with `--log-lines` log lines (a hundred thousand by default): the job page's
 //!    server render (time and bytes: the page must not grow with the log), reading every
 //!    event through the API's pages, and the event stream's replay from the start;
-//! 3. retention compacting those lines into the step's log file: its time, and the
+//! 3. `--watchers` event streams on one running job and as many on the jobs stream, held by
+//!    a process apart: write → delivered p50 / p99 across all of them, and the server's
+//!    memory (see `watchers`);
+//! 4. retention compacting those lines into the step's log file: its time, and the
 //!    database's size before and after.
 //!
 //! The bulk rows are written by `queue`'s `seed` feature, behind the state machine's back:
@@ -41,15 +44,29 @@ pub struct ScaleArgs {
     /// Requests timed per figure.
     #[arg(long, default_value_t = 200)]
     samples: usize,
+    /// Event streams held open on one running job, and as many on the jobs stream.
+    #[arg(long, default_value_t = 1000)]
+    watchers: usize,
+    /// Writes each watcher waits for (one log line and one new job a round).
+    #[arg(long, default_value_t = 20)]
+    rounds: usize,
 }
 
 /// Jobs copied per statement while seeding.
 const SEED_CHUNK: usize = 10_000;
 
 pub async fn run(args: ScaleArgs) -> Result<(), CliError> {
-    if args.jobs == 0 || args.samples == 0 || args.log_lines == 0 {
+    if [
+        args.jobs,
+        args.samples,
+        args.log_lines as usize,
+        args.watchers,
+        args.rounds,
+    ]
+    .contains(&0)
+    {
         return Err(CliError::Usage(
-            "--jobs, --log-lines and --samples must be at least 1".into(),
+            "--jobs, --log-lines, --samples, --watchers and --rounds must be at least 1".into(),
         ));
     }
     let site = tempfile::tempdir().map_err(|e| CliError::Bench(e.to_string()))?;
@@ -140,7 +157,21 @@ pub async fn run(args: ScaleArgs) -> Result<(), CliError> {
     bench.walk_events(&chatty, events).await;
     bench.replay(&chatty, events).await;
 
-    // 3. Retention compacts the log lines into the step's log file, in a first pass that
+    // 3. Many watchers.
+    println!(
+        "{} watchers on one job and {0} on the jobs stream:",
+        args.watchers
+    );
+    super::watchers::measure(super::watchers::Watch {
+        queue: &queue,
+        app: bench.app.clone(),
+        cookie: &bench.cookie,
+        watchers: args.watchers,
+        rounds: args.rounds,
+    })
+    .await?;
+
+    // 4. Retention compacts the log lines into the step's log file, in a first pass that
     //    visits every finished job (the seeded ones have no lines: one short write each).
     let before = queue.database_size().await?;
     let started = Instant::now();
@@ -263,14 +294,17 @@ impl Bench {
     }
 }
 
-fn task(title: &str) -> Value {
+pub(super) fn task(title: &str) -> Value {
     json!({ "payload": { "repository": "bench/scale", "task": {
         "instructions": title, "steps": [{ "instructions": "talk a lot" }],
         "publish": { "mode": "none" } } } })
 }
 
 /// A job claimed by a bench worker, and its fence.
-async fn claimed(queue: &queue::Queue, title: &str) -> Result<(JobId, queue::Fence), CliError> {
+pub(super) async fn claimed(
+    queue: &queue::Queue,
+    title: &str,
+) -> Result<(JobId, queue::Fence), CliError> {
     let job = queue.create_job(&task(title), Some("bench")).await?;
     let request = queue::ClaimRequest {
         worker_id: "bench-scale".into(),
@@ -340,6 +374,8 @@ mod tests {
             jobs: 25_000,
             log_lines: 3_000,
             samples: 3,
+            watchers: 20,
+            rounds: 3,
         };
         run(args).await.unwrap();
     }

@@ -1,0 +1,167 @@
+//! `stepwise bench scale`'s watchers: N event streams on one running job and N on the jobs
+//! list's stream, held by a Python process apart (`watchers.py`), so that this process's
+//! memory is the server's alone. Each round writes one log line on the watched job and
+//! creates one job; every watcher notes when its copy arrived, and the delays from the
+//! write to each arrival give p50 / p99 across all watchers.
+
+use std::collections::HashMap;
+use std::process::Stdio;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use contract::NewEvent;
+use contract::job::task;
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+use super::queue::percentile;
+use crate::cli::error::CliError;
+
+const SCRIPT: &str = include_str!("watchers.py");
+
+/// How long apart the rounds are: enough for every watcher to have its copy.
+const ROUND_GAP: Duration = Duration::from_millis(100);
+
+pub(super) struct Watch<'a> {
+    pub queue: &'a queue::Queue,
+    pub app: axum::Router,
+    pub cookie: &'a str,
+    pub watchers: usize,
+    pub rounds: usize,
+}
+
+pub(super) async fn measure(w: Watch<'_>) -> Result<(), CliError> {
+    let fail = |what: &str, e: &dyn std::fmt::Display| CliError::Bench(format!("{what}: {e}"));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .map_err(|e| fail("bind", &e))?;
+    let addr = listener.local_addr().map_err(|e| fail("bind", &e))?;
+    let server = tokio::spawn(axum::serve(listener, w.app.clone()).into_future());
+    let (job, fence) = super::scale::claimed(w.queue, "a job a thousand people watch").await?;
+    let replayed = w
+        .queue
+        .list_latest_events(&job, 1)
+        .await?
+        .first()
+        .map_or(0, |e| e.id);
+    let dir = tempfile::tempdir().map_err(|e| fail("temp dir", &e))?;
+    let script = dir.path().join("watchers.py");
+    std::fs::write(&script, SCRIPT).map_err(|e| fail("write the watchers' script", &e))?;
+    let rss_idle = rss_kib();
+    let mut child = tokio::process::Command::new("python3")
+        .arg(&script)
+        .args([
+            "127.0.0.1".to_string(),
+            addr.port().to_string(),
+            w.cookie.to_string(),
+            job.to_string(),
+            w.watchers.to_string(),
+            w.watchers.to_string(),
+            w.rounds.to_string(),
+            replayed.to_string(),
+        ])
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| fail("start python3 (the watchers)", &e))?;
+    let stdout = child.stdout.take().expect("piped");
+    let mut lines = BufReader::new(stdout).lines();
+    match tokio::time::timeout(Duration::from_secs(90), lines.next_line()).await {
+        Ok(Ok(Some(line))) if line == "ready" => {}
+        other => {
+            return Err(CliError::Bench(format!(
+                "the watchers did not connect: {other:?}"
+            )));
+        }
+    }
+    let rss_watched = rss_kib();
+    let mut lines_sent: HashMap<i64, u128> = HashMap::new();
+    let mut jobs_sent: HashMap<String, u128> = HashMap::new();
+    for round in 0..w.rounds {
+        let at = now_ns();
+        let line = NewEvent {
+            kind: task::STEP_LOG.into(),
+            message: format!("round {round}"),
+            payload: contract::events::payload_of(&contract::events::StepLog { step_index: 0 }),
+            ..NewEvent::default()
+        };
+        let event = w.queue.append_event(&job, &fence, line).await?;
+        lines_sent.insert(event.id, at);
+        let at = now_ns();
+        let created = w
+            .queue
+            .create_job(
+                &super::scale::task(&format!("round {round}")),
+                Some("bench"),
+            )
+            .await?;
+        jobs_sent.insert(created.id.to_string(), at);
+        tokio::time::sleep(ROUND_GAP).await;
+    }
+    let mut line_delays = Vec::new();
+    let mut list_delays = Vec::new();
+    let read = async {
+        while let Ok(Some(line)) = lines.next_line().await {
+            let mut parts = line.split(' ');
+            let (Some(kind), Some(key), Some(at)) = (parts.next(), parts.next(), parts.next())
+            else {
+                continue;
+            };
+            let Ok(at) = at.parse::<u128>() else { continue };
+            let sent = match kind {
+                "job" => key.parse().ok().and_then(|id: i64| lines_sent.get(&id)),
+                _ => jobs_sent.get(key),
+            };
+            let Some(&sent) = sent else { continue };
+            let ms = at.saturating_sub(sent) as f64 / 1e6;
+            match kind {
+                "job" => line_delays.push(ms),
+                _ => list_delays.push(ms),
+            }
+        }
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(120), read).await;
+    let rss_after = rss_kib();
+    let _ = child.kill().await;
+    server.abort();
+    let expected = w.watchers * w.rounds;
+    for (what, delays) in [
+        ("one job's event stream", &mut line_delays),
+        ("the jobs stream", &mut list_delays),
+    ] {
+        delays.sort_by(f64::total_cmp);
+        println!(
+            "  {what:<42} {} watchers: {} of {expected} deliveries, write → delivered p50 {:.1} ms, p99 {:.1} ms",
+            w.watchers,
+            delays.len(),
+            percentile(delays, 50.0),
+            percentile(delays, 99.0)
+        );
+    }
+    println!(
+        "  server RSS: {} MiB idle, {} MiB with {} streams open, {} MiB after {} rounds",
+        rss_idle / 1024,
+        rss_watched / 1024,
+        2 * w.watchers,
+        rss_after / 1024,
+        w.rounds
+    );
+    Ok(())
+}
+
+fn now_ns() -> u128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos())
+}
+
+/// This process's resident memory, in KiB (Linux; 0 elsewhere).
+fn rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        })
+        .unwrap_or(0)
+}
