@@ -47,6 +47,7 @@ mod artifacts;
 mod clock;
 mod config;
 mod error;
+mod every;
 mod last_written;
 mod lease;
 mod machine;

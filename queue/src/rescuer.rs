@@ -12,6 +12,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::QueueError;
+use crate::every::every;
 use crate::service::Queue;
 use contract::{JobId, JobState};
 
@@ -64,25 +65,19 @@ impl Rescuer {
     /// retried at the next tick: the database may be back by then.
     pub fn start(self, stop: CancellationToken) -> JoinHandle<()> {
         tokio::spawn(async move {
-            let mut ticks = tokio::time::interval(self.config.interval);
-            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            loop {
-                tokio::select! {
-                    _ = stop.cancelled() => break,
-                    _ = ticks.tick() => {}
-                }
-                match self.run_once().await {
-                    Ok(report) if report.total() > 0 => tracing::info!(
+            let report = |report: RescueReport| {
+                if report.total() > 0 {
+                    tracing::info!(
                         requeued = report.requeued.len(),
                         cancelled = report.cancelled.len(),
                         paused = report.paused.len(),
                         dead_lettered = report.dead_lettered.len(),
                         "rescued jobs with expired leases"
-                    ),
-                    Ok(_) => {}
-                    Err(error) => tracing::warn!(%error, "lease rescue pass failed"),
+                    );
                 }
-            }
+            };
+            let interval = self.config.interval;
+            every(interval, stop, "lease rescue", || self.run_once(), report).await;
         })
     }
 

@@ -17,6 +17,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::QueueError;
+use crate::every::every;
 use crate::service::Queue;
 use crate::store::Due;
 
@@ -101,15 +102,9 @@ impl Retention {
     /// tried again at the next tick.
     pub fn start(self, stop: CancellationToken) -> JoinHandle<()> {
         tokio::spawn(async move {
-            let mut ticks = tokio::time::interval(self.config.interval);
-            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            loop {
-                tokio::select! {
-                    _ = stop.cancelled() => break,
-                    _ = ticks.tick() => {}
-                }
-                match self.run_once().await {
-                    Ok(report) if !report.is_empty() => tracing::info!(
+            let report = |report: RetentionReport| {
+                if !report.is_empty() {
+                    tracing::info!(
                         logs_compacted = report.logs_compacted.len(),
                         log_lines = report.log_lines,
                         history_deleted = report.history_deleted.len(),
@@ -117,11 +112,11 @@ impl Retention {
                         artifacts = report.artifacts,
                         jobs_deleted = report.jobs_deleted.len(),
                         "retention deleted what finished jobs had kept long enough"
-                    ),
-                    Ok(_) => {}
-                    Err(error) => tracing::warn!(%error, "retention pass failed"),
+                    );
                 }
-            }
+            };
+            let interval = self.config.interval;
+            every(interval, stop, "retention", || self.run_once(), report).await;
         })
     }
 
@@ -168,17 +163,18 @@ impl Retention {
         report: &mut RetentionReport,
     ) -> Result<(), QueueError> {
         let mut watermark = self.logs_done_before.lock().await;
+        let start = watermark.map_or(DateTime::UNIX_EPOCH, |at| at - WATERMARK_SLACK);
+        let mut after = (start, uuid::Uuid::nil());
         loop {
-            let from = watermark.map_or(DateTime::UNIX_EPOCH, |at| at - WATERMARK_SLACK);
             let due = self
                 .queue
-                .jobs_due(Due::Logs { from }, before, self.config.batch_size)
+                .jobs_due(Due::Logs { after }, before, self.config.batch_size)
                 .await?;
             let full = due.len() >= self.config.batch_size.max(1) as usize;
-            let Some(&(_, last)) = due.last() else {
-                *watermark = Some(before);
-                return Ok(());
+            let Some(&(last, at)) = due.last() else {
+                break;
             };
+            after = (at, last.uuid());
             let ids: Vec<JobId> = due.into_iter().map(|(id, _)| id).collect();
             let (marked, lines) = self
                 .queue
@@ -186,13 +182,13 @@ impl Retention {
                 .await?;
             report.logs_compacted.extend(marked);
             report.log_lines += lines;
-            *watermark = Some(last);
             if !full {
-                // Everything finished before the cutoff is done.
-                *watermark = Some(before);
-                return Ok(());
+                break;
             }
         }
+        // Everything finished before the cutoff is done.
+        *watermark = Some(before);
+        Ok(())
     }
 
     async fn delete_history(

@@ -78,10 +78,10 @@ const JOB_ROWS: &str = "DELETE FROM jobs WHERE id IN \
 pub(crate) enum Due {
     /// Events and artifacts: jobs finished before the cutoff, history kept.
     History,
-    /// Log lines: the same, not yet compacted since they finished, finished at or after a
-    /// lower bound (the pass's watermark, so that a pass does not walk the jobs it has
-    /// already compacted).
-    Logs { from: DateTime<Utc> },
+    /// Log lines: the same, not yet compacted since they finished, after a cursor in
+    /// (finished_at, id) order: the pass's progress, which starts from its watermark so
+    /// that it does not walk the jobs it has already compacted.
+    Logs { after: (DateTime<Utc>, Uuid) },
 }
 
 impl Database {
@@ -97,16 +97,19 @@ impl Database {
             "SELECT id, finished_at FROM jobs WHERE {HISTORY_KEPT} ORDER BY finished_at, id LIMIT $2"
         );
         let logs = format!(
-            "SELECT id, finished_at FROM jobs WHERE {HISTORY_KEPT} AND finished_at >= $3 \
+            "SELECT id, finished_at FROM jobs WHERE {HISTORY_KEPT} \
+             AND (finished_at > $3 OR (finished_at = $3 AND id > $4)) \
              AND (logs_compacted_at IS NULL OR logs_compacted_at <= finished_at) \
              ORDER BY finished_at, id LIMIT $2"
         );
         on_pool!(self, p => {
             let query = match due {
                 Due::History => sqlx::query(&history).bind(Ts(before)).bind(limit),
-                Due::Logs { from } => {
-                    sqlx::query(&logs).bind(Ts(before)).bind(limit).bind(Ts(from))
-                }
+                Due::Logs { after: (at, id) } => sqlx::query(&logs)
+                    .bind(Ts(before))
+                    .bind(limit)
+                    .bind(Ts(at))
+                    .bind(Id(id)),
             };
             let rows = query.fetch_all(p).await?;
             rows.iter()

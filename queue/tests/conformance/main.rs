@@ -60,6 +60,7 @@ conformance! {
     retention::a_job_retried_after_its_history_went_is_due_again_once_it_finishes_again,
     retention::job_rows_are_deleted_only_when_asked_and_their_history_goes_first,
     retention::two_replicas_at_once_delete_each_history_once,
+    retention::jobs_that_finished_in_one_millisecond_are_compacted_across_batches,
     limits::a_repository_at_its_limit_waits_while_other_repositories_go_first,
     limits::a_batch_never_takes_more_of_a_repository_than_its_limit_allows,
     limits::a_worker_s_own_limit_tightens_the_queue_s_and_zero_is_refused,

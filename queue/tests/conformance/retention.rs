@@ -6,7 +6,7 @@ use std::time::Duration;
 use contract::events::{HistoryDeleted, StepLog, TaskEvent};
 use contract::job::{events, task};
 use contract::{Job, JobState, NewEvent};
-use queue::{Retention, RetentionConfig};
+use queue::{Retention, RetentionConfig, RetentionReport};
 
 use crate::harness::*;
 
@@ -220,33 +220,14 @@ pub async fn job_rows_are_deleted_only_when_asked_and_their_history_goes_first(h
     assert!(report.jobs_deleted.is_empty());
     h.get(&old).await;
     // Rows kept 370 days: only the older job is past it. Its history went already.
-    let config = RetentionConfig {
-        jobs_after: Some(370 * DAY),
-        history_after: None,
-        batch_size: 1,
-        ..RetentionConfig::default()
-    };
-    let report = Retention::new(h.queue.clone(), config)
-        .run_once()
-        .await
-        .unwrap();
+    let report = rows_only(&h, 370 * DAY, Some(DAY)).await;
     assert_eq!(report.jobs_deleted, [old.id]);
     assert_code(h.queue.get_job(&old.id).await, "job_not_found");
     assert_eq!(h.get(&young).await.status, JobState::Failed);
     // A row whose history is still kept goes with it: rows kept 1 day, history forever.
     let fresh = ran(&h, 3, &[task::step_log(1)], true).await;
     h.advance(DAY + Duration::from_millis(1));
-    let config = RetentionConfig {
-        jobs_after: Some(DAY),
-        history_after: None,
-        logs_after: None,
-        batch_size: 1,
-        ..RetentionConfig::default()
-    };
-    let report = Retention::new(h.queue.clone(), config)
-        .run_once()
-        .await
-        .unwrap();
+    let report = rows_only(&h, DAY, None).await;
     assert_eq!(report.history_deleted, [fresh.id]);
     assert_eq!(report.artifacts, 1);
     let mut deleted = report.jobs_deleted.clone();
@@ -255,6 +236,22 @@ pub async fn job_rows_are_deleted_only_when_asked_and_their_history_goes_first(h
     expected.sort();
     assert_eq!(deleted, expected);
     assert!(!h.artifacts.path().join(fresh.id.to_string()).exists());
+}
+
+/// A pass that keeps rows `rows`, history as long (no age of its own), log lines `logs`,
+/// a row a batch.
+async fn rows_only(h: &Harness, rows: Duration, logs: Option<Duration>) -> RetentionReport {
+    let config = RetentionConfig {
+        jobs_after: Some(rows),
+        history_after: None,
+        logs_after: logs,
+        batch_size: 1,
+        ..RetentionConfig::default()
+    };
+    Retention::new(h.queue.clone(), config)
+        .run_once()
+        .await
+        .unwrap()
 }
 
 pub async fn two_replicas_at_once_delete_each_history_once(h: Harness) {
@@ -287,4 +284,22 @@ pub async fn two_replicas_at_once_delete_each_history_once(h: Harness) {
         assert_eq!(h.event_kinds(job).await, [events::JOB_HISTORY_DELETED]);
         assert!(h.queue.list_artifacts(&job.id).await.unwrap().is_empty());
     }
+}
+
+pub async fn jobs_that_finished_in_one_millisecond_are_compacted_across_batches(h: Harness) {
+    let mut jobs = Vec::new();
+    for _ in 0..7 {
+        jobs.push(
+            ran(&h, 2, &[task::step_log(0), task::step_log(1)], true)
+                .await
+                .id,
+        );
+    }
+    h.advance(DAY + Duration::from_millis(1));
+    let report = retention(&h, 3).run_once().await.unwrap();
+    let mut compacted = report.logs_compacted.clone();
+    compacted.sort();
+    jobs.sort();
+    assert_eq!(compacted, jobs);
+    assert_eq!(report.log_lines, 7 * 4);
 }
