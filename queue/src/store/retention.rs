@@ -98,7 +98,7 @@ impl Database {
         );
         let logs = format!(
             "SELECT id, finished_at FROM jobs WHERE {HISTORY_KEPT} \
-             AND (finished_at > $3 OR (finished_at = $3 AND id > $4)) \
+             AND (finished_at, id) > ($3, $4) \
              AND (logs_compacted_at IS NULL OR logs_compacted_at <= finished_at) \
              ORDER BY finished_at, id LIMIT $2"
         );
