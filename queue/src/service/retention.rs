@@ -60,15 +60,23 @@ impl Queue {
                 break;
             }
         }
-        // SQLite keeps the bytes as files, whose rows are gone now. Removed before the
-        // job is marked: a pass that stops in between finds the job due again and ends it.
-        let dir = crate::artifacts::path_of(&self.inner.config.artifacts_dir, id, "");
-        match tokio::fs::remove_dir_all(&dir).await {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e.into()),
-            _ => {}
-        }
         let now = self.now();
         let (mut tx, job) = self.lock(id).await?;
+        if !tx.history_due(id.uuid(), before).await? {
+            tx.rollback().await?;
+            return Ok(None);
+        }
+        // SQLite keeps the bytes as files, whose rows are gone now. Removed with the row
+        // locked, as an upload stores its file, so a job retried meanwhile loses none of
+        // its new attempt's; and before the mark, so a pass that stops here finds the job
+        // due again and ends it.
+        let dir = crate::artifacts::path_of(&self.inner.config.artifacts_dir, id, "");
+        if let Err(e) = tokio::fs::remove_dir_all(&dir).await
+            && e.kind() != std::io::ErrorKind::NotFound
+        {
+            tx.rollback().await?;
+            return Err(e.into());
+        }
         let Some(finished_at) = tx.mark_history_deleted(id.uuid(), now, before).await? else {
             tx.rollback().await?;
             return Ok(None);
