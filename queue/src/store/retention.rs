@@ -192,15 +192,7 @@ impl Tx {
             TxConn::Sqlite(_) => MARK_LOGS_SQLITE,
             TxConn::Postgres(_) => MARK_LOGS_POSTGRES,
         };
-        let decode = |id: Id| id.0;
-        Ok(match &mut self.conn {
-            TxConn::Sqlite(t) => {
-                sqlite_rows(t, sql, &args, |r| r.try_get::<Id, _>("id").map(decode))?
-            }
-            TxConn::Postgres(t) => {
-                pg_rows(t, sql, &args, |r| r.try_get::<Id, _>("id").map(decode)).await?
-            }
-        })
+        self.ids(sql, &args).await
     }
 
     /// Deletes up to `limit` job rows finished before `before` whose history is gone;
@@ -211,13 +203,18 @@ impl Tx {
         limit: i64,
     ) -> Result<Vec<Uuid>, QueueError> {
         let args = [Arg::at(before), Arg::BigInt(limit)];
+        self.ids(JOB_ROWS, &args).await
+    }
+
+    /// Runs a statement that answers the `id` of each row it changed.
+    async fn ids(&mut self, sql: &str, args: &[Arg<'_>]) -> Result<Vec<Uuid>, QueueError> {
         let decode = |id: Id| id.0;
         Ok(match &mut self.conn {
             TxConn::Sqlite(t) => {
-                sqlite_rows(t, JOB_ROWS, &args, |r| r.try_get::<Id, _>("id").map(decode))?
+                sqlite_rows(t, sql, args, |r| r.try_get::<Id, _>("id").map(decode))?
             }
             TxConn::Postgres(t) => {
-                pg_rows(t, JOB_ROWS, &args, |r| r.try_get::<Id, _>("id").map(decode)).await?
+                pg_rows(t, sql, args, |r| r.try_get::<Id, _>("id").map(decode)).await?
             }
         })
     }
