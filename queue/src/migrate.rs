@@ -8,7 +8,7 @@ use std::borrow::Cow;
 
 use sqlx::migrate::{Migration, MigrationType, Migrator};
 
-use crate::store::Database;
+use crate::store::{Database, PgDb};
 
 type Embedded = (i64, &'static str, &'static str);
 
@@ -136,7 +136,7 @@ fn migrator(embedded: &[Embedded]) -> Migrator {
 pub(crate) async fn run(db: &Database) -> Result<(), sqlx::migrate::MigrateError> {
     match db {
         Database::Sqlite(db) => run_sqlite(&db.pool, SQLITE).await,
-        Database::Postgres(pool) => migrator(POSTGRES).run(pool).await,
+        Database::Postgres(PgDb { pool, .. }) => migrator(POSTGRES).run(pool).await,
     }
 }
 
@@ -172,7 +172,9 @@ pub(crate) async fn readiness(db: &Database) -> Result<(), NotReady> {
     const QUERY: &str = "SELECT version, success FROM _sqlx_migrations ORDER BY version";
     let (applied, embedded) = match db {
         Database::Sqlite(db) => (sqlx::query_as(QUERY).fetch_all(&db.pool).await, SQLITE),
-        Database::Postgres(pool) => (sqlx::query_as(QUERY).fetch_all(pool).await, POSTGRES),
+        Database::Postgres(PgDb { pool, .. }) => {
+            (sqlx::query_as(QUERY).fetch_all(pool).await, POSTGRES)
+        }
     };
     match applied {
         Ok(applied) => compare(&applied, embedded),

@@ -38,7 +38,7 @@ pub(crate) fn stored(at: DateTime<Utc>) -> DateTime<Utc> {
 /// How long a readiness probe waits for the database: less than a probe's usual timeout.
 pub const READINESS_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
 use crate::notify::{Notification, Notifier};
-use crate::store::Database;
+use crate::store::{Database, PgDb};
 use crate::waiters::Waiters;
 use crate::workers::SeenCache;
 
@@ -80,7 +80,7 @@ impl Queue {
     pub async fn open(db: Database, config: QueueConfig) -> Result<Queue, QueueError> {
         let mut notifier = Notifier::new();
         let stop = CancellationToken::new();
-        if let Database::Postgres(pool) = &db {
+        if let Database::Postgres(PgDb { pool, .. }) = &db {
             notifier.listen_postgres(pool, stop.clone()).await?;
             notifier = notifier.relay_postgres(pool.clone(), stop.clone());
         }

@@ -12,7 +12,7 @@ use crate::error::QueueError;
 use crate::lease::Fence;
 use crate::machine::{self, Outcome, PendingEvent, Retry};
 use crate::notify::{Notification, NotificationKind};
-use crate::store::Tx;
+use crate::store::{Swap, Tx};
 
 /// How often a PostgreSQL transition re-reads a row that changed under it before it
 /// takes the row lock instead (see `Queue::transition`).
@@ -161,12 +161,13 @@ impl Queue {
                     Err(refused) => return Err(refused),
                     Ok(outcome) => changes(&job.id, outcome),
                 };
-                let Some(event_ids) = self
-                    .inner
-                    .db
-                    .write_job_if_unchanged(&current, &job, &events, now)
-                    .await?
-                else {
+                let swap = Swap {
+                    old: current,
+                    new: job.clone(),
+                    events: events.clone(),
+                    now,
+                };
+                let Some(event_ids) = self.inner.db.write_job_if_unchanged(swap).await? else {
                     continue;
                 };
                 recent.remember([&job]);

@@ -9,7 +9,7 @@ use super::postgres;
 use super::sqlite::RowExt;
 use super::{Arg, Id, Tx, TxConn, decode_err, parse_id, pg_rows, sqlite_rows};
 use crate::QueueError;
-use crate::store::Database;
+use crate::store::{Database, PgDb};
 
 const UPSERT_ARTIFACT: &str = concat!(
     "INSERT INTO artifacts (",
@@ -97,7 +97,7 @@ impl Database {
         limit: i64,
     ) -> Result<Vec<(i32, Vec<u8>)>, sqlx::Error> {
         match self {
-            Database::Postgres(pool) => {
+            Database::Postgres(PgDb { pool, .. }) => {
                 postgres::read_artifact_chunks(pool, artifact_id, from, limit).await
             }
             Database::Sqlite(_) => Ok(Vec::new()),

@@ -48,7 +48,7 @@ impl Database {
         claim: &ClaimSql<'_>,
     ) -> Result<Vec<(Job, JobEvent)>, QueueError> {
         match self {
-            Database::Postgres(pool) => postgres::claim(pool, claim).await,
+            Database::Postgres(db) => postgres::claim(db, claim).await,
             Database::Sqlite(db) => sqlite::claim(db, claim).await,
         }
     }

@@ -6,13 +6,15 @@ use sqlx::postgres::PgPoolOptions;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{PgPool, SqlitePool};
 
+use super::postgres::{Claim, Claimed, Committer};
 use super::sqlite::SqliteWriter;
+use super::{Swap, Swapped};
 
 /// A connection pool to one of the two supported backends.
 #[derive(Clone, Debug)]
 pub enum Database {
     Sqlite(SqliteDb),
-    Postgres(PgPool),
+    Postgres(PgDb),
 }
 
 /// An SQLite file: a pool for reads, and the one connection every write takes in turn
@@ -26,6 +28,32 @@ pub struct SqliteDb {
 impl SqliteDb {
     /// The read pool, for callers that run their own queries (migrations, tests).
     pub fn pool(&self) -> &SqlitePool {
+        &self.pool
+    }
+}
+
+/// A PostgreSQL server: the pool, and the lines that concurrent claims and transitions
+/// written without a lock wait in to share statements (see `store/postgres/committer.rs`).
+#[derive(Clone, Debug)]
+pub struct PgDb {
+    pub(crate) pool: PgPool,
+    pub(crate) swaps: Committer<Swap, Swapped>,
+    pub(crate) claims: Committer<Claim, Claimed>,
+}
+
+impl PgDb {
+    fn new(pool: PgPool, lines: PgPool) -> Self {
+        let swaps = super::postgres::swap_committer(lines.clone());
+        let claims = super::postgres::claim_committer(lines);
+        PgDb {
+            pool,
+            swaps,
+            claims,
+        }
+    }
+
+    /// The pool, for callers that run their own queries (migrations, tests).
+    pub fn pool(&self) -> &PgPool {
         &self.pool
     }
 }
@@ -64,38 +92,19 @@ impl Database {
     /// Opens the database named by a URL: `sqlite://…` or `postgres://…`.
     pub async fn open_url(url: &str) -> Result<Self, DatabaseError> {
         if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-            let pool = PgPoolOptions::new()
-                .max_connections(16)
-                .acquire_timeout(Duration::from_secs(10))
-                // sqlx pings every connection it hands out by default: one more round trip
-                // before each statement, measured at a third of a single claim's time. A
-                // connection that died while idle fails its next statement instead, sqlx
-                // drops it, and the caller's next try gets a fresh one.
-                .test_before_acquire(false)
-                // Every statement of the queue is written to walk an index in the order it
-                // wants, and none needs a sort. With statistics that lag a burst of jobs
-                // into a fresh table (autovacuum analyzes a minute later), the planner was
-                // measured choosing a bitmap scan plus a sort of every queued job for each
-                // claim: 3.8 ms at 5,000 queued instead of 0.2 ms walking jobs_claim_order.
-                // Discouraging sorts on the queue's own connections keeps the index plan
-                // whatever the statistics say. JIT off: it compiles any plan whose cost
-                // passes a threshold, which a discouraged sort does at once, and for
-                // statements that run in a fraction of a millisecond compiling costs more
-                // than it could ever save.
-                .after_connect(|conn, _meta| {
-                    Box::pin(async move {
-                        sqlx::Executor::execute(conn, "SET enable_sort = off; SET jit = off")
-                            .await?;
-                        Ok(())
-                    })
-                })
+            let connect_error = |source| DatabaseError::Connect {
+                target: redact_url(url),
+                source,
+            };
+            let pool = pg_pool_options(16, MAIN_SETTINGS)
                 .connect(url)
                 .await
-                .map_err(|source| DatabaseError::Connect {
-                    target: redact_url(url),
-                    source,
-                })?;
-            Ok(Database::Postgres(pool))
+                .map_err(connect_error)?;
+            // The committers' own connections, one per statement they may run at once.
+            let lines = pg_pool_options(2 * super::postgres::IN_FLIGHT as u32, COMMITTER_SETTINGS)
+                .connect_lazy(url)
+                .map_err(connect_error)?;
+            Ok(Database::Postgres(PgDb::new(pool, lines)))
         } else if let Some(path) = url.strip_prefix("sqlite://") {
             Self::open_sqlite(Path::new(path)).await
         } else {
@@ -146,7 +155,7 @@ impl Database {
     pub async fn ping(&self) -> Result<(), sqlx::Error> {
         match self {
             Database::Sqlite(db) => sqlx::query("SELECT 1").execute(&db.pool).await.map(drop),
-            Database::Postgres(pool) => sqlx::query("SELECT 1").execute(pool).await.map(drop),
+            Database::Postgres(db) => sqlx::query("SELECT 1").execute(&db.pool).await.map(drop),
         }
     }
 
@@ -162,6 +171,42 @@ impl Database {
             Database::Postgres(_) => Ok(None),
         }
     }
+}
+
+/// What every connection of the queue's main pool sets. Every statement of the queue is
+/// written to walk an index in the order it wants, and none needs a sort. With statistics
+/// that lag a burst of jobs into a fresh table (autovacuum analyzes a minute later), the
+/// planner was measured choosing a bitmap scan plus a sort of every queued job for each
+/// claim: 3.8 ms at 5,000 queued instead of 0.2 ms walking jobs_claim_order. Discouraging
+/// sorts on the queue's own connections keeps the index plan whatever the statistics say.
+/// JIT off: it compiles any plan whose cost passes a threshold, which a discouraged sort
+/// does at once, and for statements that run in a fraction of a millisecond compiling
+/// costs more than it could ever save.
+const MAIN_SETTINGS: &str = "SET enable_sort = off; SET jit = off";
+
+/// The committers' connections also always use a prepared statement's generic plan. Their
+/// statements take arrays, and PostgreSQL plans a statement again for every call while a
+/// plan for the arrays' actual lengths looks cheaper than the generic one, which for an
+/// array of one row it always does: the batched swap was measured planning on every call,
+/// 0.28 ms, longer than it then ran.
+const COMMITTER_SETTINGS: &str =
+    "SET enable_sort = off; SET jit = off; SET plan_cache_mode = force_generic_plan";
+
+fn pg_pool_options(max_connections: u32, settings: &'static str) -> PgPoolOptions {
+    PgPoolOptions::new()
+        .max_connections(max_connections)
+        .acquire_timeout(Duration::from_secs(10))
+        // sqlx pings every connection it hands out by default: one more round trip before
+        // each statement, measured at a third of a single claim's time. A connection that
+        // died while idle fails its next statement instead, sqlx drops it, and the caller's
+        // next try gets a fresh one.
+        .test_before_acquire(false)
+        .after_connect(move |conn, _meta| {
+            Box::pin(async move {
+                sqlx::Executor::execute(conn, settings).await?;
+                Ok(())
+            })
+        })
 }
 
 /// Hides the password of a database URL before it reaches a log or an error.

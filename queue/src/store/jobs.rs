@@ -10,7 +10,8 @@ use super::sqlite::RowExt;
 use super::{Arg, Id, Ts, Tx, TxConn, int, pg_rows, sqlite_rows};
 use crate::QueueError;
 use crate::machine::PendingEvent;
-use crate::store::Database;
+use crate::store::{Database, PgDb};
+use crate::store::{Swap, Swapped};
 
 /// The fields a transition may change, in the order of `$2`..`$14` of [`SAVE_JOB`] and
 /// [`INSERT_JOB`].
@@ -178,7 +179,7 @@ impl Database {
         repository: &str,
         events: &[PendingEvent],
     ) -> Result<Vec<JobEvent>, QueueError> {
-        if let Database::Postgres(pool) = self {
+        if let Database::Postgres(PgDb { pool, .. }) = self {
             return postgres::create_job(pool, job, repository, events).await;
         }
         let mut tx = Tx::begin(self).await?;
@@ -191,22 +192,16 @@ impl Database {
         Ok(stored)
     }
 
-    /// PostgreSQL: writes `new` over the row only if the row still equals `old` in every
-    /// field a transition may change, and appends `events` in the same statement. `None`
+    /// PostgreSQL: writes `swap.new` over the row only if the row still equals `swap.old`
+    /// in every field a transition may change, and appends its events in the same
+    /// statement, which concurrent swaps share (see `postgres::swap_committer`). `None`
     /// when the row changed meanwhile (nothing written); otherwise the new event ids, in
-    /// order. The update takes the row lock before the insert draws its ids (the insert
-    /// reads the update's output), so a job's event ids still become visible in order.
-    pub(crate) async fn write_job_if_unchanged(
-        &self,
-        old: &Job,
-        new: &Job,
-        events: &[PendingEvent],
-        now: DateTime<Utc>,
-    ) -> Result<Option<Vec<i64>>, QueueError> {
-        let Database::Postgres(pool) = self else {
+    /// order.
+    pub(crate) async fn write_job_if_unchanged(&self, swap: Swap) -> Result<Swapped, QueueError> {
+        let Database::Postgres(db) = self else {
             unreachable!("a PostgreSQL path; SQLite transitions hold the write lock")
         };
-        postgres::write_job_if_unchanged(pool, old, new, events, now).await
+        db.swaps.write(swap).await
     }
 
     pub(crate) async fn get_job(&self, id: Uuid) -> Result<Option<Job>, sqlx::Error> {

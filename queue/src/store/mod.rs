@@ -30,7 +30,7 @@ macro_rules! on_pool {
                 let $p = &db.pool;
                 $body
             }
-            Database::Postgres($p) => $body,
+            Database::Postgres($crate::store::PgDb { pool: $p, .. }) => $body,
         }
     };
 }
@@ -236,9 +236,10 @@ mod postgres;
 mod sqlite;
 
 pub(crate) use claims::ClaimSql;
-pub use database::{Database, DatabaseError, SQLITE_FILE, SqliteDb};
+pub use database::{Database, DatabaseError, PgDb, SQLITE_FILE, SqliteDb};
 pub(crate) use events::{EventOrder, EventPage};
 pub(crate) use jobs::ListSql;
+pub(crate) use postgres::{Swap, Swapped};
 pub(crate) use retention::Due;
 
 fn decode_err(error: impl std::error::Error + Send + Sync + 'static) -> sqlx::Error {
@@ -364,7 +365,7 @@ impl Tx {
     pub(crate) async fn begin(db: &Database) -> Result<Tx, QueueError> {
         let conn = match db {
             Database::Sqlite(db) => TxConn::Sqlite(db.writer.begin().await?),
-            Database::Postgres(pool) => TxConn::Postgres(pool.begin().await?),
+            Database::Postgres(PgDb { pool, .. }) => TxConn::Postgres(pool.begin().await?),
         };
         Ok(Tx {
             conn,

@@ -6,7 +6,7 @@ use sqlx::types::Json;
 use uuid::Uuid;
 
 use super::{Id, Ts};
-use crate::store::Database;
+use crate::store::{Database, PgDb};
 use crate::tokens::{NewToken, Role, TokenRecord};
 
 /// The advisory lock that serializes making the first token across replicas (an arbitrary
@@ -75,7 +75,7 @@ impl Database {
         }
         let row = match self {
             Database::Sqlite(db) => insert_if_none!(&db.pool).map(|row| token_from_row!(&row)),
-            Database::Postgres(pool) => {
+            Database::Postgres(PgDb { pool, .. }) => {
                 let mut tx = pool.begin().await?;
                 sqlx::query("SELECT pg_advisory_xact_lock($1)")
                     .bind(FIRST_TOKEN_LOCK)

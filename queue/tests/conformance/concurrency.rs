@@ -100,3 +100,97 @@ pub async fn racing_heartbeats_never_undo_a_cancel_request(h: Harness) {
         assert_eq!(requested, 1, "{kinds:?}");
     }
 }
+
+/// Claimers that ask for different things, all at once (on PostgreSQL they share
+/// statements when they ask alike, see `store/postgres/committer.rs`): each gets only jobs
+/// it can run, and every job goes to exactly one of them.
+pub async fn claimers_asking_for_different_things_at_once_each_get_only_what_they_can_run(
+    h: Harness,
+) {
+    let docker = Spec {
+        extra_caps: vec!["docker".into()],
+        ..Spec::default()
+    };
+    let mut wanted = HashMap::new();
+    for i in 0..60 {
+        let job = h
+            .create(if i % 3 == 0 {
+                docker.clone()
+            } else {
+                Spec::default()
+            })
+            .await;
+        wanted.insert(job.id, i % 3 == 0);
+    }
+    let mut tasks = Vec::new();
+    for w in 0..8 {
+        let queue = h.queue.clone();
+        tasks.push(tokio::spawn(async move {
+            let worker = format!("w{w}");
+            let mut request = request(&worker);
+            let has_docker = w % 2 == 0;
+            if !has_docker {
+                request.capabilities.retain(|c| c != "docker");
+            }
+            let mut mine = Vec::new();
+            while let Some(job) = queue.claim(&request).await.unwrap() {
+                assert_eq!(job.claimed_by.as_deref(), Some(worker.as_str()));
+                mine.push(job.id);
+                queue.complete(&job.id, &fence(&job), None).await.unwrap();
+            }
+            (has_docker, mine)
+        }));
+    }
+    let mut claimed: HashMap<JobId, usize> = HashMap::new();
+    for task in tasks {
+        let (has_docker, mine) = tokio::time::timeout(Duration::from_secs(120), task)
+            .await
+            .expect("claimers finish")
+            .unwrap();
+        for id in mine {
+            assert!(
+                has_docker || !wanted[&id],
+                "a job needing docker went to a worker without it"
+            );
+            *claimed.entry(id).or_default() += 1;
+        }
+    }
+    assert_eq!(claimed.len(), wanted.len());
+    assert!(claimed.values().all(|&n| n == 1), "a job was claimed twice");
+}
+
+/// Many completions at once, on PostgreSQL sharing statements: each caller gets its own
+/// job back, each job ends with its own one `job.completed` event after its claim.
+pub async fn completions_at_once_each_get_their_own_answer_and_event(h: Harness) {
+    let mut claimed = Vec::new();
+    for _ in 0..24 {
+        let job = h.create(Spec::default()).await;
+        claimed.push(h.claim_exactly("w1", &job).await);
+    }
+    let tasks: Vec<_> = claimed
+        .iter()
+        .map(|job| {
+            let queue = h.queue.clone();
+            let (id, f) = (job.id, fence(job));
+            tokio::spawn(async move {
+                queue
+                    .complete(&id, &f, Some(format!("done {id}")))
+                    .await
+                    .map(|done| (id, done))
+            })
+        })
+        .collect();
+    for task in tasks {
+        let (id, done) = task.await.unwrap().unwrap();
+        assert_eq!(done.id, id);
+        assert_eq!(done.status, JobState::Succeeded);
+        assert_eq!(done.result_summary, Some(format!("done {id}")));
+        let kinds = h.event_kinds(&done).await;
+        assert_eq!(
+            kinds.iter().filter(|k| *k == "job.completed").count(),
+            1,
+            "{kinds:?}"
+        );
+        assert_eq!(kinds.last().map(String::as_str), Some("job.completed"));
+    }
+}

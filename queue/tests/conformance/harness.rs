@@ -134,7 +134,7 @@ impl Harness {
     pub async fn execute(&self, sql: &str) {
         match &self.db {
             Database::Sqlite(db) => sqlx::query(sql).execute(db.pool()).await.map(drop),
-            Database::Postgres(pool) => sqlx::query(sql).execute(pool).await.map(drop),
+            Database::Postgres(db) => sqlx::query(sql).execute(db.pool()).await.map(drop),
         }
         .unwrap_or_else(|e| panic!("{sql}: {e}"));
     }

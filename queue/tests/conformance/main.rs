@@ -174,6 +174,8 @@ conformance! {
     notify::a_job_reaches_the_idle_worker_that_can_run_it,
     concurrency::concurrent_claimers_claim_every_job_exactly_once,
     concurrency::racing_heartbeats_never_undo_a_cancel_request,
+    concurrency::claimers_asking_for_different_things_at_once_each_get_only_what_they_can_run,
+    concurrency::completions_at_once_each_get_their_own_answer_and_event,
     batches::claim_many_leases_up_to_the_limit_in_claim_order,
     batches::claim_many_refuses_a_limit_out_of_range,
     batches::complete_many_answers_each_job_and_a_refused_one_holds_back_no_other,

@@ -15,7 +15,7 @@ async fn forget_migration_8(queue: &queue::Queue) {
     let sql = "DELETE FROM _sqlx_migrations WHERE version = 8";
     match queue.database() {
         Database::Sqlite(db) => sqlx::query(sql).execute(db.pool()).await.map(drop),
-        Database::Postgres(pool) => sqlx::query(sql).execute(pool).await.map(drop),
+        Database::Postgres(db) => sqlx::query(sql).execute(db.pool()).await.map(drop),
     }
     .unwrap();
 }

@@ -1,13 +1,16 @@
-//! The claim: pick, lease and record claimable jobs in one statement.
+//! The claim: pick, lease and record claimable jobs in one statement, for one claimer or
+//! for several that ask alike and came at once.
 
+use chrono::{DateTime, Utc};
 use contract::{Job, JobEvent};
 use sqlx::postgres::PgRow;
 use sqlx::{PgPool, Row};
 
+use super::Committer;
 use crate::QueueError;
 use crate::machine;
 use crate::store::claims::{ClaimSql, claim_args, claim_order};
-use crate::store::{Arg, pg_rows};
+use crate::store::{Arg, PgDb, pg_rows};
 
 /// The subquery locks its pick `FOR UPDATE SKIP LOCKED`, so concurrent
 /// claimers each skip rows another is taking and never block on or double-claim one. The
@@ -75,12 +78,191 @@ const CLAIM_WITH_EVENTS_POSTGRES_LIMITED: &str = with_claimed_events!(claim_post
 /// each counting after the one before it committed. Claims with no limit do not wait.
 const REPOSITORY_LIMIT_LOCK: i64 = 0x5354_4550_5749_5345; // "STEPWISE"
 
+/// [`CLAIM_WITH_EVENTS_POSTGRES`] for several claimers that ask alike: `$1` and `$2` are
+/// arrays, a worker id and a lease end per slot (a claimer of N jobs has N slots, in a
+/// row), and so are `$10` and `$11`, the event templates per slot; `$7` is the number of
+/// slots. The jobs picked are handed to the slots in claim order, so the claimers that
+/// came first are served first.
+const CLAIM_SLOTS_WITH_EVENTS_POSTGRES: &str = "WITH picked AS (SELECT ARRAY(\
+       SELECT id FROM jobs \
+       WHERE status = 'queued' AND next_attempt_at <= $3 \
+         AND cancel_requested_at IS NULL \
+         AND required_capabilities <@ $4 \
+         AND ($5::text[] IS NULL OR job_type = ANY($5)) \
+         AND ($6::text[] IS NULL OR repository = ANY($6)) \
+       ORDER BY priority DESC, created_at, id \
+       LIMIT $7 \
+       FOR UPDATE SKIP LOCKED) AS ids), \
+     claimed AS (\
+       UPDATE jobs SET status = 'running', \
+         claimed_by = ($1::text[])[array_position(picked.ids, jobs.id)], \
+         lease_expires_at = ($2::timestamptz[])[array_position(picked.ids, jobs.id)], \
+         attempt = jobs.attempt + 1, started_at = COALESCE(jobs.started_at, $3), \
+         updated_at = $3 \
+       FROM picked WHERE jobs.id = ANY(picked.ids) \
+       RETURNING jobs.*, array_position(picked.ids, jobs.id) AS slot), \
+     appended AS (\
+       INSERT INTO job_events (job_id, kind, level, message, payload, created_at) \
+       SELECT id, $8, $9, format(($10::text[])[slot], attempt, max_attempts), \
+         format(($11::text[])[slot], attempt)::jsonb, $3 \
+       FROM claimed \
+       RETURNING id, job_id) \
+     SELECT claimed.*, appended.id AS event_id \
+     FROM claimed JOIN appended ON appended.job_id = claimed.id";
+
+/// The jobs a claim leased, in claim order, each with its stored `job.claimed` event.
+pub(crate) type Claimed = Vec<(Job, JobEvent)>;
+
+/// A claim with no repository limit, owned, so that it can wait in the committer's line.
+#[derive(Debug, Clone)]
+pub(crate) struct Claim {
+    worker_id: String,
+    capabilities: Vec<String>,
+    allowed_types: Option<Vec<String>>,
+    allowed_repositories: Option<Vec<String>>,
+    now: DateTime<Utc>,
+    lease_until: DateTime<Utc>,
+    limit: u32,
+}
+
+impl Claim {
+    fn of(claim: &ClaimSql<'_>) -> Self {
+        Claim {
+            worker_id: claim.worker_id.to_string(),
+            capabilities: claim.capabilities.to_vec(),
+            allowed_types: claim.allowed_types.map(<[String]>::to_vec),
+            allowed_repositories: claim.allowed_repositories.map(<[String]>::to_vec),
+            now: claim.now,
+            lease_until: claim.lease_until,
+            limit: claim.limit,
+        }
+    }
+
+    fn sql(&self) -> ClaimSql<'_> {
+        ClaimSql {
+            worker_id: &self.worker_id,
+            capabilities: &self.capabilities,
+            allowed_types: self.allowed_types.as_deref(),
+            allowed_repositories: self.allowed_repositories.as_deref(),
+            now: self.now,
+            lease_until: self.lease_until,
+            limit: self.limit,
+            repository_limit: None,
+        }
+    }
+
+    /// Whether one statement can serve both: the same jobs are claimable by each.
+    fn alike(&self, other: &Claim) -> bool {
+        self.capabilities == other.capabilities
+            && self.allowed_types == other.allowed_types
+            && self.allowed_repositories == other.allowed_repositories
+    }
+}
+
+/// The line that concurrent claims with no repository limit wait in: the claims of a
+/// batch that ask alike share one statement, at the latest `now` among them. A statement
+/// that fails is run again for each of its claims alone, so that each gets its own answer.
+pub(crate) fn claim_committer(pool: PgPool) -> Committer<Claim, Claimed> {
+    Committer::new(
+        pool,
+        |_: &Claim| None,
+        |pool, claims| async move {
+            let mut answers: Vec<Option<Result<Claimed, QueueError>>> =
+                claims.iter().map(|_| None).collect();
+            let mut groups: Vec<Vec<usize>> = Vec::new();
+            for (i, claim) in claims.iter().enumerate() {
+                match groups.iter_mut().find(|g| claims[g[0]].alike(claim)) {
+                    Some(group) => group.push(i),
+                    None => groups.push(vec![i]),
+                }
+            }
+            for group in groups {
+                let together: Vec<&Claim> = group.iter().map(|&i| &claims[i]).collect();
+                if together.len() > 1
+                    && let Ok(shares) = claim_together(&pool, &together).await
+                {
+                    for (i, share) in group.iter().zip(shares) {
+                        answers[*i] = Some(Ok(share));
+                    }
+                    continue;
+                }
+                for i in group {
+                    answers[i] = Some(claim_alone(&pool, &claims[i].sql()).await);
+                }
+            }
+            answers
+                .into_iter()
+                .map(|answer| answer.expect("every claim of the batch was answered"))
+                .collect()
+        },
+    )
+}
+
 /// Leases up to `claim.limit` jobs and records each claim's `job.claimed` event; returns
-/// the jobs in claim order, each with its stored event.
-pub(crate) async fn claim(
-    pool: &PgPool,
-    claim: &ClaimSql<'_>,
-) -> Result<Vec<(Job, JobEvent)>, QueueError> {
+/// the jobs in claim order, each with its stored event. A claim with no repository limit
+/// waits in the claim line (see [`claim_committer`]).
+pub(crate) async fn claim(db: &PgDb, claim: &ClaimSql<'_>) -> Result<Claimed, QueueError> {
+    match claim.repository_limit {
+        None => db.claims.write(Claim::of(claim)).await,
+        Some(_) => claim_alone(&db.pool, claim).await,
+    }
+}
+
+/// Claims for several claimers that ask alike, in one statement: the jobs of each, in the
+/// order of `claims`.
+async fn claim_together(pool: &PgPool, claims: &[&Claim]) -> Result<Vec<Claimed>, QueueError> {
+    let now = claims
+        .iter()
+        .map(|c| c.now)
+        .max()
+        .expect("a group is never empty");
+    let mut workers = Vec::new();
+    let mut leases = Vec::new();
+    let mut messages = Vec::new();
+    let mut payloads = Vec::new();
+    let mut owner = Vec::new();
+    let mut kind_and_level = None;
+    for (n, claim) in claims.iter().enumerate() {
+        let event = machine::claimed_event_template(&claim.worker_id, claim.lease_until);
+        kind_and_level = Some((event.kind, event.level));
+        for _ in 0..claim.limit {
+            workers.push(claim.worker_id.as_str());
+            leases.push(claim.lease_until);
+            messages.push(event.message.clone());
+            payloads.push(event.payload.clone());
+            owner.push(n);
+        }
+    }
+    let (kind, level) = kind_and_level.expect("a group is never empty");
+    let first = claims[0];
+    let rows = sqlx::query(CLAIM_SLOTS_WITH_EVENTS_POSTGRES)
+        .bind(&workers)
+        .bind(&leases)
+        .bind(crate::store::Ts(now))
+        .bind(sqlx::types::Json(&first.capabilities))
+        .bind(first.allowed_types.as_deref())
+        .bind(first.allowed_repositories.as_deref())
+        .bind(i64::try_from(workers.len()).unwrap_or(i64::MAX))
+        .bind(kind)
+        .bind(level.as_str())
+        .bind(&messages)
+        .bind(&payloads)
+        .fetch_all(pool)
+        .await?;
+    let mut shares: Vec<Vec<(Job, i64)>> = claims.iter().map(|_| Vec::new()).collect();
+    for row in &rows {
+        let slot: i32 = row.try_get("slot")?;
+        let claimer = usize::try_from(slot - 1)
+            .ok()
+            .and_then(|s| owner.get(s))
+            .ok_or(sqlx::Error::RowNotFound)?;
+        shares[*claimer].push((job_from_row!(row)?, row.try_get::<i64, _>("event_id")?));
+    }
+    Ok(shares.into_iter().map(|rows| stored(rows, now)).collect())
+}
+
+/// One claimer's claim, in one statement, or under a repository limit one per job.
+async fn claim_alone(pool: &PgPool, claim: &ClaimSql<'_>) -> Result<Claimed, QueueError> {
     let event = machine::claimed_event_template(claim.worker_id, claim.lease_until);
     let mut args = claim_args(claim)?;
     args.push(Arg::text(event.kind));
@@ -90,7 +272,7 @@ pub(crate) async fn claim(
     let decode = |r: &PgRow| -> Result<(Job, i64), sqlx::Error> {
         Ok((job_from_row!(r)?, r.try_get::<i64, _>("event_id")?))
     };
-    let mut rows = match claim.repository_limit {
+    let rows = match claim.repository_limit {
         None => {
             let mut conn = pool.acquire().await?;
             pg_rows(&mut conn, CLAIM_WITH_EVENTS_POSTGRES, &args, decode).await?
@@ -118,14 +300,18 @@ pub(crate) async fn claim(
             rows
         }
     };
+    Ok(stored(rows, claim.now))
+}
+
+/// The claimed jobs in claim order, each with its `job.claimed` event as stored at `now`.
+fn stored(mut rows: Vec<(Job, i64)>, now: DateTime<Utc>) -> Claimed {
     rows.sort_by(|(a, _), (b, _)| claim_order(a, b));
-    Ok(rows
-        .into_iter()
+    rows.into_iter()
         .map(|(job, event_id)| {
-            let event = machine::claimed_event(&job).stored(&job.id, event_id, claim.now);
+            let event = machine::claimed_event(&job).stored(&job.id, event_id, now);
             (job, event)
         })
-        .collect())
+        .collect()
 }
 
 #[cfg(test)]
@@ -149,7 +335,7 @@ mod tests {
             .unwrap();
         let db = Database::open_url(scratch.url()).await.unwrap();
         crate::migrate::run(&db).await.unwrap();
-        let Database::Postgres(pool) = &db else {
+        let Database::Postgres(PgDb { pool, .. }) = &db else {
             unreachable!("a postgres URL opens PostgreSQL")
         };
         sqlx::query(

@@ -6,10 +6,41 @@
 
 mod artifacts;
 mod claims;
+mod committer;
 mod events;
 mod jobs;
+mod swaps;
 
 pub(super) use artifacts::{read_artifact_chunks, replace_artifact_chunks};
-pub(super) use claims::claim;
+pub(super) use claims::{Claim, Claimed, claim, claim_committer};
+pub(super) use committer::{Committer, IN_FLIGHT};
 pub(super) use events::insert_events;
-pub(super) use jobs::{create_job, lock_jobs, save_jobs, write_job_if_unchanged};
+pub(super) use jobs::{create_job, lock_jobs, save_jobs};
+pub(crate) use swaps::{Swap, Swapped};
+
+use sqlx::PgPool;
+
+/// The line that concurrent swaps wait in to share a statement: two swaps of one job never
+/// share one. A batch that fails is written again one swap at a time, so that each gets
+/// its own answer (one row that breaks a constraint fails only its own write).
+pub(super) fn swap_committer(pool: PgPool) -> Committer<Swap, Swapped> {
+    Committer::new(
+        pool,
+        |swap: &Swap| Some(swap.new.id.uuid()),
+        |pool, swaps| async move {
+            let all: Vec<&Swap> = swaps.iter().collect();
+            match swaps::write_jobs_if_unchanged(&pool, &all).await {
+                Ok(answers) => answers.into_iter().map(Ok).collect(),
+                Err(error) if swaps.len() == 1 => vec![Err(error)],
+                Err(_) => {
+                    let mut answers = Vec::with_capacity(swaps.len());
+                    for swap in &swaps {
+                        let one = swaps::write_jobs_if_unchanged(&pool, &[swap]).await;
+                        answers.push(one.map(|mut answer| answer.pop().flatten()));
+                    }
+                    answers
+                }
+            }
+        },
+    )
+}

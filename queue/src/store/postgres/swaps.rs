@@ -1,0 +1,218 @@
+//! Transitions written without a lock taken first: each job's row is written back only if
+//! it is still exactly as its writer read it, with the transition's events, many jobs in
+//! one statement.
+
+use chrono::{DateTime, Utc};
+use contract::Job;
+use sqlx::postgres::PgArguments;
+use sqlx::query::Query;
+use sqlx::types::Json;
+use sqlx::{PgPool, Postgres, Row};
+
+use crate::QueueError;
+use crate::machine::PendingEvent;
+use crate::store::int;
+
+/// One transition to write: `new` over the row if the row still equals `old` in every field
+/// a transition may change, with `events` appended, stamped `now`. Owned, so that it can
+/// wait in the committer's queue.
+#[derive(Debug, Clone)]
+pub(crate) struct Swap {
+    pub old: Job,
+    pub new: Job,
+    pub events: Vec<PendingEvent>,
+    pub now: DateTime<Utc>,
+}
+
+/// What a [`Swap`] came to: `None` when the row had changed since it was read (nothing
+/// written); otherwise the ids of its events, in order.
+pub(crate) type Swapped = Option<Vec<i64>>;
+
+/// The columns a transition may change, bound as one array each, in this order.
+macro_rules! state_columns {
+    () => {
+        "status, attempt, next_attempt_at, claimed_by, lease_expires_at, cancel_requested_at, \
+         cancel_requested_by_user_id, cancel_reason, result_summary, error_message, \
+         started_at, finished_at, updated_at, pause_requested, resume_from, approval"
+    };
+}
+
+/// The swap of one job or many: `$1` their ids, `$2`..`$17` the new states, `$18`..`$33` the
+/// states as read, `$34`..`$39` the events (the position of their job in the batch, from 1,
+/// then kind, level, message, payload and time). Each job's row is locked in id order
+/// first (the ids come sorted), so two batches, or a batch and a transaction that locks
+/// its jobs in id order, cannot deadlock; a row that changed since it was read is locked
+/// and left as it is. The update locks each row before the insert draws its events' ids
+/// (the insert reads the update's output), so a job's event ids still become visible in
+/// order. One answer row per job, in batch order: whether it was written, and its new
+/// event ids. `$locked`, `$locked_join` and `$locked_where` take the locks in order.
+macro_rules! swap_jobs_postgres {
+    ($locked:literal, $locked_join:literal, $locked_where:literal) => {
+        concat!(
+            "WITH input AS (SELECT * FROM unnest($1::uuid[], \
+               $2::text[], $3::int[], $4::timestamptz[], $5::text[], $6::timestamptz[], \
+               $7::timestamptz[], $8::text[], $9::text[], $10::text[], $11::text[], \
+               $12::timestamptz[], $13::timestamptz[], $14::timestamptz[], $15::jsonb[], \
+               $16::jsonb[], $17::jsonb[], \
+               $18::text[], $19::int[], $20::timestamptz[], $21::text[], $22::timestamptz[], \
+               $23::timestamptz[], $24::text[], $25::text[], $26::text[], $27::text[], \
+               $28::timestamptz[], $29::timestamptz[], $30::timestamptz[], $31::jsonb[], \
+               $32::jsonb[], $33::jsonb[]",
+            ") WITH ORDINALITY AS u(id, ",
+            state_columns!(),
+            ", o_status, o_attempt, o_next_attempt_at, o_claimed_by, o_lease_expires_at, \
+       o_cancel_requested_at, o_cancel_requested_by_user_id, o_cancel_reason, \
+       o_result_summary, o_error_message, o_started_at, o_finished_at, o_updated_at, \
+       o_pause_requested, o_resume_from, o_approval, n)), ",
+            $locked,
+            " updated AS (\
+       UPDATE jobs AS j SET status = u.status, attempt = u.attempt, \
+         next_attempt_at = u.next_attempt_at, claimed_by = u.claimed_by, \
+         lease_expires_at = u.lease_expires_at, cancel_requested_at = u.cancel_requested_at, \
+         cancel_requested_by_user_id = u.cancel_requested_by_user_id, \
+         cancel_reason = u.cancel_reason, result_summary = u.result_summary, \
+         error_message = u.error_message, started_at = u.started_at, \
+         finished_at = u.finished_at, updated_at = u.updated_at, \
+         pause_requested = u.pause_requested, resume_from = u.resume_from, \
+         approval = u.approval \
+       FROM input AS u ",
+            $locked_join,
+            " WHERE j.id = u.id AND ",
+            $locked_where,
+            "(j.status, j.attempt, j.next_attempt_at, j.claimed_by, \
+         j.lease_expires_at, j.cancel_requested_at, j.cancel_requested_by_user_id, \
+         j.cancel_reason, j.result_summary, j.error_message, j.started_at, j.finished_at, \
+         j.updated_at, j.pause_requested, j.resume_from, j.approval) \
+         IS NOT DISTINCT FROM (u.o_status, u.o_attempt, u.o_next_attempt_at, u.o_claimed_by, \
+         u.o_lease_expires_at, u.o_cancel_requested_at, u.o_cancel_requested_by_user_id, \
+         u.o_cancel_reason, u.o_result_summary, u.o_error_message, u.o_started_at, \
+         u.o_finished_at, u.o_updated_at, u.o_pause_requested, u.o_resume_from, u.o_approval) \
+       RETURNING u.n, u.id), \
+     appended AS (\
+       INSERT INTO job_events (job_id, kind, level, message, payload, created_at) \
+       SELECT updated.id, e.kind, e.level, e.message, e.payload, e.created_at \
+       FROM unnest($34::bigint[], $35::text[], $36::text[], $37::text[], $38::jsonb[], \
+         $39::timestamptz[]) WITH ORDINALITY AS e(job, kind, level, message, payload, \
+         created_at, k) \
+       JOIN updated ON updated.n = e.job \
+       ORDER BY e.k \
+       RETURNING id, job_id) \
+     SELECT u.n, EXISTS (SELECT 1 FROM updated WHERE updated.n = u.n) AS written, \
+       ARRAY(SELECT a.id FROM appended AS a WHERE a.job_id = u.id ORDER BY a.id) AS event_ids \
+     FROM input AS u ORDER BY u.n"
+        )
+    };
+}
+
+/// One job's swap: one row cannot deadlock, and its update takes the row lock itself, so
+/// it is spared the lock's own WAL record.
+const SWAP_JOB_POSTGRES: &str = swap_jobs_postgres!("", "", "");
+
+/// Many jobs' swap, each row locked in id order first.
+const SWAP_JOBS_POSTGRES: &str = swap_jobs_postgres!(
+    "locked AS (SELECT id FROM jobs WHERE id = ANY($1) ORDER BY id FOR UPDATE), ",
+    ", locked",
+    "locked.id = u.id AND "
+);
+
+/// Writes each swap whose row is unchanged, in one statement; one answer per swap, in the
+/// order given. Two swaps of one job cannot share a batch: the second would be checked
+/// against the row as it was before the first.
+pub(crate) async fn write_jobs_if_unchanged(
+    pool: &PgPool,
+    swaps: &[&Swap],
+) -> Result<Vec<Swapped>, QueueError> {
+    // In id order: the order the rows are locked in, whatever order the callers came in.
+    let mut order: Vec<usize> = (0..swaps.len()).collect();
+    order.sort_by_key(|&i| swaps[i].new.id.uuid());
+    let sorted: Vec<&Swap> = order.iter().map(|&i| swaps[i]).collect();
+    let ids: Vec<_> = sorted.iter().map(|s| s.new.id.uuid()).collect();
+    let sql = match swaps.len() {
+        1 => SWAP_JOB_POSTGRES,
+        _ => SWAP_JOBS_POSTGRES,
+    };
+    let query = sqlx::query(sql).bind(ids);
+    let query = bind_states(query, sorted.iter().map(|s| &s.new))?;
+    let query = bind_states(query, sorted.iter().map(|s| &s.old))?;
+    let events = || {
+        sorted.iter().enumerate().flat_map(|(n, swap)| {
+            let position = i64::try_from(n + 1).unwrap_or(i64::MAX);
+            swap.events.iter().map(move |e| (position, e, swap.now))
+        })
+    };
+    let rows = query
+        .bind(events().map(|(n, _, _)| n).collect::<Vec<_>>())
+        .bind(
+            events()
+                .map(|(_, e, _)| e.kind.as_str())
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            events()
+                .map(|(_, e, _)| e.level.as_str())
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            events()
+                .map(|(_, e, _)| e.message.as_str())
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            events()
+                .map(|(_, e, _)| Json(&e.payload))
+                .collect::<Vec<_>>(),
+        )
+        .bind(events().map(|(_, _, now)| now).collect::<Vec<_>>())
+        .fetch_all(pool)
+        .await?;
+    if rows.len() != swaps.len() {
+        return Err(sqlx::Error::RowNotFound.into());
+    }
+    let mut answers: Vec<Swapped> = vec![None; swaps.len()];
+    for (row, &caller) in rows.iter().zip(&order) {
+        let written: bool = row.try_get("written")?;
+        let ids: Vec<i64> = row.try_get("event_ids")?;
+        if written {
+            if ids.len() != swaps[caller].events.len() {
+                return Err(sqlx::Error::RowNotFound.into());
+            }
+            answers[caller] = Some(ids);
+        }
+    }
+    Ok(answers)
+}
+
+/// Binds the sixteen columns a transition may change, one array each, in the order of
+/// `state_columns!`.
+pub(super) fn bind_states<'q, 'j>(
+    query: Query<'q, Postgres, PgArguments>,
+    jobs: impl Iterator<Item = &'j Job> + Clone,
+) -> Result<Query<'q, Postgres, PgArguments>, QueueError> {
+    let text = |f: fn(&Job) -> Option<String>| jobs.clone().map(f).collect::<Vec<_>>();
+    let at = |f: fn(&Job) -> Option<DateTime<Utc>>| jobs.clone().map(f).collect::<Vec<_>>();
+    let json = |f: fn(&Job) -> Option<serde_json::Result<serde_json::Value>>| {
+        jobs.clone()
+            .map(|j| f(j).transpose().map(|v| v.map(Json)))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| QueueError::from(crate::store::decode_err(e)))
+    };
+    Ok(query
+        .bind(text(|j| Some(j.status.as_str().to_string())))
+        .bind(jobs.clone().map(|j| int(j.attempt)).collect::<Vec<_>>())
+        .bind(at(|j| Some(j.next_attempt_at)))
+        .bind(text(|j| j.claimed_by.clone()))
+        .bind(at(|j| j.lease_expires_at))
+        .bind(at(|j| j.cancel_requested_at))
+        .bind(text(|j| j.cancel_requested_by_user_id.clone()))
+        .bind(text(|j| j.cancel_reason.clone()))
+        .bind(text(|j| j.result_summary.clone()))
+        .bind(text(|j| j.error_message.clone()))
+        .bind(at(|j| j.started_at))
+        .bind(at(|j| j.finished_at))
+        .bind(at(|j| Some(j.updated_at)))
+        .bind(json(|j| {
+            j.pause_requested.as_ref().map(serde_json::to_value)
+        })?)
+        .bind(json(|j| j.resume_from.as_ref().map(serde_json::to_value))?)
+        .bind(json(|j| j.approval.as_ref().map(serde_json::to_value))?))
+}
