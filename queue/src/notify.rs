@@ -61,21 +61,20 @@ pub enum NotificationKind {
 }
 
 impl Notification {
-    /// `origin|job_id|kind[|event_id]`: short, well under NOTIFY's 8000-byte limit.
-    pub(crate) fn encode(&self, origin: Uuid) -> String {
+    /// `job_id|kind[|event_id]`: one line of a relayed payload (see [`pack`]).
+    fn encode(&self) -> String {
         match self.kind {
-            NotificationKind::JobChanged => format!("{origin}|{}|changed", self.job_id),
-            NotificationKind::JobAvailable => format!("{origin}|{}|available", self.job_id),
-            NotificationKind::StepProgress => format!("{origin}|{}|progress", self.job_id),
+            NotificationKind::JobChanged => format!("{}|changed", self.job_id),
+            NotificationKind::JobAvailable => format!("{}|available", self.job_id),
+            NotificationKind::StepProgress => format!("{}|progress", self.job_id),
             NotificationKind::EventAppended { event_id } => {
-                format!("{origin}|{}|event|{event_id}", self.job_id)
+                format!("{}|event|{event_id}", self.job_id)
             }
         }
     }
 
-    pub(crate) fn decode(text: &str) -> Option<(Uuid, Notification)> {
-        let mut parts = text.split('|');
-        let origin = Uuid::parse_str(parts.next()?).ok()?;
+    fn decode(line: &str) -> Option<Notification> {
+        let mut parts = line.split('|');
         let job_id = parts.next()?.parse().ok()?;
         let kind = match parts.next()? {
             "changed" => NotificationKind::JobChanged,
@@ -86,11 +85,51 @@ impl Notification {
             },
             _ => return None,
         };
-        Some((origin, Notification { job_id, kind }))
+        if parts.next().is_some() {
+            return None;
+        }
+        Some(Notification { job_id, kind })
     }
 }
 
-/// Most notifications one relayed `pg_notify` statement carries.
+/// Payloads stay under this many bytes, well inside NOTIFY's 8,000.
+const PAYLOAD_BYTES: usize = 7000;
+
+/// Packs notifications into as few NOTIFY payloads as fit: the origin on the first line,
+/// then one notification per line. Every NOTIFY is an entry in PostgreSQL's queue that
+/// each listening replica is woken for and reads, so one payload for many is most of
+/// what relaying them costs (measured at about a seventh of the throughput of single
+/// claims and completions when each notification was a NOTIFY of its own).
+fn pack(origin: Uuid, notes: impl IntoIterator<Item = Notification>) -> Vec<String> {
+    let head = origin.to_string();
+    let mut payloads = Vec::new();
+    let mut payload = head.clone();
+    for note in notes {
+        let line = note.encode();
+        if payload.len() + 1 + line.len() > PAYLOAD_BYTES {
+            payloads.push(std::mem::replace(&mut payload, head.clone()));
+        }
+        payload.push('\n');
+        payload.push_str(&line);
+    }
+    if payload.len() > head.len() {
+        payloads.push(payload);
+    }
+    payloads
+}
+
+/// A payload's origin and notifications; `None` if any line is malformed.
+fn unpack(payload: &str) -> Option<(Uuid, Vec<Notification>)> {
+    let mut lines = payload.split('\n');
+    let origin = Uuid::parse_str(lines.next()?).ok()?;
+    let notes = lines
+        .map(Notification::decode)
+        .collect::<Option<Vec<_>>>()?;
+    Some((origin, notes))
+}
+
+/// Most notifications one relayed `pg_notify` statement carries, in as few payloads as
+/// they fit.
 const RELAY_BATCH: usize = 512;
 
 /// The in-process side: one broadcast sender, this replica's origin id and, on
@@ -128,7 +167,7 @@ impl Notifier {
                 if received == 0 {
                     break;
                 }
-                let payloads: Vec<String> = batch.drain(..).map(|n| n.encode(origin)).collect();
+                let payloads = pack(origin, batch.drain(..));
                 let sent = match conn.as_mut() {
                     Some(conn) => relay_batch(conn, &payloads).await,
                     None => match relay_connection(&pool).await {
@@ -185,9 +224,11 @@ impl Notifier {
                     received = listener.try_recv() => received,
                 };
                 match received {
-                    Ok(Some(message)) => match Notification::decode(message.payload()) {
-                        Some((origin, note)) if origin != notifier.origin => {
-                            notifier.rebroadcast(note);
+                    Ok(Some(message)) => match unpack(message.payload()) {
+                        Some((origin, notes)) if origin != notifier.origin => {
+                            for note in notes {
+                                notifier.rebroadcast(note);
+                            }
                         }
                         Some(_) => {}
                         None => tracing::warn!(
@@ -242,21 +283,46 @@ mod tests {
     #[test]
     fn notifications_round_trip_through_the_notify_payload() {
         let origin = Uuid::now_v7();
-        for kind in [
+        let job_id: JobId = "0198c1f0-0000-7000-8000-000000000001".parse().unwrap();
+        let notes: Vec<Notification> = [
             NotificationKind::JobChanged,
             NotificationKind::JobAvailable,
             NotificationKind::EventAppended { event_id: 42 },
             NotificationKind::StepProgress,
-        ] {
-            let note = Notification {
-                job_id: "0198c1f0-0000-7000-8000-000000000001".parse().unwrap(),
-                kind,
-            };
-            assert_eq!(
-                Notification::decode(&note.encode(origin)),
-                Some((origin, note))
-            );
-        }
-        assert_eq!(Notification::decode("nonsense"), None);
+        ]
+        .into_iter()
+        .map(|kind| Notification { job_id, kind })
+        .collect();
+        let payloads = pack(origin, notes.clone());
+        assert_eq!(payloads.len(), 1);
+        assert_eq!(unpack(&payloads[0]), Some((origin, notes)));
+        assert_eq!(unpack("nonsense"), None);
+        assert_eq!(unpack(&format!("{origin}\n{job_id}|changed|extra")), None);
+        assert!(pack(origin, []).is_empty());
+    }
+
+    #[test]
+    fn many_notifications_split_into_payloads_that_notify_accepts() {
+        let origin = Uuid::now_v7();
+        let notes: Vec<Notification> = (0..1000)
+            .map(|n| Notification {
+                job_id: JobId::from(Uuid::from_u128(n)),
+                kind: NotificationKind::EventAppended {
+                    event_id: i64::MAX - n as i64,
+                },
+            })
+            .collect();
+        let payloads = pack(origin, notes.clone());
+        assert!(payloads.len() > 1);
+        assert!(payloads.iter().all(|p| p.len() <= PAYLOAD_BYTES));
+        let back: Vec<Notification> = payloads
+            .iter()
+            .flat_map(|p| {
+                let (from, notes) = unpack(p).unwrap();
+                assert_eq!(from, origin);
+                notes
+            })
+            .collect();
+        assert_eq!(back, notes);
     }
 }
