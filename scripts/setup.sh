@@ -98,6 +98,9 @@ setup_browser() {
 setup_agents() {
   setup_node
   npm_ci "$STEPWISE_ROOT/agents"
+  # graphile-worker, the peer `stepwise bench queue --peer` runs beside ours; a small
+  # side-by-side run is one of the bench's tests.
+  npm_ci "$STEPWISE_ROOT/bench/graphile-worker"
   export STEPWISE_AGENTS_BIN="$STEPWISE_ROOT/agents/node_modules/.bin"
 }
 

@@ -44,4 +44,11 @@ impl Queue {
     pub async fn database_size(&self) -> Result<u64, QueueError> {
         self.inner.db.size_bytes().await
     }
+
+    /// Where PostgreSQL's WAL is: bytes from its start (two positions subtract to the WAL
+    /// written between them, server-wide) and the position as `pg_lsn` text, for
+    /// `pg_waldump`; `None` on SQLite.
+    pub async fn wal_position(&self) -> Result<Option<(i64, String)>, QueueError> {
+        self.inner.db.wal_position().await
+    }
 }

@@ -7,7 +7,7 @@ use uuid::Uuid;
 
 use super::{Arg, Tx, TxConn};
 use crate::QueueError;
-use crate::store::Database;
+use crate::store::{Database, PgDb};
 
 /// Every column but `id` and `status`, copied from the template.
 const COPIED: &str = "job_type, priority, payload, repository, affinity_key, \
@@ -77,7 +77,7 @@ impl Database {
     /// write-ahead log aside).
     pub(crate) async fn size_bytes(&self) -> Result<u64, QueueError> {
         match self {
-            Database::Postgres(pool) => {
+            Database::Postgres(PgDb { pool, .. }) => {
                 let size: i64 = sqlx::query_scalar("SELECT pg_database_size(current_database())")
                     .fetch_one(pool)
                     .await?;
@@ -91,6 +91,23 @@ impl Database {
                 .await?;
                 Ok(size.max(0) as u64)
             }
+        }
+    }
+
+    /// PostgreSQL's current WAL position, in bytes from the start and as `pg_lsn` text;
+    /// `None` on SQLite.
+    pub(crate) async fn wal_position(&self) -> Result<Option<(i64, String)>, QueueError> {
+        match self {
+            Database::Postgres(PgDb { pool, .. }) => {
+                let at: (i64, String) = sqlx::query_as(
+                    "SELECT (lsn - '0/0'::pg_lsn)::bigint, lsn::text \
+                     FROM pg_current_wal_lsn() AS lsn",
+                )
+                .fetch_one(pool)
+                .await?;
+                Ok(Some(at))
+            }
+            Database::Sqlite(_) => Ok(None),
         }
     }
 }

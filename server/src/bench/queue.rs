@@ -35,22 +35,22 @@ pub enum Backend {
 #[derive(Debug, Args)]
 pub struct BenchArgs {
     #[arg(long, value_enum, default_value = "sqlite")]
-    backend: Backend,
+    pub(super) backend: Backend,
     /// Jobs per throughput phase.
     #[arg(long, default_value_t = 5000)]
-    jobs: usize,
+    pub(super) jobs: usize,
     /// Concurrent workers in the throughput phases.
     #[arg(long, default_value_t = 4)]
-    workers: usize,
+    pub(super) workers: usize,
     /// Concurrent producers in the end-to-end phase (clients submitting tasks).
     #[arg(long, default_value_t = 2)]
-    producers: usize,
+    pub(super) producers: usize,
     /// Jobs per claim and per completion in the batched phase.
     #[arg(long, default_value_t = 32)]
-    batch: u32,
+    pub(super) batch: u32,
     /// Jobs timed in the latency phase.
     #[arg(long, default_value_t = 500)]
-    samples: usize,
+    pub(super) samples: usize,
     /// For `--backend postgres`: a server where this user may create (and drop) a scratch
     /// database. The default skips TLS, as graphile-worker's client does by default: on
     /// loopback, encryption only adds CPU to what is compared.
@@ -60,11 +60,22 @@ pub struct BenchArgs {
         default_value = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable",
         hide_env_values = true
     )]
-    pg_url: String,
+    pub(super) pg_url: String,
     /// Run the queue with this limit of running jobs per repository, as `stepwise serve`
     /// does (its default is 1); 0: no limit, the library's default.
     #[arg(long, default_value_t = 0, value_name = "N")]
-    max_running_per_repository: u32,
+    pub(super) max_running_per_repository: u32,
+    /// Also run graphile-worker's claim + complete phases on the same PostgreSQL,
+    /// alternating with ours, and print the two side by side (`--backend postgres`; only
+    /// these phases run).
+    #[arg(long, value_enum)]
+    pub(super) peer: Option<super::peer::Peer>,
+    /// Where the peer's script and its npm packages are; default `bench/graphile-worker`.
+    #[arg(long, value_name = "DIR")]
+    pub(super) peer_dir: Option<std::path::PathBuf>,
+    /// Rounds of the side-by-side comparison.
+    #[arg(long, default_value_t = 3)]
+    pub(super) rounds: usize,
 }
 
 /// The repositories the jobs are spread over, so that a limit per repository leaves the
@@ -73,7 +84,7 @@ const REPOSITORIES: usize = 64;
 
 const CAPABILITIES: [&str; 3] = ["codex", "git", "gh"];
 
-fn noop_task(i: usize) -> serde_json::Value {
+pub(super) fn noop_task(i: usize) -> serde_json::Value {
     let repository = format!("bench/r{}", i % REPOSITORIES);
     json!({ "payload": { "repository": repository, "task": { "instructions": format!("no-op {i}"), "publish": { "mode": "none" } } } })
 }
@@ -90,9 +101,19 @@ fn claim_request(worker: usize) -> ClaimRequest {
 }
 
 pub async fn run(args: BenchArgs) -> Result<(), CliError> {
-    if args.jobs == 0 || args.workers == 0 || args.producers == 0 || args.samples == 0 {
+    if args.jobs == 0
+        || args.workers == 0
+        || args.producers == 0
+        || args.samples == 0
+        || args.rounds == 0
+    {
         return Err(CliError::Usage(
-            "--jobs, --workers, --producers and --samples must be at least 1".into(),
+            "--jobs, --workers, --producers, --samples and --rounds must be at least 1".into(),
+        ));
+    }
+    if args.peer.is_some() && args.backend != Backend::Postgres {
+        return Err(CliError::Usage(
+            "--peer compares on PostgreSQL: add --backend postgres".into(),
         ));
     }
     if !(1..=queue::MAX_CLAIM_BATCH).contains(&args.batch) {
@@ -128,7 +149,13 @@ pub async fn run(args: BenchArgs) -> Result<(), CliError> {
         (args.max_running_per_repository > 0).then_some(args.max_running_per_repository);
     let queue = Queue::open(db, config).await?;
     queue.migrate().await?;
-    let outcome = measure(&queue, &args).await;
+    let outcome = match args.peer {
+        Some(super::peer::Peer::GraphileWorker) => {
+            let dir = super::peer::peer_dir(args.peer_dir.as_deref());
+            super::peer::compare(&queue, &args, &dir).await
+        }
+        None => measure(&queue, &args).await,
+    };
     if let Some(dir) = &dir {
         // The log is bounded by the checkpointer, not by the database's size: worth seeing.
         let mib = |name: &str| {
@@ -284,7 +311,7 @@ fn produce(
 /// Runs `workers` claim-and-complete loops until `target` jobs are done (or, without a
 /// target, until the queue is empty); returns how many were completed. With `batch` above
 /// 1, each loop claims and completes up to that many jobs per call.
-async fn drain(
+pub(super) async fn drain(
     queue: &Queue,
     workers: usize,
     target: Option<usize>,
@@ -456,6 +483,9 @@ mod tests {
             samples: 3,
             pg_url: String::new(),
             max_running_per_repository: 0,
+            peer: None,
+            peer_dir: None,
+            rounds: 1,
         };
         run(args).await.unwrap();
     }
@@ -471,6 +501,9 @@ mod tests {
             samples: 3,
             pg_url: String::new(),
             max_running_per_repository: 1,
+            peer: None,
+            peer_dir: None,
+            rounds: 1,
         };
         run(args).await.unwrap();
     }
