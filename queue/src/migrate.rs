@@ -111,6 +111,11 @@ const POSTGRES: &[Embedded] = &[
         "retention",
         include_str!("../../migrations/postgres/0010_retention.sql"),
     ),
+    (
+        11,
+        "lighter transitions",
+        include_str!("../../migrations/postgres/0011_lighter_transitions.sql"),
+    ),
 ];
 
 fn migrator(embedded: &[Embedded]) -> Migrator {

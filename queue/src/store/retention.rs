@@ -64,8 +64,8 @@ const MARK_HISTORY: &str = concat!(
      AND finished_at < $3 RETURNING finished_at"
 );
 
-/// Job rows finished before `$1` whose history is already gone (so the cascade deletes
-/// one event each), oldest first. The outer conditions are checked again on the row the
+/// Job rows finished before `$1` whose history is already gone (one event each is left,
+/// `job.history_deleted`), oldest first. The outer conditions are checked again on the row the
 /// delete locks: a job retried since the inner read is not finished any more and stays.
 const JOB_ROWS: &str = "DELETE FROM jobs WHERE id IN \
      (SELECT id FROM jobs WHERE finished_at IS NOT NULL AND finished_at < $1 \
@@ -203,7 +203,18 @@ impl Tx {
         limit: i64,
     ) -> Result<Vec<Uuid>, QueueError> {
         let args = [Arg::at(before), Arg::BigInt(limit)];
-        self.ids(JOB_ROWS, &args).await
+        let ids = self.ids(JOB_ROWS, &args).await?;
+        // PostgreSQL's events name their job without a foreign key (migration 0011), so
+        // nothing cascades there; SQLite's cascade has already taken them.
+        if let TxConn::Postgres(t) = &mut self.conn
+            && !ids.is_empty()
+        {
+            sqlx::query("DELETE FROM job_events WHERE job_id = ANY($1)")
+                .bind(&ids)
+                .execute(&mut **t)
+                .await?;
+        }
+        Ok(ids)
     }
 
     /// Runs a statement that answers the `id` of each row it changed.

@@ -130,6 +130,15 @@ impl Harness {
         self.clock.advance(by);
     }
 
+    /// The one number `sql` answers, read behind the queue's back.
+    pub async fn count(&self, sql: &str) -> i64 {
+        match &self.db {
+            Database::Sqlite(db) => sqlx::query_scalar(sql).fetch_one(db.pool()).await,
+            Database::Postgres(db) => sqlx::query_scalar(sql).fetch_one(db.pool()).await,
+        }
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+    }
+
     /// Runs `sql` on the database behind the queue's back, as an operator's hand would.
     pub async fn execute(&self, sql: &str) {
         match &self.db {

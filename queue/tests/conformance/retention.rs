@@ -236,6 +236,10 @@ pub async fn job_rows_are_deleted_only_when_asked_and_their_history_goes_first(h
     expected.sort();
     assert_eq!(deleted, expected);
     assert!(!h.artifacts.path().join(fresh.id.to_string()).exists());
+    // No event outlives its job, on either backend.
+    let orphans = "SELECT count(*) FROM job_events e \
+                   WHERE NOT EXISTS (SELECT 1 FROM jobs j WHERE j.id = e.job_id)";
+    assert_eq!(h.count(orphans).await, 0);
 }
 
 /// A pass that keeps rows `rows`, history as long (no age of its own), log lines `logs`,
