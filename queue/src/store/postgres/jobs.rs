@@ -35,15 +35,10 @@ const LOCK_JOBS_POSTGRES: &str = concat!(
 
 /// `SAVE_JOB` for many rows: one array per column (in the order of `bind_states`), zipped
 /// by `unnest`.
-const SAVE_JOBS_POSTGRES: &str = "UPDATE jobs AS j SET status = u.status, attempt = u.attempt, \
-     next_attempt_at = u.next_attempt_at, claimed_by = u.claimed_by, \
-     lease_expires_at = u.lease_expires_at, cancel_requested_at = u.cancel_requested_at, \
-     cancel_requested_by_user_id = u.cancel_requested_by_user_id, \
-     cancel_reason = u.cancel_reason, result_summary = u.result_summary, \
-     error_message = u.error_message, started_at = u.started_at, \
-     finished_at = u.finished_at, updated_at = u.updated_at, \
-     pause_requested = u.pause_requested, resume_from = u.resume_from, approval = u.approval \
-     FROM unnest($1::uuid[], $2::text[], $3::int[], $4::timestamptz[], $5::text[], \
+const SAVE_JOBS_POSTGRES: &str = concat!(
+    "UPDATE jobs AS j SET ",
+    set_states_from_u!(),
+    " FROM unnest($1::uuid[], $2::text[], $3::int[], $4::timestamptz[], $5::text[], \
        $6::timestamptz[], $7::timestamptz[], $8::text[], $9::text[], $10::text[], $11::text[], \
        $12::timestamptz[], $13::timestamptz[], $14::timestamptz[], $15::jsonb[], $16::jsonb[], \
        $17::jsonb[]) \
@@ -51,7 +46,8 @@ const SAVE_JOBS_POSTGRES: &str = "UPDATE jobs AS j SET status = u.status, attemp
        cancel_requested_at, cancel_requested_by_user_id, cancel_reason, result_summary, \
        error_message, started_at, finished_at, updated_at, pause_requested, resume_from, \
        approval) \
-     WHERE j.id = u.id";
+     WHERE j.id = u.id"
+);
 
 /// Inserts a new job with its first events (stamped with its creation time) in one
 /// statement; returns the stored events, in order.

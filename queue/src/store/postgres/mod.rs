@@ -4,6 +4,22 @@
 //! saves round trips, which is what a PostgreSQL write costs. The store's per-concern files
 //! call into it; SQLite, whose writes cost no round trip, runs the shared statements.
 
+/// `SET` of every column a transition may change, from the same columns of `u`: how an
+/// update writes rows given as arrays (`jobs::save_jobs`, `swaps`).
+macro_rules! set_states_from_u {
+    () => {
+        "status = u.status, attempt = u.attempt, \
+         next_attempt_at = u.next_attempt_at, claimed_by = u.claimed_by, \
+         lease_expires_at = u.lease_expires_at, cancel_requested_at = u.cancel_requested_at, \
+         cancel_requested_by_user_id = u.cancel_requested_by_user_id, \
+         cancel_reason = u.cancel_reason, result_summary = u.result_summary, \
+         error_message = u.error_message, started_at = u.started_at, \
+         finished_at = u.finished_at, updated_at = u.updated_at, \
+         pause_requested = u.pause_requested, resume_from = u.resume_from, \
+         approval = u.approval"
+    };
+}
+
 mod artifacts;
 mod claims;
 mod committer;

@@ -65,17 +65,9 @@ macro_rules! swap_jobs_postgres {
        o_result_summary, o_error_message, o_started_at, o_finished_at, o_updated_at, \
        o_pause_requested, o_resume_from, o_approval, n)), ",
             $locked,
-            " updated AS (\
-       UPDATE jobs AS j SET status = u.status, attempt = u.attempt, \
-         next_attempt_at = u.next_attempt_at, claimed_by = u.claimed_by, \
-         lease_expires_at = u.lease_expires_at, cancel_requested_at = u.cancel_requested_at, \
-         cancel_requested_by_user_id = u.cancel_requested_by_user_id, \
-         cancel_reason = u.cancel_reason, result_summary = u.result_summary, \
-         error_message = u.error_message, started_at = u.started_at, \
-         finished_at = u.finished_at, updated_at = u.updated_at, \
-         pause_requested = u.pause_requested, resume_from = u.resume_from, \
-         approval = u.approval \
-       FROM input AS u ",
+            " updated AS (UPDATE jobs AS j SET ",
+            set_states_from_u!(),
+            " FROM input AS u ",
             $locked_join,
             " WHERE j.id = u.id AND ",
             $locked_where,
