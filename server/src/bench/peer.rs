@@ -156,7 +156,7 @@ async fn wal(queue: &Queue) -> Result<(i64, String), CliError> {
 async fn peer(script: &Path, url: &str, phase: &str, args: &BenchArgs) -> Result<Phase, CliError> {
     let output = tokio::process::Command::new("node")
         .arg(script)
-        .arg(url)
+        .arg(libpq_url(url))
         .arg(phase)
         .arg(args.jobs.to_string())
         .arg(args.workers.to_string())
@@ -177,6 +177,17 @@ async fn peer(script: &Path, url: &str, phase: &str, args: &BenchArgs) -> Result
             "graphile-worker's {phase} phase printed {stdout:?}, not its figures: {e}"
         ))
     })
+}
+
+/// `url` for node-postgres, with `sslmode` meaning what it means to libpq, and so to sqlx
+/// on our side: node-postgres otherwise reads `prefer` and `require` as `verify-full`, and
+/// refuses a server's self-signed certificate that our side accepts.
+fn libpq_url(url: &str) -> String {
+    if url.contains("uselibpqcompat=") {
+        return url.to_string();
+    }
+    let separator = if url.contains('?') { '&' } else { '?' };
+    format!("{url}{separator}uselibpqcompat=true")
 }
 
 /// `min–max` of the values, or the one value.
@@ -241,6 +252,20 @@ mod tests {
         compare(&queue, &args, &peer).await.unwrap();
         drop(queue);
         scratch.drop_database().await.unwrap();
+    }
+
+    #[test]
+    fn node_reads_the_ssl_mode_as_libpq_does() {
+        assert_eq!(
+            libpq_url("postgres://u@h/db?sslmode=prefer"),
+            "postgres://u@h/db?sslmode=prefer&uselibpqcompat=true"
+        );
+        assert_eq!(
+            libpq_url("postgres://u@h/db"),
+            "postgres://u@h/db?uselibpqcompat=true"
+        );
+        let given = "postgres://u@h/db?uselibpqcompat=false";
+        assert_eq!(libpq_url(given), given);
     }
 
     #[test]

@@ -155,8 +155,13 @@ impl<W: Send + 'static, A: Send + 'static> Drop for Slot<W, A> {
             }
             line.take_batch(&mut state)
         };
-        // The place passes to the batch, which gives it back when it is done.
-        tokio::spawn(run_batch(line.clone(), batch));
+        // The place passes to the batch, which gives it back when it is done. With no
+        // runtime left (it is shutting down) nothing can run: the waiting writers are told
+        // so by their dropped replies.
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => drop(runtime.spawn(run_batch(line.clone(), batch))),
+            Err(_) => line.state().running -= 1,
+        }
     }
 }
 
