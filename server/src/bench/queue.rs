@@ -472,9 +472,9 @@ mod tests {
         assert_eq!(percentile(&[], 50.0), 0.0);
     }
 
-    #[tokio::test]
-    async fn a_small_sqlite_run_completes_every_job() {
-        let args = BenchArgs {
+    /// A small SQLite run, with at most this many running per repository (0: no limit).
+    fn small(max_running_per_repository: u32) -> BenchArgs {
+        BenchArgs {
             backend: Backend::Sqlite,
             jobs: 20,
             workers: 2,
@@ -482,29 +482,20 @@ mod tests {
             batch: 4,
             samples: 3,
             pg_url: String::new(),
-            max_running_per_repository: 0,
+            max_running_per_repository,
             peer: None,
             peer_dir: None,
             rounds: 1,
-        };
-        run(args).await.unwrap();
+        }
+    }
+
+    #[tokio::test]
+    async fn a_small_sqlite_run_completes_every_job() {
+        run(small(0)).await.unwrap();
     }
 
     #[tokio::test]
     async fn a_small_run_under_a_repository_limit_completes_every_job() {
-        let args = BenchArgs {
-            backend: Backend::Sqlite,
-            jobs: 20,
-            workers: 2,
-            producers: 3,
-            batch: 4,
-            samples: 3,
-            pg_url: String::new(),
-            max_running_per_repository: 1,
-            peer: None,
-            peer_dir: None,
-            rounds: 1,
-        };
-        run(args).await.unwrap();
+        run(small(1)).await.unwrap();
     }
 }
