@@ -116,6 +116,11 @@ const POSTGRES: &[Embedded] = &[
         "lighter transitions",
         include_str!("../../migrations/postgres/0011_lighter_transitions.sql"),
     ),
+    (
+        12,
+        "cheaper statements",
+        include_str!("../../migrations/postgres/0012_cheaper_statements.sql"),
+    ),
 ];
 
 fn migrator(embedded: &[Embedded]) -> Migrator {

@@ -18,8 +18,11 @@ const HISTORY_KEPT: &str = "finished_at IS NOT NULL \
      AND (history_deleted_at IS NULL OR history_deleted_at <= finished_at) \
      AND finished_at < $1";
 
-const EVENTS: &str = "DELETE FROM job_events WHERE id IN \
-     (SELECT id FROM job_events WHERE job_id = $1 ORDER BY id LIMIT $2) RETURNING id";
+/// The job's first `$2` events, as a range of its key: on PostgreSQL, events are keyed by
+/// (job_id, id), and an `id IN (...)` there would walk all of the job's events for each one.
+const EVENTS: &str = "DELETE FROM job_events WHERE job_id = $1 AND id <= \
+     (SELECT max(id) FROM (SELECT id FROM job_events WHERE job_id = $1 ORDER BY id LIMIT $2) AS first) \
+     RETURNING id";
 
 const ARTIFACTS: &str = "DELETE FROM artifacts WHERE id IN \
      (SELECT id FROM artifacts WHERE job_id = $1 LIMIT $2) RETURNING id";
@@ -31,8 +34,8 @@ const ARTIFACTS: &str = "DELETE FROM artifacts WHERE id IN \
 /// suite names the file with `task::step_log` itself, so the two spellings cannot drift
 /// apart unnoticed. No row lock: a job retried meanwhile adds its new lines after this
 /// statement's snapshot, and only its old ones go.
-const LOG_LINES_POSTGRES: &str = "DELETE FROM job_events WHERE id IN \
-     (SELECT e.id FROM job_events e JOIN jobs j ON j.id = e.job_id \
+const LOG_LINES_POSTGRES: &str = "DELETE FROM job_events WHERE (job_id, id) IN \
+     (SELECT e.job_id, e.id FROM job_events e JOIN jobs j ON j.id = e.job_id \
       WHERE e.job_id IN (SELECT x::uuid FROM jsonb_array_elements_text($1) x) \
         AND j.finished_at IS NOT NULL AND j.finished_at < $4 AND e.kind = $3 AND EXISTS \
        (SELECT 1 FROM artifacts a WHERE a.job_id = e.job_id \
