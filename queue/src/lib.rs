@@ -75,7 +75,7 @@ pub use observer::Observer;
 pub use rescuer::{RescueReport, Rescuer, RescuerConfig};
 pub use retention::{Retention, RetentionConfig, RetentionReport};
 pub use scratch::ScratchPostgres;
-pub use service::{JobFilter, JobPage, Queue, READINESS_TIMEOUT};
+pub use service::{EventFollower, JobFilter, JobPage, Queue, READINESS_TIMEOUT};
 pub use store::{Database, DatabaseError, PgDb, SQLITE_FILE, SqliteDb};
 pub use tokens::{NewToken, Role, SessionPurpose, TokenKind, TokenRecord};
 pub use workers::{LIVE_FOR, WorkerRecord, missing_capabilities};

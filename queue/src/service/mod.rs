@@ -5,6 +5,7 @@
 mod artifacts;
 mod claims;
 mod events;
+mod follow;
 mod jobs;
 mod lifecycle;
 mod pauses;
@@ -15,6 +16,8 @@ mod sessions;
 mod tokens;
 mod workers;
 mod write;
+
+pub use follow::EventFollower;
 
 use std::fmt;
 use std::sync::Arc;
@@ -58,6 +61,8 @@ struct Inner {
     waiters: Waiters,
     /// Worker sightings this replica wrote lately.
     seen: SeenCache,
+    /// The job readers that watchers of a job's timeline share ([`Queue::follow_events`]).
+    readers: follow::Readers,
     /// Claims under a limit per repository take turns on this replica first, so that at
     /// most one of them waits on the database's turn (`store::claims`) holding a connection.
     claim_turn: tokio::sync::Mutex<()>,
@@ -91,6 +96,7 @@ impl Queue {
                 last_written: matches!(db, Database::Postgres(_)).then(LastWritten::default),
                 waiters,
                 seen: SeenCache::default(),
+                readers: follow::Readers::default(),
                 claim_turn: tokio::sync::Mutex::new(()),
                 db,
                 config,

@@ -290,3 +290,66 @@ pub async fn finished_steps_are_counted_for_the_current_attempt_only(h: Harness)
     );
     assert!(h.queue.steps_finished(&[]).await.unwrap().is_empty());
 }
+
+/// Watchers that follow one job, from the start or from a cursor, while a worker writes:
+/// each gets every event after its cursor exactly once, in order.
+pub async fn watchers_following_a_job_each_get_every_event_after_their_cursor_once(h: Harness) {
+    let job = h.create(Spec::default()).await;
+    let claimed = h.claim_exactly("w1", &job).await;
+    let f = fence(&claimed);
+    let start = h.queue.list_events(&job.id, 0, 100).await.unwrap();
+    let cursor = start[0].id;
+    let mut watchers = Vec::new();
+    for n in 0..12 {
+        let after = if n % 3 == 0 { cursor } else { 0 };
+        let follower = h.queue.follow_events(&job.id, after).await.unwrap();
+        watchers.push((after, follower));
+    }
+    let writer = {
+        let queue = h.queue.clone();
+        let id = job.id;
+        tokio::spawn(async move {
+            for i in 0..40 {
+                let event = NewEvent {
+                    kind: "task.step.log".into(),
+                    level: EventLevel::Info,
+                    message: format!("line {i}"),
+                    payload: json!({ "stepIndex": 0 }).as_object().unwrap().clone(),
+                };
+                queue.append_event(&id, &f, event).await.unwrap();
+                if i % 8 == 0 {
+                    tokio::task::yield_now().await;
+                }
+            }
+        })
+    };
+    let mut readers = Vec::new();
+    for (after, mut follower) in watchers {
+        readers.push(tokio::spawn(async move {
+            let mut seen = Vec::new();
+            while seen.len() < 42 - usize::from(after > 0) {
+                let events = tokio::time::timeout(std::time::Duration::from_secs(20), follower.next())
+                    .await
+                    .expect("the watcher hears of every event")
+                    .unwrap();
+                seen.extend(events.into_iter().map(|e| e.id));
+            }
+            (after, seen)
+        }));
+    }
+    writer.await.unwrap();
+    let all: Vec<i64> = h
+        .queue
+        .list_events(&job.id, 0, 100)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.id)
+        .collect();
+    assert_eq!(all.len(), 42);
+    for reader in readers {
+        let (after, seen) = reader.await.unwrap();
+        let expected: Vec<i64> = all.iter().copied().filter(|&id| id > after).collect();
+        assert_eq!(seen, expected, "a watcher from {after}");
+    }
+}

@@ -146,6 +146,7 @@ conformance! {
     events::reserved_and_malformed_event_kinds_are_refused,
     events::a_timeline_is_read_from_its_end_or_without_its_log_lines,
     events::finished_steps_are_counted_for_the_current_attempt_only,
+    events::watchers_following_a_job_each_get_every_event_after_their_cursor_once,
     artifacts::artifact_is_stored_with_its_size_and_sha256,
     artifacts::reuploading_an_artifact_replaces_it,
     artifacts::artifact_names_that_could_escape_are_refused,

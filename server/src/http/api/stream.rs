@@ -14,7 +14,7 @@ use contract::api::jobs::{JobChange, JobChangeKind};
 use contract::{JobEvent, JobId};
 use futures_util::StreamExt;
 use futures_util::stream::{self, Stream};
-use queue::{NotificationKind, Queue};
+use queue::{EventFollower, NotificationKind};
 use serde::Deserialize;
 use tokio::sync::broadcast::error::RecvError;
 
@@ -23,12 +23,6 @@ use crate::http::auth::{Reader, User};
 use crate::http::error::ApiError;
 use crate::http::state::AppState;
 use contract::api::ErrorBody;
-
-/// Events are read from the store in pages of this size while catching up.
-const PAGE: u32 = 500;
-
-/// A caught-up stream re-reads the store at least this often, notification or not.
-const RECHECK: std::time::Duration = std::time::Duration::from_secs(5);
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -99,8 +93,6 @@ async fn stream_events(
     headers: HeaderMap,
     ApiQuery(query): ApiQuery<StreamQuery>,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
-    // Subscribe before the first read, so nothing appended in between is missed.
-    let notes = state.queue.subscribe();
     reader.check_holds(&state.queue.get_job(&id).await?)?;
     let after = headers
         .get("last-event-id")
@@ -109,10 +101,8 @@ async fn stream_events(
         .or(query.after)
         .unwrap_or(0);
     let tail = EventFeed {
-        queue: state.queue.clone(),
+        follower: state.queue.follow_events(&id, after).await?,
         job_id: id,
-        after,
-        notes,
         pending: Vec::new(),
         done: false,
     };
@@ -126,66 +116,38 @@ async fn stream_events(
     Ok(Sse::new(events).keep_alive(KeepAlive::new().interval(state.limits.keep_alive)))
 }
 
-/// The state of one stream: where it is in the timeline and what it still has to send.
+/// The state of one stream: where it is in the timeline (the queue's follower, which
+/// shares one reader of the job with every other stream of it) and what it still has to
+/// send.
 struct EventFeed {
-    queue: Queue,
+    follower: EventFollower,
     job_id: JobId,
-    after: i64,
-    notes: tokio::sync::broadcast::Receiver<queue::Notification>,
-    /// Read from the store, not yet sent; oldest last (popped from the end).
+    /// Read, not yet sent; oldest last (popped from the end).
     pending: Vec<JobEvent>,
     done: bool,
 }
 
 impl EventFeed {
     async fn next(mut self) -> Option<(Result<Event, Infallible>, EventFeed)> {
-        loop {
-            if let Some(event) = self.pending.pop() {
-                self.after = event.id;
-                return Some((Ok(to_sse(&event)), self));
+        if let Some(event) = self.pending.pop() {
+            return Some((Ok(to_sse(&event)), self));
+        }
+        if self.done {
+            return None;
+        }
+        match self.follower.next().await {
+            Ok(events) => {
+                self.pending = events.into_iter().rev().collect();
+                let event = self.pending.pop()?;
+                Some((Ok(to_sse(&event)), self))
             }
-            if self.done {
-                return None;
-            }
-            match self.queue.list_events(&self.job_id, self.after, PAGE).await {
-                Ok(events) if !events.is_empty() => {
-                    self.pending = events.into_iter().rev().collect();
-                    continue;
-                }
-                Ok(_) => {}
-                Err(e) => {
-                    tracing::warn!(job_id = %self.job_id, error = %e, "event stream read failed");
-                    self.done = true;
-                    let event = Event::default()
-                        .event("error")
-                        .data("the event stream failed; reconnect to resume");
-                    return Some((Ok(event), self));
-                }
-            }
-            // Caught up: sleep until something about this job happens, or at most RECHECK:
-            // notifications are hints that can be lost (another replica's, relayed after
-            // its commit), and the store is the truth.
-            let woken = async {
-                loop {
-                    match self.notes.recv().await {
-                        Ok(note) if note.job_id == self.job_id => {
-                            if matches!(
-                                note.kind,
-                                NotificationKind::EventAppended { .. }
-                                    | NotificationKind::JobChanged
-                            ) {
-                                return true;
-                            }
-                        }
-                        Ok(_) => {}
-                        // Missed some: re-read from the store.
-                        Err(RecvError::Lagged(_)) => return true,
-                        Err(RecvError::Closed) => return false,
-                    }
-                }
-            };
-            if let Ok(false) = tokio::time::timeout(RECHECK, woken).await {
-                return None;
+            Err(e) => {
+                tracing::warn!(job_id = %self.job_id, error = %e, "event stream read failed");
+                self.done = true;
+                let event = Event::default()
+                    .event("error")
+                    .data("the event stream failed; reconnect to resume");
+                Some((Ok(event), self))
             }
         }
     }
