@@ -147,6 +147,23 @@ pub struct JobData<'a> {
 /// Lines of a step's output the page shows at most.
 pub const TAIL_LINES: usize = 200;
 
+/// Appends the milestones among `latest` (the newest events, read after `milestones`) that
+/// are newer than the last one read. The page's stream resumes after the newest event of
+/// either read, so a step that started between the two reads would otherwise show pending
+/// until some later milestone reloaded the page.
+pub fn catch_up_milestones(
+    milestones: &mut Vec<contract::JobEvent>,
+    latest: &[contract::JobEvent],
+) {
+    let last = milestones.last().map_or(0, |e| e.id);
+    milestones.extend(
+        latest
+            .iter()
+            .filter(|e| e.id > last && e.kind != task::STEP_LOG)
+            .cloned(),
+    );
+}
+
 /// The job page's data: header facts, the step timeline (the contract's fold of the step
 /// and stage events), the newest output of the latest step, artifacts with their links,
 /// and the newest events.

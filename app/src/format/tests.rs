@@ -455,3 +455,30 @@ fn an_ended_job_says_what_never_ran_was_skipped_in_plain_stage_names() {
         ("Fix the bug", "")
     );
 }
+
+#[test]
+fn a_step_that_starts_between_the_job_page_reads_is_shown_running() {
+    use contract::job::task;
+    use serde_json::json;
+    let event = |id: i64, kind: &str| -> contract::JobEvent {
+        serde_json::from_value(json!({
+            "id": id, "jobId": J1, "kind": kind, "level": "info", "message": "",
+            "payload": { "stepIndex": 0 }, "createdAt": "2026-01-01T00:00:01Z",
+        }))
+        .unwrap()
+    };
+    // The milestones were read before step 1 started; the newest events after it started
+    // and said a line. The stream resumes after #5, so #4 must be in the timeline now.
+    let mut milestones = vec![event(1, "job.created"), event(2, "job.claimed")];
+    let latest = [
+        event(2, "job.claimed"),
+        event(3, task::STEP_LOG),
+        event(4, task::STEP_STARTED),
+        event(5, task::STEP_LOG),
+    ];
+    catch_up_milestones(&mut milestones, &latest);
+    let ids: Vec<i64> = milestones.iter().map(|e| e.id).collect();
+    assert_eq!(ids, [1, 2, 4]);
+    let timeline = Timeline::from_events(1, &milestones);
+    assert_eq!(timeline.steps[0].state, StepState::Running);
+}

@@ -29,9 +29,9 @@ pub async fn load_job(id: String) -> Result<JobView, AppError> {
     let user = ssr::user()?;
     let queue = ssr::queue()?;
     let id = ssr::job_id(&id)?;
-    let job = queue.get_job(&id).await.map_err(ssr::refused)?;
     let mut milestones = Vec::new();
-    loop {
+    // Whether every milestone was read (the read stopped short of the cap).
+    let complete = loop {
         let after = milestones.last().map_or(0, |e: &contract::JobEvent| e.id);
         let page = queue
             .list_events_except(&id, task::STEP_LOG, after, 1000)
@@ -40,13 +40,19 @@ pub async fn load_job(id: String) -> Result<JobView, AppError> {
         let full = page.len() == 1000;
         milestones.extend(page);
         if !full || milestones.len() >= MILESTONES_READ {
-            break;
+            break !full;
         }
-    }
+    };
     let latest = queue
         .list_latest_events(&id, LATEST_READ)
         .await
         .map_err(ssr::refused)?;
+    if complete {
+        crate::format::catch_up_milestones(&mut milestones, &latest);
+    }
+    // Read after its events, so that the state shown is at least as new as every event
+    // up to the page's stream cursor: one that comes later is streamed to the page.
+    let job = queue.get_job(&id).await.map_err(ssr::refused)?;
     // The events table lists milestones only: as many as were read.
     let events_total = milestones.len() as u64;
     let artifacts = queue.list_artifacts(&id).await.map_err(ssr::refused)?;
