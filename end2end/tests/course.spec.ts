@@ -40,12 +40,16 @@ test("an operator pauses a job, adds a step, resumes it and approves its changes
     "Steer me",
     { mode: "none", approval: "required" },
   );
-  await logIn(page, `/tasks/queue/${id}`);
   const steps = page.locator("ol.timeline li");
-  await expect(steps.nth(0)).toContainText("running", { timeout: 30_000 });
-  await page.getByRole("button", { name: "Pause after the running step" }).click();
-  await expect(page).toHaveURL(new RegExp(`/tasks/queue/${id}\\??$`));
-  writeFileSync(gate, "");
+  // Opened whatever happens, so that a failure here leaves the embedded worker free.
+  try {
+    await logIn(page, `/tasks/queue/${id}`);
+    await expect(steps.nth(0)).toContainText("running", { timeout: 30_000 });
+    await page.getByRole("button", { name: "Pause after the running step" }).click();
+    await expect(page).toHaveURL(new RegExp(`/tasks/queue/${id}\\??$`));
+  } finally {
+    writeFileSync(gate, "");
+  }
   // The step ends, its checkpoint is saved, and the job waits holding nothing.
   await expect(page.getByTestId("job-status")).toHaveText("paused", { timeout: 30_000 });
   await page.reload();
