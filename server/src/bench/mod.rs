@@ -2,6 +2,7 @@
 //! printed, never asserted. Built only with the `bench` feature, so the release binary does
 //! not carry it.
 
+mod concurrent;
 mod peer;
 pub mod queue;
 pub mod scale;

@@ -7,7 +7,9 @@
 //!    job on each of a few generated repositories (clone from scratch), then for later jobs
 //!    on the same ones (warm mirror);
 //! 2. cancel → SIGTERM: a job's step arms a SIGTERM handler that writes the time the signal
-//!    arrived; the time is taken just before the user's cancel request is sent.
+//!    arrived; the time is taken just before the user's cancel request is sent;
+//! 3. many jobs at once on one `stepwise worker` process: its memory and CPU per running
+//!    job (`concurrent.rs`).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -25,6 +27,7 @@ use worker::runner::{Shutdown, WorkerConfig};
 use worker::runtime::Binaries;
 use worker::stages::StageConfig;
 
+use super::concurrent::{self, Concurrent};
 use super::queue::{percentile, serve_api};
 use crate::cli::error::CliError;
 use crate::http::auth::{Scope, mint};
@@ -46,6 +49,16 @@ pub struct WorkerBenchArgs {
     /// The scripted agent to run as `claude`; it must understand `@fake` directives.
     #[arg(long, default_value = "worker/tests/fixtures/fake-agent")]
     agent: PathBuf,
+    /// Jobs run at once on one worker process, for its memory and CPU per running job (0:
+    /// skip the phase).
+    #[arg(long, default_value_t = 50)]
+    concurrent: usize,
+    /// How long those running jobs are sampled, in seconds.
+    #[arg(long, default_value_t = 10)]
+    sample_seconds: u64,
+    /// The stepwise binary whose `worker` runs them [default: this one].
+    #[arg(long)]
+    worker_bin: Option<PathBuf>,
 }
 
 pub async fn run(args: WorkerBenchArgs) -> Result<(), CliError> {
@@ -66,7 +79,7 @@ pub async fn run(args: WorkerBenchArgs) -> Result<(), CliError> {
     outcome
 }
 
-fn bench_err(e: impl std::fmt::Display) -> CliError {
+pub(super) fn bench_err(e: impl std::fmt::Display) -> CliError {
     CliError::Bench(e.to_string())
 }
 
@@ -127,10 +140,28 @@ async fn measure(args: &WorkerBenchArgs, agent: &Path, root: &Path) -> Result<()
         "worker bench: {} repositories of {} files, {} warm prepares each, {} cancels",
         args.repos, args.files, args.warm, args.cancels
     );
-    let outcome = phases(args, &user, root).await;
+    let mut outcome = phases(args, &user, root).await;
     shutdown.stop.cancel();
     shutdown.hand_back.cancel();
     let _ = runner.await;
+    if outcome.is_ok() && args.concurrent > 0 {
+        // A worker token of its own, so that the phase's worker is the only one.
+        let secret = token("bench-worker-concurrent", TokenKind::Worker, None).await?;
+        let binary = match &args.worker_bin {
+            Some(binary) => binary.clone(),
+            None => std::env::current_exe().map_err(bench_err)?,
+        };
+        let phase = Concurrent {
+            jobs: args.concurrent,
+            seconds: args.sample_seconds,
+            binary: &binary,
+            agent,
+            server: &url,
+            token: &secret,
+            root,
+        };
+        outcome = concurrent::run(phase, &user).await;
+    }
     server.abort();
     outcome
 }
@@ -216,7 +247,7 @@ async fn phases(args: &WorkerBenchArgs, user: &QueueClient, root: &Path) -> Resu
     Ok(())
 }
 
-async fn submit(user: &QueueClient, repo: &Path, step: &str) -> Result<contract::Job, CliError> {
+pub(super) async fn submit(user: &QueueClient, repo: &Path, step: &str) -> Result<contract::Job, CliError> {
     let request = json!({ "payload": {
         "repository": repo.display().to_string(),
         "task": {
@@ -229,7 +260,7 @@ async fn submit(user: &QueueClient, repo: &Path, step: &str) -> Result<contract:
     user.create_job(&request).await.map_err(bench_err)
 }
 
-async fn until_terminal(
+pub(super) async fn until_terminal(
     user: &QueueClient,
     job: &contract::Job,
 ) -> Result<contract::Job, CliError> {
@@ -247,7 +278,7 @@ async fn until_terminal(
 }
 
 /// Waits for the step to print `text`, so the agent is surely running (and armed).
-async fn until_logged(user: &QueueClient, job: &contract::Job, text: &str) -> Result<(), CliError> {
+pub(super) async fn until_logged(user: &QueueClient, job: &contract::Job, text: &str) -> Result<(), CliError> {
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
         let events = user
@@ -303,7 +334,7 @@ fn git(dir: &Path, args: &[&str]) -> Result<(), CliError> {
 }
 
 /// A bare repository with `files` files of 4 KiB, committed over five commits.
-fn generate_repo(dir: &Path, files: usize) -> Result<PathBuf, CliError> {
+pub(super) fn generate_repo(dir: &Path, files: usize) -> Result<PathBuf, CliError> {
     let seed = dir.join("seed");
     let bare = dir.join("remote.git");
     std::fs::create_dir_all(&seed).map_err(bench_err)?;
@@ -333,6 +364,14 @@ fn generate_repo(dir: &Path, files: usize) -> Result<PathBuf, CliError> {
 mod tests {
     use super::*;
 
+    /// The `stepwise` binary cargo builds beside this crate's tests (its `tests/` need it).
+    fn built_binary() -> PathBuf {
+        let exe = std::env::current_exe().unwrap();
+        let binary = exe.parent().and_then(Path::parent).unwrap().join("stepwise");
+        assert!(binary.exists(), "{} is not built: run `cargo test -p stepwise`", binary.display());
+        binary
+    }
+
     #[tokio::test]
     async fn a_small_worker_bench_runs_every_phase() {
         let args = WorkerBenchArgs {
@@ -341,6 +380,9 @@ mod tests {
             warm: 1,
             files: 20,
             agent: worker::testing::fixture("fake-agent"),
+            concurrent: 3,
+            sample_seconds: 1,
+            worker_bin: Some(built_binary()),
         };
         run(args).await.unwrap();
     }
