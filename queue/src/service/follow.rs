@@ -36,7 +36,9 @@ pub(super) struct Readers(Mutex<HashMap<JobId, broadcast::Sender<Batch>>>);
 impl Readers {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<JobId, broadcast::Sender<Batch>>> {
         // The map stays whole whatever panicked while holding it: each step is one call.
-        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 
@@ -84,7 +86,13 @@ impl Queue {
         let (sender, live) = broadcast::channel(BACKLOG);
         readers.insert(*id, sender.clone());
         drop(readers);
-        tokio::spawn(read_job(Arc::downgrade(&self.inner), *id, sender, notes, start));
+        tokio::spawn(read_job(
+            Arc::downgrade(&self.inner),
+            *id,
+            sender,
+            notes,
+            start,
+        ));
         Ok(live)
     }
 }
@@ -254,7 +262,10 @@ mod tests {
         queue.append_event(&job.id, &fence, note()).await.unwrap();
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
         while !queue.inner.readers.lock().is_empty() {
-            assert!(std::time::Instant::now() < deadline, "the reader never left");
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the reader never left"
+            );
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
     }

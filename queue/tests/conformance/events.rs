@@ -328,10 +328,11 @@ pub async fn watchers_following_a_job_each_get_every_event_after_their_cursor_on
         readers.push(tokio::spawn(async move {
             let mut seen = Vec::new();
             while seen.len() < 42 - usize::from(after > 0) {
-                let events = tokio::time::timeout(std::time::Duration::from_secs(20), follower.next())
-                    .await
-                    .expect("the watcher hears of every event")
-                    .unwrap();
+                let events =
+                    tokio::time::timeout(std::time::Duration::from_secs(20), follower.next())
+                        .await
+                        .expect("the watcher hears of every event")
+                        .unwrap();
                 seen.extend(events.into_iter().map(|e| e.id));
             }
             (after, seen)

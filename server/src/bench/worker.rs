@@ -247,7 +247,11 @@ async fn phases(args: &WorkerBenchArgs, user: &QueueClient, root: &Path) -> Resu
     Ok(())
 }
 
-pub(super) async fn submit(user: &QueueClient, repo: &Path, step: &str) -> Result<contract::Job, CliError> {
+pub(super) async fn submit(
+    user: &QueueClient,
+    repo: &Path,
+    step: &str,
+) -> Result<contract::Job, CliError> {
     let request = json!({ "payload": {
         "repository": repo.display().to_string(),
         "task": {
@@ -278,7 +282,11 @@ pub(super) async fn until_terminal(
 }
 
 /// Waits for the step to print `text`, so the agent is surely running (and armed).
-pub(super) async fn until_logged(user: &QueueClient, job: &contract::Job, text: &str) -> Result<(), CliError> {
+pub(super) async fn until_logged(
+    user: &QueueClient,
+    job: &contract::Job,
+    text: &str,
+) -> Result<(), CliError> {
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
         let events = user
@@ -367,8 +375,16 @@ mod tests {
     /// The `stepwise` binary cargo builds beside this crate's tests (its `tests/` need it).
     fn built_binary() -> PathBuf {
         let exe = std::env::current_exe().unwrap();
-        let binary = exe.parent().and_then(Path::parent).unwrap().join("stepwise");
-        assert!(binary.exists(), "{} is not built: run `cargo test -p stepwise`", binary.display());
+        let binary = exe
+            .parent()
+            .and_then(Path::parent)
+            .unwrap()
+            .join("stepwise");
+        assert!(
+            binary.exists(),
+            "{} is not built: run `cargo test -p stepwise`",
+            binary.display()
+        );
         binary
     }
 

@@ -124,7 +124,6 @@ const SWAP_JOBS_POSTGRES: &str = concat!(
      FROM input AS u ORDER BY u.n"
 );
 
-
 /// Writes each swap whose row is unchanged, in one statement; one answer per swap, in the
 /// order given. Two swaps of one job cannot share a batch: the second would be checked
 /// against the row as it was before the first.
