@@ -116,15 +116,16 @@ pub(super) async fn run(phase: Concurrent<'_>, user: &QueueClient) -> Result<(),
     Ok(())
 }
 
-/// Resident memory of `pid`, from `/proc/<pid>/status`.
-fn rss_kib(pid: u32) -> Result<u64, CliError> {
-    let status = std::fs::read_to_string(proc(pid, "status")).map_err(bench_err)?;
+/// Resident memory of a process, from `/proc/<process>/status`: a pid, or `self`.
+pub(super) fn rss_kib(process: impl std::fmt::Display) -> Result<u64, CliError> {
+    let path = Path::new("/proc").join(process.to_string()).join("status");
+    let status = std::fs::read_to_string(&path).map_err(bench_err)?;
     status
         .lines()
         .find_map(|line| line.strip_prefix("VmRSS:"))
         .and_then(|rest| rest.split_whitespace().next())
         .and_then(|kib| kib.parse().ok())
-        .ok_or_else(|| bench_err(format!("no VmRSS in /proc/{pid}/status")))
+        .ok_or_else(|| bench_err(format!("no VmRSS in {}", path.display())))
 }
 
 /// User and system CPU time `pid` has used, from `/proc/<pid>/stat` (after the command

@@ -155,13 +155,5 @@ fn now_ns() -> u128 {
 
 /// This process's resident memory, in KiB (Linux; 0 elsewhere).
 fn rss_kib() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|status| {
-            status
-                .lines()
-                .find_map(|l| l.strip_prefix("VmRSS:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        })
-        .unwrap_or(0)
+    super::concurrent::rss_kib("self").unwrap_or(0)
 }
