@@ -9,6 +9,7 @@ use contract::{Job, JobId};
 
 use super::Queue;
 use crate::error::QueueError;
+use crate::last_written::LastWritten;
 use crate::lease::Fence;
 use crate::machine::{self, Outcome, PendingEvent, Retry};
 use crate::notify::{Notification, NotificationKind};
@@ -33,9 +34,11 @@ fn changes(job_id: &JobId, outcome: Outcome) -> (Vec<PendingEvent>, Vec<Notifica
     }
 }
 
-/// One transition of [`Queue::transition_many`]: checks its guard and edits the job.
+/// One transition of [`Queue::transition_many`]: checks its guard and edits the job. It may
+/// run more than once (on a remembered copy, then on the row), so it must only edit the job
+/// it is given.
 pub(super) type Apply<'a> =
-    Box<dyn FnOnce(&mut Job, DateTime<Utc>) -> Result<Outcome, QueueError> + Send + 'a>;
+    Box<dyn Fn(&mut Job, DateTime<Utc>) -> Result<Outcome, QueueError> + Send + Sync + 'a>;
 
 impl Queue {
     /// Begins a write and locks job `id` in it: the start of every write that must see the
@@ -170,21 +173,110 @@ impl Queue {
                 let Some(event_ids) = self.inner.db.write_job_if_unchanged(swap).await? else {
                     continue;
                 };
-                recent.remember([&job]);
-                self.observe(&job, events.iter().map(|e| (e.kind.as_str(), &e.payload)));
-                let mut published: Vec<Notification> = event_ids
-                    .into_iter()
-                    .map(|event_id| {
-                        Notification::new(&job.id, NotificationKind::EventAppended { event_id })
-                    })
-                    .collect();
-                published.extend(notes);
-                self.inner.notifier.publish(published);
+                self.swapped(recent, &job, &events, event_ids, notes);
                 return Ok(job);
             }
         }
-        let mut results = self.transition_many(vec![(id, Box::new(apply))]).await?;
+        let mut results = self.transition_locked(vec![(id, Box::new(apply))]).await?;
         results.pop().expect("one answer per transition")
+    }
+
+    /// What follows a written swap: the row is remembered, the observers told, and the
+    /// events and the change published.
+    fn swapped(
+        &self,
+        recent: &LastWritten,
+        job: &Job,
+        events: &[PendingEvent],
+        event_ids: Vec<i64>,
+        notes: Vec<Notification>,
+    ) {
+        recent.remember([job]);
+        self.observe(job, events.iter().map(|e| (e.kind.as_str(), &e.payload)));
+        let mut published: Vec<Notification> = event_ids
+            .into_iter()
+            .map(|event_id| {
+                Notification::new(&job.id, NotificationKind::EventAppended { event_id })
+            })
+            .collect();
+        published.extend(notes);
+        self.inner.notifier.publish(published);
+    }
+
+    /// Several transitions, each with its own answer, in the order given; one refused
+    /// leaves the others to be written. The outer error is a failure of the write itself.
+    ///
+    /// On PostgreSQL, the jobs this replica remembers (a worker's batch it has just
+    /// claimed, say) are decided on their remembered rows and written by one batched swap:
+    /// one statement and one commit instead of a transaction's five round trips. Whatever
+    /// that cannot settle (a row not remembered or changed meanwhile, a guard refused or a
+    /// no-op on a remembered copy, a job named twice) goes on to [`Self::transition_locked`],
+    /// which decides it again on the row itself.
+    pub(super) async fn transition_many<'a>(
+        &self,
+        ops: Vec<(&'a JobId, Apply<'a>)>,
+    ) -> Result<Vec<Result<Job, QueueError>>, QueueError> {
+        let Some(recent) = &self.inner.last_written else {
+            return self.transition_locked(ops).await;
+        };
+        let now = self.now();
+        let mut named: HashMap<&JobId, usize> = HashMap::with_capacity(ops.len());
+        for (id, _) in &ops {
+            *named.entry(*id).or_default() += 1;
+        }
+        let mut swaps = Vec::new();
+        for (n, (id, apply)) in ops.iter().enumerate() {
+            let Some(current) = recent.get(id).filter(|_| named[id] == 1) else {
+                continue;
+            };
+            let mut job = current.clone();
+            let outcome = match apply(&mut job, now) {
+                Ok(Outcome::Unchanged) | Err(_) => continue,
+                Ok(outcome) => outcome,
+            };
+            let (events, notes) = changes(&job.id, outcome);
+            let swap = Swap {
+                old: current,
+                new: job,
+                events,
+                now,
+            };
+            swaps.push((n, swap, notes));
+        }
+        let mut answers: Vec<Option<Result<Job, QueueError>>> =
+            std::iter::repeat_with(|| None).take(ops.len()).collect();
+        if !swaps.is_empty() {
+            let batch: Vec<&Swap> = swaps.iter().map(|(_, swap, _)| swap).collect();
+            // A failed statement wrote nothing: every job in it is left to the locked path,
+            // which answers each on its own.
+            let written = match self.inner.db.write_jobs_if_unchanged(&batch).await {
+                Ok(written) => written,
+                Err(error) => {
+                    tracing::debug!(%error, "batched swap failed; writing under the lock");
+                    vec![None; batch.len()]
+                }
+            };
+            for ((n, swap, notes), event_ids) in swaps.into_iter().zip(written) {
+                if let Some(event_ids) = event_ids {
+                    self.swapped(recent, &swap.new, &swap.events, event_ids, notes);
+                    answers[n] = Some(Ok(swap.new));
+                }
+            }
+        }
+        let (places, rest): (Vec<usize>, Vec<_>) = ops
+            .into_iter()
+            .enumerate()
+            .filter(|(n, _)| answers[*n].is_none())
+            .unzip();
+        if !rest.is_empty() {
+            for (n, answer) in places.into_iter().zip(self.transition_locked(rest).await?) {
+                answers[n] = Some(answer);
+            }
+        }
+        Ok(answers
+            .into_iter()
+            .map(|answer| answer.expect("every transition answered"))
+            .collect())
     }
 
     /// Several transitions in one transaction: every job locked at once (in id order), each
@@ -192,7 +284,7 @@ impl Queue {
     /// then one write of the changed rows and one of the events. Each transition gets its
     /// own answer; one refused leaves the others to commit. The outer error is the
     /// transaction's own failure, which none of them survived.
-    pub(super) async fn transition_many<'a>(
+    pub(super) async fn transition_locked<'a>(
         &self,
         ops: Vec<(&'a JobId, Apply<'a>)>,
     ) -> Result<Vec<Result<Job, QueueError>>, QueueError> {

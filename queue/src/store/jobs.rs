@@ -204,6 +204,19 @@ impl Database {
         db.swaps.write(swap).await
     }
 
+    /// PostgreSQL: several swaps in one statement of their own, for a caller whose writes
+    /// already come as a batch (the committer's line would split them). One answer per
+    /// swap, in order; two swaps of one job must not share the batch.
+    pub(crate) async fn write_jobs_if_unchanged(
+        &self,
+        swaps: &[&Swap],
+    ) -> Result<Vec<Swapped>, QueueError> {
+        let Database::Postgres(db) = self else {
+            unreachable!("a PostgreSQL path; SQLite transitions hold the write lock")
+        };
+        postgres::write_jobs_if_unchanged(&db.pool, swaps).await
+    }
+
     pub(crate) async fn get_job(&self, id: Uuid) -> Result<Option<Job>, sqlx::Error> {
         on_pool!(self, p => {
             let row = sqlx::query(concat!("SELECT ", job_columns!(), " FROM jobs WHERE id = $1"))

@@ -174,3 +174,57 @@ pub async fn batch_claimers_and_completers_run_every_job_exactly_once(h: Harness
     assert_eq!(claims.len(), JOBS);
     assert!(claims.values().all(|&n| n == 1), "a job was claimed twice");
 }
+
+pub async fn complete_many_decides_on_the_row_what_another_replica_changed_and_a_job_named_twice(
+    h: Harness,
+) {
+    for _ in 0..3 {
+        h.create(Spec::default()).await;
+    }
+    let batch = h.queue.claim_many(&request("w1"), 3).await.unwrap();
+    // Another replica changes one of them: this replica's copy of that row is now stale.
+    let other = h.queue_with(|_| {}).await;
+    let asked = other
+        .request_cancel(&batch[1].id, Some("u1"), Some("late".into()))
+        .await
+        .unwrap();
+    assert!(asked.cancel_requested_at.is_some());
+    let done = |job: &contract::Job| Completion {
+        id: job.id,
+        fence: fence(job),
+        summary: Some("done".into()),
+    };
+    let answers: Vec<_> = h
+        .queue
+        .complete_many(vec![
+            done(&batch[0]),
+            done(&batch[1]),
+            done(&batch[2]),
+            done(&batch[2]),
+        ])
+        .await
+        .unwrap()
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    for (answer, job) in answers
+        .iter()
+        .zip([&batch[0], &batch[1], &batch[2], &batch[2]])
+    {
+        assert_eq!(answer.status, JobState::Succeeded);
+        assert_eq!(answer.id, job.id);
+    }
+    // A cancel requested too late loses to the completion, and the answer shows the row as
+    // it is, cancel request included.
+    assert_eq!(answers[1].cancel_requested_at, asked.cancel_requested_at);
+    assert_eq!(
+        answers[2], answers[3],
+        "the second completion is the first's no-op"
+    );
+    for (answer, job) in answers.iter().zip(&batch) {
+        assert_eq!(&h.get(job).await, answer);
+        let kinds = h.event_kinds(job).await;
+        assert_eq!(kinds.iter().filter(|k| *k == "job.completed").count(), 1);
+        assert_eq!(kinds.last().map(String::as_str), Some("job.completed"));
+    }
+}

@@ -180,6 +180,7 @@ conformance! {
     batches::claim_many_leases_up_to_the_limit_in_claim_order,
     batches::claim_many_refuses_a_limit_out_of_range,
     batches::complete_many_answers_each_job_and_a_refused_one_holds_back_no_other,
+    batches::complete_many_decides_on_the_row_what_another_replica_changed_and_a_job_named_twice,
     batches::batch_claimers_and_completers_run_every_job_exactly_once,
     tokens::token_is_found_by_hash_until_revoked,
     tokens::worker_token_keeps_its_scopes,

@@ -32,6 +32,7 @@ pub(super) use claims::{Claim, Claimed, claim, claim_committer};
 pub(super) use committer::{Committer, IN_FLIGHT};
 pub(super) use events::insert_events;
 pub(super) use jobs::{create_job, lock_jobs, save_jobs};
+pub(super) use swaps::write_jobs_if_unchanged;
 pub(crate) use swaps::{Swap, Swapped};
 
 use sqlx::PgPool;
