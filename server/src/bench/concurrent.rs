@@ -3,12 +3,13 @@
 //! CPU, read from `/proc`. The worker runs as users run it, a process of its own, so that
 //! the figures are its own and not the server's.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use worker::client::QueueClient;
 
+use super::procfs::{cpu_seconds, rss_kib};
 use super::worker::{bench_err, generate_repo, submit, until_logged, until_terminal};
 use crate::cli::error::CliError;
 
@@ -22,10 +23,6 @@ pub(super) struct Concurrent<'a> {
     pub token: &'a str,
     pub root: &'a Path,
 }
-
-/// Clock ticks per second in `/proc/<pid>/stat`: USER_HZ, 100 on every Linux architecture
-/// we build for.
-const TICKS_PER_SECOND: f64 = 100.0;
 
 pub(super) async fn run(phase: Concurrent<'_>, user: &QueueClient) -> Result<(), CliError> {
     let repo = generate_repo(&phase.root.join("repos/concurrent"), 10)?;
@@ -114,35 +111,4 @@ pub(super) async fn run(phase: Concurrent<'_>, user: &QueueClient) -> Result<(),
         cpu * 100.0 / n
     );
     Ok(())
-}
-
-/// Resident memory of a process, from `/proc/<process>/status`: a pid, or `self`.
-pub(super) fn rss_kib(process: impl std::fmt::Display) -> Result<u64, CliError> {
-    let path = Path::new("/proc").join(process.to_string()).join("status");
-    let status = std::fs::read_to_string(&path).map_err(bench_err)?;
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmRSS:"))
-        .and_then(|rest| rest.split_whitespace().next())
-        .and_then(|kib| kib.parse().ok())
-        .ok_or_else(|| bench_err(format!("no VmRSS in {}", path.display())))
-}
-
-/// User and system CPU time `pid` has used, from `/proc/<pid>/stat` (after the command
-/// name, which may hold spaces: fields 14 and 15 of the whole line).
-fn cpu_seconds(pid: u32) -> Result<f64, CliError> {
-    let stat = std::fs::read_to_string(proc(pid, "stat")).map_err(bench_err)?;
-    let fields: Vec<&str> = stat
-        .rsplit_once(')')
-        .map(|(_, rest)| rest.split_whitespace().collect())
-        .unwrap_or_default();
-    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok());
-    match (ticks(11), ticks(12)) {
-        (Some(user), Some(system)) => Ok((user + system) / TICKS_PER_SECOND),
-        _ => Err(bench_err(format!("unreadable /proc/{pid}/stat"))),
-    }
-}
-
-fn proc(pid: u32, file: &str) -> PathBuf {
-    Path::new("/proc").join(pid.to_string()).join(file)
 }

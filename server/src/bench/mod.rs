@@ -4,7 +4,28 @@
 
 mod concurrent;
 mod peer;
+mod procfs;
 pub mod queue;
 pub mod scale;
+pub mod watch_client;
 mod watchers;
 pub mod worker;
+
+/// The `stepwise` binary cargo builds beside this crate's tests (its `tests/` need it),
+/// with the features of the test build, `bench` among them: the benches' unit tests start
+/// it as the processes they measure.
+#[cfg(test)]
+fn built_binary() -> std::path::PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let binary = exe
+        .parent()
+        .and_then(std::path::Path::parent)
+        .unwrap()
+        .join("stepwise");
+    assert!(
+        binary.exists(),
+        "{} is not built: run `cargo test -p stepwise`",
+        binary.display()
+    );
+    binary
+}

@@ -8,7 +8,7 @@
 //!    event through the API's pages, and the event stream's replay from the start;
 //! 3. `--watchers` event streams on one running job and as many on the jobs stream, held by
 //!    a process apart: write → delivered p50 / p99 across all of them, and the server's
-//!    memory (see `watchers`);
+//!    memory and CPU beside the client's (see `watchers`);
 //! 4. retention compacting those lines into the step's log file: its time, and the
 //!    database's size before and after.
 //!
@@ -16,6 +16,7 @@
 //! copies of one finished job, and numbered log lines. Requests go through the whole site
 //! router in process (auth, sessions, rendering), without a socket.
 
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use axum::body::Body;
@@ -50,6 +51,9 @@ pub struct ScaleArgs {
     /// Writes each watcher waits for (one log line and one new job a round).
     #[arg(long, default_value_t = 20)]
     rounds: usize,
+    /// The `stepwise` binary that holds the watchers' streams (default: this one).
+    #[arg(long, hide = true)]
+    client_bin: Option<PathBuf>,
 }
 
 /// Jobs copied per statement while seeding.
@@ -162,12 +166,17 @@ pub async fn run(args: ScaleArgs) -> Result<(), CliError> {
         "{} watchers on one job and {0} on the jobs stream:",
         args.watchers
     );
+    let client = match &args.client_bin {
+        Some(binary) => binary.clone(),
+        None => std::env::current_exe().map_err(|e| CliError::Bench(e.to_string()))?,
+    };
     super::watchers::measure(super::watchers::Watch {
         queue: &queue,
         app: bench.app.clone(),
         cookie: &bench.cookie,
         watchers: args.watchers,
         rounds: args.rounds,
+        client: &client,
     })
     .await?;
 
@@ -376,6 +385,7 @@ mod tests {
             samples: 3,
             watchers: 20,
             rounds: 3,
+            client_bin: Some(crate::bench::built_binary()),
         };
         run(args).await.unwrap();
     }

@@ -1,21 +1,22 @@
 //! `stepwise bench scale`'s watchers: N event streams on one running job and N on the jobs
-//! list's stream, held by a Python process apart (`watchers.py`), so that this process's
-//! memory is the server's alone. Each round writes one log line on the watched job and
+//! list's stream, held by a process apart (`watch_client`), so that this process's memory
+//! and CPU are the server's alone. Each round writes one log line on the watched job and
 //! creates one job; every watcher notes when its copy arrived, and the delays from the
 //! write to each arrival give p50 / p99 across all watchers.
 
 use std::collections::HashMap;
+use std::path::Path;
 use std::process::Stdio;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use contract::NewEvent;
 use contract::job::task;
 use tokio::io::{AsyncBufReadExt, BufReader};
 
+use super::procfs::{cpu_seconds, rss_kib};
 use super::queue::percentile;
+use super::watch_client::now_ns;
 use crate::cli::error::CliError;
-
-const SCRIPT: &str = include_str!("watchers.py");
 
 /// How long apart the rounds are: enough for every watcher to have its copy.
 const ROUND_GAP: Duration = Duration::from_millis(100);
@@ -26,6 +27,8 @@ pub(super) struct Watch<'a> {
     pub cookie: &'a str,
     pub watchers: usize,
     pub rounds: usize,
+    /// The `stepwise` binary whose `bench watchers-client` holds the streams.
+    pub client: &'a Path,
 }
 
 pub(super) async fn measure(w: Watch<'_>) -> Result<(), CliError> {
@@ -42,26 +45,27 @@ pub(super) async fn measure(w: Watch<'_>) -> Result<(), CliError> {
         .await?
         .first()
         .map_or(0, |e| e.id);
-    let dir = tempfile::tempdir().map_err(|e| fail("temp dir", &e))?;
-    let script = dir.path().join("watchers.py");
-    std::fs::write(&script, SCRIPT).map_err(|e| fail("write the watchers' script", &e))?;
-    let rss_idle = rss_kib();
-    let mut child = tokio::process::Command::new("python3")
-        .arg(&script)
-        .args([
-            "127.0.0.1".to_string(),
-            addr.port().to_string(),
-            w.cookie.to_string(),
-            job.to_string(),
-            w.watchers.to_string(),
-            w.watchers.to_string(),
-            w.rounds.to_string(),
-            replayed.to_string(),
-        ])
+    let rss_idle = rss_kib("self")?;
+    let mut child = tokio::process::Command::new(w.client)
+        .args(["bench", "watchers-client", "--addr"])
+        .arg(addr.to_string())
+        .arg("--cookie")
+        .arg(w.cookie)
+        .arg("--job")
+        .arg(job.to_string())
+        .arg("--job-watchers")
+        .arg(w.watchers.to_string())
+        .arg("--list-watchers")
+        .arg(w.watchers.to_string())
+        .arg("--rounds")
+        .arg(w.rounds.to_string())
+        .arg("--after")
+        .arg(replayed.to_string())
         .stdout(Stdio::piped())
         .kill_on_drop(true)
         .spawn()
-        .map_err(|e| fail("start python3 (the watchers)", &e))?;
+        .map_err(|e| fail(&format!("start {} (the watchers)", w.client.display()), &e))?;
+    let client = child.id().unwrap_or_default();
     let stdout = child.stdout.take().expect("piped");
     let mut lines = BufReader::new(stdout).lines();
     match tokio::time::timeout(Duration::from_secs(90), lines.next_line()).await {
@@ -72,7 +76,10 @@ pub(super) async fn measure(w: Watch<'_>) -> Result<(), CliError> {
             )));
         }
     }
-    let rss_watched = rss_kib();
+    let rss_watched = rss_kib("self")?;
+    let started = Instant::now();
+    let server_cpu = cpu_seconds("self")?;
+    let client_cpu = cpu_seconds(client)?;
     let mut lines_sent: HashMap<i64, u128> = HashMap::new();
     let mut jobs_sent: HashMap<String, u128> = HashMap::new();
     for round in 0..w.rounds {
@@ -119,7 +126,11 @@ pub(super) async fn measure(w: Watch<'_>) -> Result<(), CliError> {
         }
     };
     let _ = tokio::time::timeout(Duration::from_secs(120), read).await;
-    let rss_after = rss_kib();
+    // Read before the client is reaped: an exited process still answers until then.
+    let client_cpu = cpu_seconds(client).map(|cpu| cpu - client_cpu);
+    let server_cpu = cpu_seconds("self")? - server_cpu;
+    let elapsed = started.elapsed().as_secs_f64();
+    let rss_after = rss_kib("self")?;
     let _ = child.kill().await;
     server.abort();
     let expected = w.watchers * w.rounds;
@@ -144,16 +155,13 @@ pub(super) async fn measure(w: Watch<'_>) -> Result<(), CliError> {
         rss_after / 1024,
         w.rounds
     );
+    // Both share the machine's cores: the more the client takes, the less the figures
+    // above are the server's alone.
+    let share = |cpu: f64| format!("{cpu:.2} CPU s ({:.0} % of a core)", cpu / elapsed * 100.0);
+    println!(
+        "  over the {elapsed:.1} s of the rounds: server (with the bench's writer) {}, watchers' client {}",
+        share(server_cpu),
+        client_cpu.map_or_else(|e| format!("unknown ({e})"), share)
+    );
     Ok(())
-}
-
-fn now_ns() -> u128 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos())
-}
-
-/// This process's resident memory, in KiB (Linux; 0 elsewhere).
-fn rss_kib() -> u64 {
-    super::concurrent::rss_kib("self").unwrap_or(0)
 }

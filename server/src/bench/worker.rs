@@ -372,22 +372,6 @@ pub(super) fn generate_repo(dir: &Path, files: usize) -> Result<PathBuf, CliErro
 mod tests {
     use super::*;
 
-    /// The `stepwise` binary cargo builds beside this crate's tests (its `tests/` need it).
-    fn built_binary() -> PathBuf {
-        let exe = std::env::current_exe().unwrap();
-        let binary = exe
-            .parent()
-            .and_then(Path::parent)
-            .unwrap()
-            .join("stepwise");
-        assert!(
-            binary.exists(),
-            "{} is not built: run `cargo test -p stepwise`",
-            binary.display()
-        );
-        binary
-    }
-
     #[tokio::test]
     async fn a_small_worker_bench_runs_every_phase() {
         let args = WorkerBenchArgs {
@@ -398,7 +382,7 @@ mod tests {
             agent: worker::testing::fixture("fake-agent"),
             concurrent: 3,
             sample_seconds: 1,
-            worker_bin: Some(built_binary()),
+            worker_bin: Some(crate::bench::built_binary()),
         };
         run(args).await.unwrap();
     }

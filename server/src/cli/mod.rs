@@ -79,6 +79,9 @@ enum BenchCommand {
     /// Put a million jobs and a job of 100,000 log lines in a scratch database; time the
     /// jobs list, the job page, the events API and stream, and retention.
     Scale(crate::bench::scale::ScaleArgs),
+    /// Hold `bench scale`'s event streams, in a process apart from the server it measures.
+    #[command(hide = true)]
+    WatchersClient(crate::bench::watch_client::WatchersArgs),
 }
 
 impl Cli {
@@ -104,6 +107,10 @@ impl Cli {
             Command::Bench(BenchCommand::Worker(args)) => crate::bench::worker::run(args).await,
             #[cfg(feature = "bench")]
             Command::Bench(BenchCommand::Scale(args)) => crate::bench::scale::run(args).await,
+            #[cfg(feature = "bench")]
+            Command::Bench(BenchCommand::WatchersClient(args)) => {
+                crate::bench::watch_client::run(args).await
+            }
             Command::Worker(args) => worker::run(args).await,
             Command::Mcp(args) => mcp::run(args).await,
         }

@@ -1,0 +1,240 @@
+//! The watchers of `stepwise bench scale`: many Server-Sent Events streams held open at once,
+//! in a process apart from the server (`stepwise bench watchers-client`, hidden), so that the
+//! server's memory and CPU are its own. A Rust process, not a script: the client shares the
+//! machine's cores with the server, and the less it spends per event, the more of each
+//! figure is the server's.
+//!
+//! It prints `ready` once every stream answered, then, for every event of the bench, when
+//! it arrived: `job <event id> <ns since the epoch>` and `list <job id> <ns>`. It ends when
+//! every watcher saw `--rounds` events, or after a minute.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use clap::Args;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::cli::error::CliError;
+
+#[derive(Debug, Args)]
+pub struct WatchersArgs {
+    /// The server, as host:port.
+    #[arg(long)]
+    addr: String,
+    /// A session cookie (`name=value`) that may read the job.
+    #[arg(long)]
+    cookie: String,
+    /// The job whose event stream the first watchers follow.
+    #[arg(long)]
+    job: String,
+    /// Watchers on the job's event stream.
+    #[arg(long)]
+    job_watchers: usize,
+    /// Watchers on the jobs stream.
+    #[arg(long)]
+    list_watchers: usize,
+    /// Events each watcher waits for.
+    #[arg(long)]
+    rounds: usize,
+    /// The job's newest event before the bench: the streams start after it.
+    #[arg(long, default_value_t = 0)]
+    after: i64,
+}
+
+/// What a watcher follows, and so which of its messages count.
+#[derive(Clone, Copy)]
+enum Follows {
+    /// One job's events: every `id:` past the starting cursor.
+    Job { after: i64 },
+    /// The jobs stream: every change of a job.
+    List,
+}
+
+/// How long the watchers may take to connect, and then to see every round.
+const PATIENCE: Duration = Duration::from_secs(60);
+
+pub async fn run(args: WatchersArgs) -> Result<(), CliError> {
+    let fail = |e: String| CliError::Bench(format!("watchers: {e}"));
+    let (arrivals, mut arrived) = mpsc::unbounded_channel::<String>();
+    let mut ready = Vec::new();
+    let mut watchers = tokio::task::JoinSet::new();
+    for i in 0..args.job_watchers + args.list_watchers {
+        let (path, follows) = if i < args.job_watchers {
+            let path = format!(
+                "/api/queue/jobs/{}/events/stream?after={}",
+                args.job, args.after
+            );
+            (path, Follows::Job { after: args.after })
+        } else {
+            ("/api/queue/jobs/stream".to_string(), Follows::List)
+        };
+        let request = format!(
+            "GET {path} HTTP/1.0\r\nHost: {}\r\nCookie: {}\r\nAccept: text/event-stream\r\n\r\n",
+            args.addr, args.cookie
+        );
+        let (connected, answered) = oneshot::channel();
+        ready.push(answered);
+        let watch = Watch {
+            addr: args.addr.clone(),
+            request,
+            follows,
+            rounds: args.rounds,
+            arrivals: arrivals.clone(),
+        };
+        watchers.spawn(watch.run(connected));
+    }
+    drop(arrivals);
+    let all_connected = async {
+        for answered in ready {
+            match answered.await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => return Err(e),
+                Err(_) => return Err("a watcher ended before it connected".to_string()),
+            }
+        }
+        Ok(())
+    };
+    tokio::time::timeout(PATIENCE, all_connected)
+        .await
+        .map_err(|_| fail(format!("not every stream answered within {PATIENCE:?}")))?
+        .map_err(fail)?;
+    println!("ready");
+    let _ = tokio::time::timeout(PATIENCE, async {
+        while watchers.join_next().await.is_some() {}
+    })
+    .await;
+    watchers.abort_all();
+    let mut out = String::new();
+    while let Ok(line) = arrived.try_recv() {
+        out.push_str(&line);
+        out.push('\n');
+    }
+    let mut stdout = tokio::io::stdout();
+    stdout
+        .write_all(out.as_bytes())
+        .await
+        .map_err(|e| fail(e.to_string()))?;
+    stdout.flush().await.map_err(|e| fail(e.to_string()))
+}
+
+struct Watch {
+    addr: String,
+    request: String,
+    follows: Follows,
+    rounds: usize,
+    arrivals: mpsc::UnboundedSender<String>,
+}
+
+impl Watch {
+    async fn run(self, connected: oneshot::Sender<Result<(), String>>) {
+        let (stream, body) = match self.connect().await {
+            Ok(open) => open,
+            Err(e) => {
+                let _ = connected.send(Err(e));
+                return;
+            }
+        };
+        let _ = connected.send(Ok(()));
+        self.follow(stream, body).await;
+    }
+
+    /// Sends the request and reads the answer's head; what came after it is the body's start.
+    async fn connect(&self) -> Result<(TcpStream, Vec<u8>), String> {
+        let mut stream = TcpStream::connect(&self.addr)
+            .await
+            .map_err(|e| format!("connect to {}: {e}", self.addr))?;
+        stream.set_nodelay(true).map_err(|e| e.to_string())?;
+        stream
+            .write_all(self.request.as_bytes())
+            .await
+            .map_err(|e| format!("send the request: {e}"))?;
+        let mut head = Vec::new();
+        let mut chunk = [0u8; 4096];
+        loop {
+            let n = stream
+                .read(&mut chunk)
+                .await
+                .map_err(|e| format!("read the answer: {e}"))?;
+            if n == 0 {
+                return Err("the server closed the stream before answering".into());
+            }
+            head.extend_from_slice(&chunk[..n]);
+            if let Some(end) = find(&head, b"\r\n\r\n") {
+                let status = head.split(|&b| b == b'\n').next().unwrap_or_default();
+                if !String::from_utf8_lossy(status).contains(" 200 ") {
+                    return Err(format!(
+                        "answered {}",
+                        String::from_utf8_lossy(status).trim()
+                    ));
+                }
+                return Ok((stream, head.split_off(end + 4)));
+            }
+        }
+    }
+
+    /// Reads whole chunks, not lines: one read, and one timestamp, per burst the server
+    /// sends, so that the client's own delay stays out of the figures as far as it can.
+    async fn follow(self, mut stream: TcpStream, mut buffer: Vec<u8>) {
+        let mut seen = 0;
+        let mut chunk = vec![0u8; 64 * 1024];
+        let mut at = now_ns();
+        loop {
+            while let Some(end) = find(&buffer, b"\n\n") {
+                let message: Vec<u8> = buffer.drain(..end + 2).collect();
+                if let Some(line) = self.counted(&message, at) {
+                    seen += 1;
+                    if self.arrivals.send(line).is_err() {
+                        return;
+                    }
+                }
+            }
+            if seen >= self.rounds {
+                return;
+            }
+            match stream.read(&mut chunk).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => {
+                    at = now_ns();
+                    buffer.extend_from_slice(&chunk[..n]);
+                }
+            }
+        }
+    }
+
+    /// The line to print for one SSE message, if it is one the bench waits for.
+    fn counted(&self, message: &[u8], at: u128) -> Option<String> {
+        let message = std::str::from_utf8(message).ok()?;
+        match self.follows {
+            Follows::Job { after } => {
+                let id: i64 = message
+                    .lines()
+                    .find_map(|line| line.strip_prefix("id:"))?
+                    .trim()
+                    .parse()
+                    .ok()?;
+                (id > after).then(|| format!("job {id} {at}"))
+            }
+            Follows::List => {
+                let data = message
+                    .lines()
+                    .find_map(|line| line.strip_prefix("data:"))?;
+                let change: serde_json::Value = serde_json::from_str(data.trim()).ok()?;
+                if change.get("what")?.as_str()? != "changed" {
+                    return None;
+                }
+                Some(format!("list {} {at}", change.get("jobId")?.as_str()?))
+            }
+        }
+    }
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
+}
+
+pub(super) fn now_ns() -> u128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos())
+}
