@@ -121,6 +121,11 @@ const POSTGRES: &[Embedded] = &[
         "cheaper statements",
         include_str!("../../migrations/postgres/0012_cheaper_statements.sql"),
     ),
+    (
+        13,
+        "updates on the page",
+        include_str!("../../migrations/postgres/0013_updates_on_the_page.sql"),
+    ),
 ];
 
 fn migrator(embedded: &[Embedded]) -> Migrator {
@@ -368,5 +373,68 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(count("SELECT count(*) FROM job_events").await, 0);
+    }
+
+    /// 0013 rebuilds PostgreSQL's `jobs` with its columns in another order: every row keeps
+    /// every value, and an artifact still goes with its job.
+    #[tokio::test]
+    async fn rebuilding_the_postgres_jobs_table_keeps_every_value_and_the_cascade() {
+        let admin = std::env::var("STEPWISE_TEST_PG_URL")
+            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_string());
+        let scratch = crate::ScratchPostgres::create(&admin, "stepwise_t_0013")
+            .await
+            .unwrap();
+        let pool = sqlx::PgPool::connect(scratch.url()).await.unwrap();
+        let before_0013 = POSTGRES.iter().position(|m| m.0 == 13).unwrap();
+        migrator(&POSTGRES[..before_0013]).run(&pool).await.unwrap();
+        sqlx::query(
+            "INSERT INTO jobs (id, job_type, status, priority, payload, repository, \
+             affinity_key, required_capabilities, created_by_user_id, attempt, max_attempts, \
+             next_attempt_at, claimed_by, lease_expires_at, cancel_requested_at, \
+             cancel_requested_by_user_id, cancel_reason, result_summary, error_message, \
+             started_at, finished_at, created_at, updated_at, usage, pause_requested, \
+             resume_from, approval, history_deleted_at, logs_compacted_at) VALUES \
+             ('0190b6e2-0000-7000-8000-000000000001', 'task', 'failed', 5, '{\"a\": 1}', \
+              'o/r', 'k', '[\"codex\"]', 'alice', 2, 3, now(), NULL, NULL, now(), 'bob', \
+              'why', 'sum', 'err', now(), now(), now(), now(), '{\"tokens\": 1}', \
+              '{\"p\": 1}', '{\"r\": 1}', '{\"g\": 1}', now(), now()), \
+             ('0190b6e2-0000-7000-8000-000000000002', 'task', 'running', 0, '{}', 'o/r', \
+              NULL, '[]', NULL, 1, 3, now(), 'w1', now(), NULL, NULL, NULL, NULL, NULL, \
+              now(), NULL, now(), now(), NULL, NULL, NULL, NULL, NULL, NULL)",
+        )
+        .execute(&pool)
+        .await
+        .unwrap();
+        sqlx::query(
+            "INSERT INTO artifacts (id, job_id, name, size, content_type, sha256, created_at) \
+             VALUES (gen_random_uuid(), '0190b6e2-0000-7000-8000-000000000001', 'a.txt', 1, \
+             'text/plain', 'x', now())",
+        )
+        .execute(&pool)
+        .await
+        .unwrap();
+        // Every value as text, by column name, so that the order of the columns is no part of it.
+        const ROWS: &str = "SELECT to_jsonb(j)::text FROM jobs AS j ORDER BY id";
+        let before: Vec<String> = sqlx::query_scalar(ROWS).fetch_all(&pool).await.unwrap();
+        migrator(POSTGRES).run(&pool).await.unwrap();
+        let after: Vec<String> = sqlx::query_scalar(ROWS).fetch_all(&pool).await.unwrap();
+        assert_eq!(before, after);
+        let fillfactor: Vec<String> =
+            sqlx::query_scalar("SELECT unnest(reloptions) FROM pg_class WHERE relname = 'jobs'")
+                .fetch_all(&pool)
+                .await
+                .unwrap();
+        assert_eq!(fillfactor, ["fillfactor=70"]);
+        sqlx::query("DELETE FROM jobs WHERE id = '0190b6e2-0000-7000-8000-000000000001'")
+            .execute(&pool)
+            .await
+            .unwrap();
+        let artifacts: i64 = sqlx::query_scalar("SELECT count(*) FROM artifacts")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+        assert_eq!(artifacts, 0, "the artifact went with its job");
+        pool.close().await;
+        scratch.drop_database().await.unwrap();
     }
 }
