@@ -11,6 +11,8 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use clap::Args;
+use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
@@ -85,20 +87,28 @@ pub async fn run(args: WatchersArgs) -> Result<(), CliError> {
         watchers.spawn(watch.run(connected));
     }
     drop(arrivals);
+    // In the order they answer, so that the first refusal is named at once.
+    let total = ready.len();
+    let mut answered = 0;
+    let mut ready: FuturesUnordered<_> = ready.into_iter().collect();
     let all_connected = async {
-        for answered in ready {
-            match answered.await {
-                Ok(Ok(())) => {}
+        while let Some(answer) = ready.next().await {
+            match answer {
+                Ok(Ok(())) => answered += 1,
                 Ok(Err(e)) => return Err(e),
                 Err(_) => return Err("a watcher ended before it connected".to_string()),
             }
         }
         Ok(())
     };
-    tokio::time::timeout(PATIENCE, all_connected)
-        .await
-        .map_err(|_| fail(format!("not every stream answered within {PATIENCE:?}")))?
-        .map_err(fail)?;
+    match tokio::time::timeout(PATIENCE, all_connected).await {
+        Ok(connected) => connected.map_err(fail)?,
+        Err(_) => {
+            return Err(fail(format!(
+                "{answered} of {total} streams answered within {PATIENCE:?}"
+            )));
+        }
+    }
     println!("ready");
     let _ = tokio::time::timeout(PATIENCE, async {
         while watchers.join_next().await.is_some() {}
