@@ -110,8 +110,14 @@ pub async fn run(args: WatchersArgs) -> Result<(), CliError> {
         }
     }
     println!("ready");
+    // A watcher that saw every round hands its stream back, still open, and it stays open
+    // until all are done: a thousand hang-ups at once would cost both processes CPU while
+    // the others still wait for their last event, and users' tabs do not hang up either.
+    let mut open = Vec::new();
     let _ = tokio::time::timeout(PATIENCE, async {
-        while watchers.join_next().await.is_some() {}
+        while let Some(done) = watchers.join_next().await {
+            open.extend(done.ok().flatten());
+        }
     })
     .await;
     watchers.abort_all();
@@ -137,16 +143,17 @@ struct Watch {
 }
 
 impl Watch {
-    async fn run(self, connected: oneshot::Sender<Result<(), String>>) {
+    /// The stream, still open, once it brought every round.
+    async fn run(self, connected: oneshot::Sender<Result<(), String>>) -> Option<TcpStream> {
         let (stream, body) = match self.connect().await {
             Ok(open) => open,
             Err(e) => {
                 let _ = connected.send(Err(e));
-                return;
+                return None;
             }
         };
         let _ = connected.send(Ok(()));
-        self.follow(stream, body).await;
+        self.follow(stream, body).await
     }
 
     /// Sends the request and reads the answer's head; what came after it is the body's start.
@@ -185,7 +192,7 @@ impl Watch {
 
     /// Reads whole chunks, not lines: one read, and one timestamp, per burst the server
     /// sends, so that the client's own delay stays out of the figures as far as it can.
-    async fn follow(self, mut stream: TcpStream, mut buffer: Vec<u8>) {
+    async fn follow(self, mut stream: TcpStream, mut buffer: Vec<u8>) -> Option<TcpStream> {
         let mut seen = 0;
         let mut chunk = vec![0u8; 64 * 1024];
         let mut at = now_ns();
@@ -195,15 +202,15 @@ impl Watch {
                 if let Some(line) = self.counted(&message, at) {
                     seen += 1;
                     if self.arrivals.send(line).is_err() {
-                        return;
+                        return None;
                     }
                 }
             }
             if seen >= self.rounds {
-                return;
+                return Some(stream);
             }
             match stream.read(&mut chunk).await {
-                Ok(0) | Err(_) => return,
+                Ok(0) | Err(_) => return None,
                 Ok(n) => {
                     at = now_ns();
                     buffer.extend_from_slice(&chunk[..n]);

@@ -80,8 +80,9 @@ pub(super) async fn measure(w: Watch<'_>) -> Result<(), CliError> {
     let started = Instant::now();
     let server_cpu = cpu_seconds("self")?;
     let client_cpu = cpu_seconds(client)?;
-    let mut lines_sent: HashMap<i64, u128> = HashMap::new();
-    let mut jobs_sent: HashMap<String, u128> = HashMap::new();
+    // When each write was made, and in which round.
+    let mut lines_sent: HashMap<i64, (u128, usize)> = HashMap::new();
+    let mut jobs_sent: HashMap<String, (u128, usize)> = HashMap::new();
     for round in 0..w.rounds {
         let at = now_ns();
         let line = NewEvent {
@@ -91,7 +92,7 @@ pub(super) async fn measure(w: Watch<'_>) -> Result<(), CliError> {
             ..NewEvent::default()
         };
         let event = w.queue.append_event(&job, &fence, line).await?;
-        lines_sent.insert(event.id, at);
+        lines_sent.insert(event.id, (at, round));
         let at = now_ns();
         let created = w
             .queue
@@ -100,11 +101,11 @@ pub(super) async fn measure(w: Watch<'_>) -> Result<(), CliError> {
                 Some("bench"),
             )
             .await?;
-        jobs_sent.insert(created.id.to_string(), at);
+        jobs_sent.insert(created.id.to_string(), (at, round));
         tokio::time::sleep(ROUND_GAP).await;
     }
-    let mut line_delays = Vec::new();
-    let mut list_delays = Vec::new();
+    let mut line_delays = vec![Vec::new(); w.rounds];
+    let mut list_delays = vec![Vec::new(); w.rounds];
     let read = async {
         while let Ok(Some(line)) = lines.next_line().await {
             let mut parts = line.split(' ');
@@ -117,11 +118,11 @@ pub(super) async fn measure(w: Watch<'_>) -> Result<(), CliError> {
                 "job" => key.parse().ok().and_then(|id: i64| lines_sent.get(&id)),
                 _ => jobs_sent.get(key),
             };
-            let Some(&sent) = sent else { continue };
+            let Some(&(sent, round)) = sent else { continue };
             let ms = at.saturating_sub(sent) as f64 / 1e6;
             match kind {
-                "job" => line_delays.push(ms),
-                _ => list_delays.push(ms),
+                "job" => line_delays[round].push(ms),
+                _ => list_delays[round].push(ms),
             }
         }
     };
@@ -134,17 +135,27 @@ pub(super) async fn measure(w: Watch<'_>) -> Result<(), CliError> {
     let _ = child.kill().await;
     server.abort();
     let expected = w.watchers * w.rounds;
-    for (what, delays) in [
-        ("one job's event stream", &mut line_delays),
-        ("the jobs stream", &mut list_delays),
+    for (what, rounds) in [
+        ("one job's event stream", line_delays),
+        ("the jobs stream", list_delays),
     ] {
+        let mut delays: Vec<f64> = rounds.iter().flatten().copied().collect();
         delays.sort_by(f64::total_cmp);
         println!(
             "  {what:<42} {} watchers: {} of {expected} deliveries, write → delivered p50 {:.1} ms, p99 {:.1} ms",
             w.watchers,
             delays.len(),
-            percentile(delays, 50.0),
-            percentile(delays, 99.0)
+            percentile(&delays, 50.0),
+            percentile(&delays, 99.0)
+        );
+        // Whether the tail is one slow round or spread over all of them.
+        let slowest: Vec<String> = rounds
+            .iter()
+            .map(|round| format!("{:.0}", round.iter().copied().fold(0.0, f64::max)))
+            .collect();
+        println!(
+            "    the last delivery of each round, ms: {}",
+            slowest.join(" ")
         );
     }
     println!(
