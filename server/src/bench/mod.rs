@@ -11,6 +11,17 @@ pub mod watch_client;
 mod watchers;
 pub mod worker;
 
+use crate::cli::error::CliError;
+
+/// The `stepwise` binary a bench starts as a process of its own (a worker, the watchers'
+/// client): the one given, or this one.
+fn binary_or_this(given: Option<&std::path::Path>) -> Result<std::path::PathBuf, CliError> {
+    match given {
+        Some(binary) => Ok(binary.to_path_buf()),
+        None => std::env::current_exe().map_err(|e| CliError::Bench(e.to_string())),
+    }
+}
+
 /// The `stepwise` binary cargo builds beside this crate's tests (its `tests/` need it),
 /// with the features of the test build, `bench` among them: the benches' unit tests start
 /// it as the processes they measure.

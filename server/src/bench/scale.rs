@@ -166,10 +166,7 @@ pub async fn run(args: ScaleArgs) -> Result<(), CliError> {
         "{} watchers on one job and {0} on the jobs stream:",
         args.watchers
     );
-    let client = match &args.client_bin {
-        Some(binary) => binary.clone(),
-        None => std::env::current_exe().map_err(|e| CliError::Bench(e.to_string()))?,
-    };
+    let client = super::binary_or_this(args.client_bin.as_deref())?;
     super::watchers::measure(super::watchers::Watch {
         queue: &queue,
         app: bench.app.clone(),

@@ -11,11 +11,13 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use clap::Args;
+use contract::api::jobs::{JobChange, JobChangeKind};
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
+use worker::client::{SseMessage, SseParser};
 
 use crate::cli::error::CliError;
 
@@ -77,7 +79,7 @@ pub async fn run(args: WatchersArgs) -> Result<(), CliError> {
         );
         let (connected, answered) = oneshot::channel();
         ready.push(answered);
-        let watch = Watch {
+        let watch = Watcher {
             addr: args.addr.clone(),
             request,
             follows,
@@ -134,7 +136,7 @@ pub async fn run(args: WatchersArgs) -> Result<(), CliError> {
     stdout.flush().await.map_err(|e| fail(e.to_string()))
 }
 
-struct Watch {
+struct Watcher {
     addr: String,
     request: String,
     follows: Follows,
@@ -142,7 +144,7 @@ struct Watch {
     arrivals: mpsc::UnboundedSender<String>,
 }
 
-impl Watch {
+impl Watcher {
     /// The stream, still open, once it brought every round.
     async fn run(self, connected: oneshot::Sender<Result<(), String>>) -> Option<TcpStream> {
         let (stream, body) = match self.connect().await {
@@ -177,7 +179,7 @@ impl Watch {
                 return Err("the server closed the stream before answering".into());
             }
             head.extend_from_slice(&chunk[..n]);
-            if let Some(end) = find(&head, b"\r\n\r\n") {
+            if let Some(end) = head.windows(4).position(|w| w == b"\r\n\r\n") {
                 let status = head.split(|&b| b == b'\n').next().unwrap_or_default();
                 if !String::from_utf8_lossy(status).contains(" 200 ") {
                     return Err(format!(
@@ -192,13 +194,14 @@ impl Watch {
 
     /// Reads whole chunks, not lines: one read, and one timestamp, per burst the server
     /// sends, so that the client's own delay stays out of the figures as far as it can.
-    async fn follow(self, mut stream: TcpStream, mut buffer: Vec<u8>) -> Option<TcpStream> {
+    async fn follow(self, mut stream: TcpStream, body: Vec<u8>) -> Option<TcpStream> {
+        let mut parser = SseParser::new();
         let mut seen = 0;
         let mut chunk = vec![0u8; 64 * 1024];
+        let mut messages = parser.push(&body);
         let mut at = now_ns();
         loop {
-            while let Some(end) = find(&buffer, b"\n\n") {
-                let message: Vec<u8> = buffer.drain(..end + 2).collect();
+            for message in messages {
                 if let Some(line) = self.counted(&message, at) {
                     seen += 1;
                     if self.arrivals.send(line).is_err() {
@@ -213,41 +216,26 @@ impl Watch {
                 Ok(0) | Err(_) => return None,
                 Ok(n) => {
                     at = now_ns();
-                    buffer.extend_from_slice(&chunk[..n]);
+                    messages = parser.push(&chunk[..n]);
                 }
             }
         }
     }
 
     /// The line to print for one SSE message, if it is one the bench waits for.
-    fn counted(&self, message: &[u8], at: u128) -> Option<String> {
-        let message = std::str::from_utf8(message).ok()?;
+    fn counted(&self, message: &SseMessage, at: u128) -> Option<String> {
         match self.follows {
             Follows::Job { after } => {
-                let id: i64 = message
-                    .lines()
-                    .find_map(|line| line.strip_prefix("id:"))?
-                    .trim()
-                    .parse()
-                    .ok()?;
+                let id: i64 = message.id.as_deref()?.parse().ok()?;
                 (id > after).then(|| format!("job {id} {at}"))
             }
             Follows::List => {
-                let data = message
-                    .lines()
-                    .find_map(|line| line.strip_prefix("data:"))?;
-                let change: serde_json::Value = serde_json::from_str(data.trim()).ok()?;
-                if change.get("what")?.as_str()? != "changed" {
-                    return None;
-                }
-                Some(format!("list {} {at}", change.get("jobId")?.as_str()?))
+                let change: JobChange = serde_json::from_str(&message.data).ok()?;
+                (change.what == JobChangeKind::Changed)
+                    .then(|| format!("list {} {at}", change.job_id))
             }
         }
     }
-}
-
-fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack.windows(needle.len()).position(|w| w == needle)
 }
 
 pub(super) fn now_ns() -> u128 {

@@ -147,10 +147,7 @@ async fn measure(args: &WorkerBenchArgs, agent: &Path, root: &Path) -> Result<()
     if outcome.is_ok() && args.concurrent > 0 {
         // A worker token of its own, so that the phase's worker is the only one.
         let secret = token("bench-worker-concurrent", TokenKind::Worker, None).await?;
-        let binary = match &args.worker_bin {
-            Some(binary) => binary.clone(),
-            None => std::env::current_exe().map_err(bench_err)?,
-        };
+        let binary = super::binary_or_this(args.worker_bin.as_deref())?;
         let phase = Concurrent {
             jobs: args.concurrent,
             seconds: args.sample_seconds,
