@@ -3,6 +3,7 @@
 //! not carry it.
 
 mod concurrent;
+mod drain;
 mod peer;
 mod procfs;
 pub mod queue;

@@ -16,7 +16,8 @@ use clap::ValueEnum;
 use queue::{Queue, ScratchPostgres};
 use serde::Deserialize;
 
-use super::queue::{BenchArgs, drain, noop_task};
+use super::drain::{Pace, drain};
+use super::queue::{BenchArgs, noop_task};
 use crate::cli::error::CliError;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -133,7 +134,7 @@ async fn ours(queue: &Queue, args: &BenchArgs, batch: u32) -> Result<Phase, CliE
     }
     let (from, wal_from) = wal(queue).await?;
     let started = Instant::now();
-    let jobs = drain(queue, args.workers, None, batch).await?;
+    let jobs = drain(queue, args.workers, None, batch, Pace::Overlapped).await?;
     let seconds = started.elapsed().as_secs_f64();
     let (to, wal_to) = wal(queue).await?;
     Ok(Phase {

@@ -12,16 +12,13 @@
 //! 6. enqueue → claim latency: one idle worker long-polls over real HTTP; each job is
 //!    created in-process and timed until the worker's claim answer arrives.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use clap::{Args, ValueEnum};
-use queue::{
-    ClaimRequest, Completion, Database, Fence, Queue, QueueConfig, ScratchPostgres, TokenKind,
-};
+use queue::{Database, Queue, QueueConfig, ScratchPostgres, TokenKind};
 use serde_json::json;
 
+use super::drain::{CAPABILITIES, Pace, drain};
 use crate::cli::error::CliError;
 use crate::http::auth::{Scope, mint};
 use crate::http::{AppState, Limits, api};
@@ -82,22 +79,9 @@ pub struct BenchArgs {
 /// workers room (with no limit, which repository a job names costs nothing).
 const REPOSITORIES: usize = 64;
 
-const CAPABILITIES: [&str; 3] = ["codex", "git", "gh"];
-
 pub(super) fn noop_task(i: usize) -> serde_json::Value {
     let repository = format!("bench/r{}", i % REPOSITORIES);
     json!({ "payload": { "repository": repository, "task": { "instructions": format!("no-op {i}"), "publish": { "mode": "none" } } } })
-}
-
-fn claim_request(worker: usize) -> ClaimRequest {
-    ClaimRequest {
-        worker_id: format!("bench-{worker}"),
-        capabilities: CAPABILITIES.iter().map(|c| c.to_string()).collect(),
-        allowed_types: None,
-        allowed_repositories: None,
-        lease: Duration::from_secs(300),
-        max_running_per_repository: None,
-    }
 }
 
 pub async fn run(args: BenchArgs) -> Result<(), CliError> {
@@ -198,7 +182,7 @@ async fn measure(queue: &Queue, args: &BenchArgs) -> Result<(), CliError> {
     report("enqueue (sequential)", args.jobs, started.elapsed());
 
     let started = Instant::now();
-    let done = drain(queue, args.workers, None, 1).await?;
+    let done = drain(queue, args.workers, None, 1, Pace::Sequential).await?;
     report(
         &format!("claim + complete ({} workers)", args.workers),
         done,
@@ -218,7 +202,7 @@ async fn measure(queue: &Queue, args: &BenchArgs) -> Result<(), CliError> {
     );
 
     let started = Instant::now();
-    let done = drain(queue, args.workers, None, args.batch).await?;
+    let done = drain(queue, args.workers, None, args.batch, Pace::Sequential).await?;
     report(
         &format!(
             "claim + complete, batched ({} workers, {} per batch)",
@@ -269,7 +253,14 @@ async fn end_to_end(
 ) -> Result<(), CliError> {
     let started = Instant::now();
     let producers = produce(queue, args.producers, args.jobs);
-    let done = drain(queue, args.workers, Some(args.jobs), batch).await?;
+    let done = drain(
+        queue,
+        args.workers,
+        Some(args.jobs),
+        batch,
+        Pace::Sequential,
+    )
+    .await?;
     for producer in producers {
         producer
             .await
@@ -306,77 +297,6 @@ fn produce(
             })
         })
         .collect()
-}
-
-/// Runs `workers` claim-and-complete loops until `target` jobs are done (or, without a
-/// target, until the queue is empty); returns how many were completed. With `batch` above
-/// 1, each loop claims and completes up to that many jobs per call.
-pub(super) async fn drain(
-    queue: &Queue,
-    workers: usize,
-    target: Option<usize>,
-    batch: u32,
-) -> Result<usize, CliError> {
-    let completed = Arc::new(AtomicUsize::new(0));
-    let mut tasks = Vec::new();
-    for w in 0..workers {
-        let queue = queue.clone();
-        let completed = completed.clone();
-        tasks.push(tokio::spawn(async move {
-            let request = claim_request(w);
-            loop {
-                if target.is_some_and(|t| completed.load(Ordering::Relaxed) >= t) {
-                    return Ok::<_, CliError>(());
-                }
-                if batch > 1 {
-                    let jobs = queue.claim_many(&request, batch).await?;
-                    if jobs.is_empty() && target.is_none() {
-                        return Ok(());
-                    }
-                    if jobs.is_empty() {
-                        // Producers are behind: a batch claim has no long-poll, so look again soon.
-                        tokio::time::sleep(Duration::from_millis(1)).await;
-                        continue;
-                    }
-                    let completions = jobs
-                        .iter()
-                        .map(|job| Completion {
-                            id: job.id,
-                            fence: Fence::new(request.worker_id.clone(), job.attempt),
-                            summary: None,
-                        })
-                        .collect();
-                    for answer in queue.complete_many(completions).await? {
-                        answer?;
-                        completed.fetch_add(1, Ordering::Relaxed);
-                    }
-                    continue;
-                }
-                let job = match target {
-                    None => queue.claim(&request).await?,
-                    Some(_) => {
-                        queue
-                            .claim_wait(&request, Duration::from_millis(200))
-                            .await?
-                    }
-                };
-                match job {
-                    Some(job) => {
-                        let fence = Fence::new(request.worker_id.clone(), job.attempt);
-                        queue.complete(&job.id, &fence, None).await?;
-                        completed.fetch_add(1, Ordering::Relaxed);
-                    }
-                    None if target.is_none() => return Ok(()),
-                    None => {}
-                }
-            }
-        }));
-    }
-    for task in tasks {
-        task.await
-            .map_err(|e| CliError::Bench(format!("a worker task failed: {e}")))??;
-    }
-    Ok(completed.load(Ordering::Relaxed))
 }
 
 /// Milliseconds from `create_job` being called to the idle worker's HTTP claim answer, sorted.

@@ -1,0 +1,202 @@
+//! The benches' workers: W loops that claim jobs and complete them through the service,
+//! one per call or a batch per call, until a target is done or the queue is empty.
+//!
+//! Two paces. `Sequential`: claim, then complete, then claim again. `Overlapped`: a loop
+//! writes the completions of what it claimed last while it claims its next jobs, as
+//! graphile-worker's runner does (it does not await `completeJob` before its next fetch),
+//! so the side-by-side comparison gives both queues the same worker loop. Every completion
+//! is still awaited and its answer checked before the loop's next claim is taken up.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use contract::Job;
+use queue::{ClaimRequest, Completion, Fence, Queue};
+
+use crate::cli::error::CliError;
+
+pub(super) const CAPABILITIES: [&str; 3] = ["codex", "git", "gh"];
+
+/// How a worker loop orders its claims and completions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Pace {
+    /// Claim, then complete what was claimed, then claim again.
+    Sequential,
+    /// Complete what was claimed last while claiming the next.
+    Overlapped,
+}
+
+pub(super) fn claim_request(worker: usize) -> ClaimRequest {
+    ClaimRequest {
+        worker_id: format!("bench-{worker}"),
+        capabilities: CAPABILITIES.iter().map(|c| c.to_string()).collect(),
+        allowed_types: None,
+        allowed_repositories: None,
+        lease: Duration::from_secs(300),
+        max_running_per_repository: None,
+    }
+}
+
+/// Runs `workers` claim-and-complete loops until `target` jobs are done (or, without a
+/// target, until the queue is empty); returns how many were completed. With `batch` above
+/// 1, each loop claims and completes up to that many jobs per call.
+pub(super) async fn drain(
+    queue: &Queue,
+    workers: usize,
+    target: Option<usize>,
+    batch: u32,
+    pace: Pace,
+) -> Result<usize, CliError> {
+    let completed = Arc::new(AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for w in 0..workers {
+        let worker = Worker {
+            queue: queue.clone(),
+            request: claim_request(w),
+            batch,
+            target,
+            completed: completed.clone(),
+        };
+        tasks.push(tokio::spawn(async move {
+            match pace {
+                Pace::Sequential => worker.sequential().await,
+                Pace::Overlapped => worker.overlapped().await,
+            }
+        }));
+    }
+    for task in tasks {
+        task.await
+            .map_err(|e| CliError::Bench(format!("a worker task failed: {e}")))??;
+    }
+    Ok(completed.load(Ordering::Relaxed))
+}
+
+struct Worker {
+    queue: Queue,
+    request: ClaimRequest,
+    batch: u32,
+    target: Option<usize>,
+    completed: Arc<AtomicUsize>,
+}
+
+impl Worker {
+    fn target_met(&self) -> bool {
+        self.target
+            .is_some_and(|t| self.completed.load(Ordering::Relaxed) >= t)
+    }
+
+    async fn sequential(&self) -> Result<(), CliError> {
+        while !self.target_met() {
+            let jobs = self.claim().await?;
+            if jobs.is_empty() && self.target.is_none() {
+                return Ok(());
+            }
+            self.complete(&jobs).await?;
+        }
+        Ok(())
+    }
+
+    async fn overlapped(&self) -> Result<(), CliError> {
+        let mut claimed: Vec<Job> = Vec::new();
+        loop {
+            if self.target_met() {
+                return self.complete(&claimed).await;
+            }
+            let (next, done) = tokio::join!(self.claim(), self.complete(&claimed));
+            done?;
+            let next = next?;
+            if next.is_empty() && claimed.is_empty() && self.target.is_none() {
+                return Ok(());
+            }
+            claimed = next;
+        }
+    }
+
+    /// The next jobs: one per call (with a short long-poll when a target says producers
+    /// are still at work), or up to a batch.
+    async fn claim(&self) -> Result<Vec<Job>, CliError> {
+        if self.batch > 1 {
+            let jobs = self.queue.claim_many(&self.request, self.batch).await?;
+            if jobs.is_empty() && self.target.is_some() {
+                // Producers are behind: a batch claim has no long-poll, so look again soon.
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            return Ok(jobs);
+        }
+        let job = match self.target {
+            None => self.queue.claim(&self.request).await?,
+            Some(_) => {
+                self.queue
+                    .claim_wait(&self.request, Duration::from_millis(200))
+                    .await?
+            }
+        };
+        Ok(job.into_iter().collect())
+    }
+
+    /// Completes `jobs`, one per call or in one batch, and counts them once written.
+    async fn complete(&self, jobs: &[Job]) -> Result<(), CliError> {
+        let fence = |job: &Job| Fence::new(self.request.worker_id.clone(), job.attempt);
+        match jobs {
+            [] => {}
+            [job] if self.batch == 1 => {
+                self.queue.complete(&job.id, &fence(job), None).await?;
+            }
+            jobs => {
+                let completions = jobs
+                    .iter()
+                    .map(|job| Completion {
+                        id: job.id,
+                        fence: fence(job),
+                        summary: None,
+                    })
+                    .collect();
+                for answer in self.queue.complete_many(completions).await? {
+                    answer?;
+                }
+            }
+        }
+        self.completed.fetch_add(jobs.len(), Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use contract::JobState;
+
+    /// Every job is completed once, by either pace, one per call and batched, and each
+    /// completion is counted only once written.
+    #[tokio::test]
+    async fn both_paces_complete_every_job_once() {
+        for (pace, batch) in [
+            (Pace::Sequential, 1),
+            (Pace::Overlapped, 1),
+            (Pace::Sequential, 4),
+            (Pace::Overlapped, 4),
+        ] {
+            let dir = tempfile::tempdir().unwrap();
+            let db = queue::Database::open_data_dir(dir.path()).await.unwrap();
+            let queue = Queue::open(db, queue::QueueConfig::new(dir.path().join("artifacts")))
+                .await
+                .unwrap();
+            queue.migrate().await.unwrap();
+            for i in 0..23 {
+                queue
+                    .create_job(&super::super::queue::noop_task(i), Some("bench"))
+                    .await
+                    .unwrap();
+            }
+            let done = drain(&queue, 3, None, batch, pace).await.unwrap();
+            assert_eq!(done, 23, "{pace:?}, batches of {batch}");
+            let states = queue.count_jobs_by_state().await.unwrap();
+            assert_eq!(
+                states,
+                vec![(JobState::Succeeded, 23)],
+                "{pace:?}, batches of {batch}"
+            );
+        }
+    }
+}
