@@ -127,7 +127,9 @@ pub(super) async fn compare(queue: &Queue, args: &BenchArgs, dir: &Path) -> Resu
     Ok(())
 }
 
-/// Queues N jobs (untimed), then drains them `batch` at a time.
+/// Queues N jobs (untimed), then drains them `batch` at a time. The loops overlap each
+/// completion with the next claim because graphile-worker's runner does (it does not await
+/// `completeJob` before its next fetch): the same loop on both sides.
 async fn ours(queue: &Queue, args: &BenchArgs, batch: u32) -> Result<Phase, CliError> {
     for i in 0..args.jobs {
         queue.create_job(&noop_task(i), Some("bench")).await?;
