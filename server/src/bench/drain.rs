@@ -2,10 +2,10 @@
 //! one per call or a batch per call, until a target is done or the queue is empty.
 //!
 //! Two paces. `Sequential`: claim, then complete, then claim again. `Overlapped`: a loop
-//! writes the completions of what it claimed last while it claims its next jobs, as
-//! graphile-worker's runner does (it does not await `completeJob` before its next fetch),
-//! so the side-by-side comparison gives both queues the same worker loop. Every completion
-//! is still awaited and its answer checked before the loop's next claim is taken up.
+//! writes the completions of what it claimed last while it claims its next jobs, because
+//! graphile-worker's runner does not await `completeJob` before its next fetch either, and
+//! the side-by-side comparison should not make only one side wait. A loop keeps at most one
+//! completion (or batch) in flight, and checks its answer before it claims again after that.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

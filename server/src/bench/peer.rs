@@ -128,8 +128,8 @@ pub(super) async fn compare(queue: &Queue, args: &BenchArgs, dir: &Path) -> Resu
 }
 
 /// Queues N jobs (untimed), then drains them `batch` at a time. The loops overlap each
-/// completion with the next claim because graphile-worker's runner does (it does not await
-/// `completeJob` before its next fetch): the same loop on both sides.
+/// completion with the next claim because graphile-worker's runner does not await
+/// `completeJob` before its next fetch: neither side waits for its completions.
 async fn ours(queue: &Queue, args: &BenchArgs, batch: u32) -> Result<Phase, CliError> {
     for i in 0..args.jobs {
         queue.create_job(&noop_task(i), Some("bench")).await?;
