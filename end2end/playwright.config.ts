@@ -3,7 +3,7 @@ import { execFileSync } from "node:child_process";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 
-import { scratchDir } from "./scratch";
+import { scratchDir, scratchRoot } from "./scratch";
 
 // scripts/test.sh builds the release binary and the site, then points us at them.
 const root = resolve(__dirname, "..");
@@ -81,7 +81,9 @@ export default defineConfig({
       command:
         `"${bin}" serve --port ${port} --data-dir "${dataDir}" --site-root "${siteRoot}" ` +
         `--capability claude --capability git --claude-bin "${join(root, "worker", "tests", "fixtures", "fake-agent")}" ` +
-        `--grace-seconds 3`,
+        // The steps run in the sandbox; the gates the tests open are files in the run's
+        // scratch folder, which the steps may read (its data dir stays hidden).
+        `--grace-seconds 3 --sandbox-ro "${scratchRoot()}"`,
       url: `http://127.0.0.1:${port}/login`,
       reuseExistingServer: false,
       timeout: 60_000,

@@ -5,6 +5,7 @@
 source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
 
 setup_build
+setup_sandbox
 build_release
 cd "$STEPWISE_ROOT"
 exec "$(target_dir)/release/stepwise" serve --site-root "$STEPWISE_ROOT/target/site" "$@"

@@ -7,6 +7,8 @@
 #   setup_build     wasm32 target, cargo-leptos, wasm-bindgen-cli, wasm-opt (npm binaryen)
 #   setup_browser   Debian's chromium and the end2end npm packages
 #   setup_agents    the agent CLIs (codex, claude, gemini) pinned in agents/, for the tests
+#   setup_sandbox   bubblewrap, the box every agent step runs in
+#   setup_containers  Podman and runc, for container tasks' tests, and busybox for their image
 #   setup_postgres  a running PostgreSQL for the test suite (STEPWISE_TEST_PG_URL)
 
 set -euo pipefail
@@ -102,6 +104,22 @@ setup_agents() {
   # side-by-side run is one of the bench's tests.
   npm_ci "$STEPWISE_ROOT/bench/graphile-worker"
   export STEPWISE_AGENTS_BIN="$STEPWISE_ROOT/agents/node_modules/.bin"
+}
+
+# bubblewrap: the worker runs every agent step and check in a box of its own
+# (`--sandbox bwrap`, the default), and refuses to start without it.
+setup_sandbox() {
+  command -v bwrap >/dev/null || apt_install bubblewrap
+}
+
+# Podman (with runc) runs container tasks in the tests, on an image they build from
+# busybox's static binary: no registry is reachable.
+setup_containers() {
+  local missing=()
+  command -v podman >/dev/null || missing+=(podman)
+  command -v runc >/dev/null || missing+=(runc)
+  dpkg -s busybox-static >/dev/null 2>&1 || missing+=(busybox-static)
+  ((${#missing[@]} == 0)) || apt_install "${missing[@]}"
 }
 
 pg_ok() { psql "$1" -Atqc 'select 1' >/dev/null 2>&1; }

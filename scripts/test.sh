@@ -12,6 +12,8 @@ if [[ -n ${CI:-} ]]; then export CARGO_INCREMENTAL=0; fi
 setup_build
 setup_browser
 setup_agents
+setup_sandbox
+setup_containers
 setup_postgres
 cd "$STEPWISE_ROOT"
 

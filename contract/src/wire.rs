@@ -255,19 +255,7 @@ pub struct AuthRefs {
     pub publish_auth_ref: Option<String>,
 }
 
-/// Container execution settings. Only the fields the contract checks are typed; the
-/// rest belongs to the container runner and is carried through untouched.
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
-pub struct ContainerSpec {
-    pub enabled: bool,
-    pub image: Option<String>,
-    /// The argv to run in the image; `None` uses the image's own command.
-    pub command: Option<Vec<String>>,
-    #[serde(flatten)]
-    pub extra: Map<String, Value>,
-}
+pub use crate::container::ContainerSpec;
 
 #[cfg(test)]
 mod tests {

@@ -17,6 +17,8 @@
 //! The CLIs are found in STEPWISE_AGENTS_BIN, else agents/node_modules/.bin.
 
 mod common;
+#[path = "sandbox/probe.rs"]
+mod probe;
 #[path = "real_agents/support.rs"]
 mod support;
 
@@ -30,7 +32,9 @@ use serde_json::{Value, json};
 use testkit::Recorded;
 use worker::testing::alive;
 
-use support::{Runtime, Setup, artifact, find_process, setup, setup_with, step_events};
+use support::{
+    Runtime, Setup, artifact, find_process, setup_hostile, setup_in_tmp, setup_with, step_events,
+};
 
 /// `chars` characters of text to read, most of them two bytes long, ending with `end`.
 /// The contract takes up to 100,000 characters per objective or instruction, so two of
@@ -52,7 +56,7 @@ const SECOND: &str = "Appended the second line, and the notes are complete.";
 /// the model server's figures for one step's turns.
 async fn end_to_end(runtime: Runtime, usage: fn(&[Recorded]) -> StepUsage) {
     let started = Instant::now();
-    let s = setup(runtime).await;
+    let s = setup_hostile(runtime).await;
     let objective = large_text(99_000, "END OF OBJECTIVE 7f3a");
     let reading = large_text(99_000, "END OF CONTEXT 5b1e");
     assert!(objective.len() + reading.len() > 200 * 1024);
@@ -97,7 +101,10 @@ async fn end_to_end(runtime: Runtime, usage: fn(&[Recorded]) -> StepUsage) {
     );
     // Nothing the CLI wrote in its HOME is in the pull request, a patch or the checkout.
     let pushed = worker::testing::run(remote, &["ls-tree", "-r", "--name-only", branch]);
-    assert_eq!(pushed, "README.md\nnotes.txt", "{mode} pushed more");
+    assert_eq!(
+        pushed, "README.md\nnotes.txt\nsandbox-probe.sh",
+        "{mode} pushed more"
+    );
     for (name, body) in &artifacts {
         if name.starts_with("patches/") {
             for file in s.runtime.home_files {
@@ -201,7 +208,35 @@ async fn end_to_end(runtime: Runtime, usage: fn(&[Recorded]) -> StepUsage) {
     check_model_and_effort(&s.runtime, &turns);
 
     cancel_kills_the_cli_s_tree(&s).await;
+    the_cli_s_shell_is_refused_every_reach(&s).await;
     eprintln!("{mode}: the whole test took {:?}", started.elapsed());
+}
+
+/// The CLI's own shell tool runs the sandbox probe (committed to the repository): every
+/// reach is refused, and the checkout, the job's HOME and its /tmp stay writable.
+async fn the_cli_s_shell_is_refused_every_reach(s: &Setup) {
+    let planted = s.planted.as_ref().expect("a hostile setup");
+    let pids = [s._serve.0.id()];
+    let command = planted.command(&s.data, &pids);
+    let job = s
+        .submit(json!({
+            "instructions": "Probe",
+            "publish": { "mode": "none" },
+            "steps": [{ "instructions": format!("@model shell {command}\n@model reply Probed.") }],
+        }))
+        .await;
+    let (done, events) = s.until_done(&job, Duration::from_secs(120)).await;
+    assert_eq!(
+        done.status,
+        JobState::Succeeded,
+        "{}: {done:?} {:#?}",
+        s.runtime.mode,
+        events
+            .iter()
+            .map(|e| format!("{} {}", e.kind, e.message))
+            .collect::<Vec<_>>()
+    );
+    planted.assert_held(&job.id.to_string(), &s.data, &pids);
 }
 
 fn check_model_and_effort(runtime: &Runtime, turns: &[Recorded]) {
@@ -483,4 +518,48 @@ async fn shared_logins_reach_codex_and_claude_and_leave_with_the_job() {
             "{prepare}"
         );
     }
+}
+
+/// Without our box (`--sandbox off`) codex keeps its own, which on a machine with Debian's
+/// bubblewrap cannot start its commands when codex's HOME is in the temporary folder
+/// (AGENT_CLIS.md): every command fails, and codex still ends its turn "done". The worker
+/// gives each step the job's own TMPDIR, so even a workspace under /tmp works: the edit
+/// lands.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codex_without_our_box_edits_files_where_bubblewrap_is_installed() {
+    assert!(
+        Path::new("/usr/bin/bwrap").exists(),
+        "this test needs Debian's bubblewrap installed (scripts/setup.sh does)"
+    );
+    let s = setup_in_tmp(Runtime {
+        mode: "codex",
+        model: "gpt-5.5",
+        effort: "low",
+        flags: |url| {
+            vec![
+                "--codex-base-url".into(),
+                format!("{url}/v1"),
+                "--sandbox".into(),
+                "off".into(),
+            ]
+        },
+        key: ("CODEX_API_KEY", "test-key-for-codex-7a7a"),
+        home_files: &[],
+    })
+    .await;
+    let job = s
+        .submit(json!({
+            "instructions": "Write",
+            "publish": { "mode": "none" },
+            "steps": [{ "instructions": "@model shell printf 'x\\n' >> a.txt\n@model reply All done." }],
+        }))
+        .await;
+    let (done, events) = s.until_done(&job, Duration::from_secs(120)).await;
+    let said: Vec<String> = events
+        .iter()
+        .map(|e| format!("{} {}", e.kind, e.message))
+        .collect();
+    assert_eq!(done.status, JobState::Succeeded, "{said:#?}");
+    let written = std::fs::read_to_string(s.workspace(&job).join("repo/a.txt"));
+    assert_eq!(written.ok().as_deref(), Some("x\n"), "{said:#?}");
 }

@@ -90,6 +90,9 @@ fn worker(server: &str, token: &str, dir: &Path) -> Process {
             "gh",
         ])
         .args(["--lease-seconds", "3", "--grace-seconds", "1"])
+        // The test reads the agent's host pid from a file it writes outside its workspace;
+        // the sandbox's own tests (`sandbox.rs`) kill a worker whose steps are boxed.
+        .args(["--sandbox", "off"])
         .arg("--claude-bin")
         .arg(worker::testing::fixture("fake-agent"))
         .arg("--gh-bin")

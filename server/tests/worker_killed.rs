@@ -42,6 +42,10 @@ fn worker(url: &str, token: &str, workdir: &Path) -> Process {
         .args(["worker", "--server", url, "--token", token])
         .args(["--capability", "claude", "--capability", "git"])
         .args(["--lease-seconds", "3", "--grace-seconds", "1"])
+        // The test reads the agent's host pid from a file it writes outside its workspace:
+        // this is the guard's test, for steps run without the box; `sandbox.rs` kills a
+        // worker whose steps are boxed.
+        .args(["--sandbox", "off"])
         .arg("--claude-bin")
         .arg(worker::testing::fixture("fake-agent"))
         .arg("--workdir")

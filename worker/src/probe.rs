@@ -2,8 +2,10 @@ use std::ffi::OsStr;
 use std::path::Path;
 
 /// The executables whose presence makes a capability: the three agent runtimes, then the
-/// tools a task may need (git always, gh to open pull requests, docker for containers).
-pub const PROBED_TOOLS: [&str; 6] = ["codex", "claude", "gemini", "git", "gh", "docker"];
+/// tools a task may need (git always, gh to open pull requests). `docker` is not among
+/// them: a client without an engine behind it runs nothing, so the worker offers it only
+/// once an engine answers ([`crate::container::Engine::find`]).
+pub const PROBED_TOOLS: [&str; 5] = ["codex", "claude", "gemini", "git", "gh"];
 
 /// Which of [`PROBED_TOOLS`] are executable files on the given `PATH` value, in that order.
 /// The capability is the tool's name, as the contract derives it for a task.

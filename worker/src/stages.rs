@@ -28,8 +28,10 @@ use crate::process::{Budget, Limits};
 use crate::publish::Identity;
 use crate::redact::Redactor;
 use crate::runtime::{Binaries, Endpoints};
+use crate::sandbox::Sandbox;
 use crate::workspace::Workspace;
 
+mod container;
 mod execute;
 mod invoke;
 mod iterate;
@@ -110,6 +112,10 @@ pub struct StageConfig {
     pub gh: PathBuf,
     /// What this worker offers; a skill that needs more stops the task in prepare.
     pub capabilities: Vec<String>,
+    /// The box each agent step and check runs in.
+    pub sandbox: Sandbox,
+    /// The container engine container tasks run with; `None` when none answered.
+    pub engine: Option<crate::container::Engine>,
 }
 
 /// How the run ended.
@@ -274,6 +280,22 @@ struct Run<'a> {
     /// What the job's work is measured against, once prepare has checked it out.
     base_commit: Option<String>,
     login_copies: Vec<std::path::PathBuf>,
+}
+
+/// Sends one line of step `index`'s live tail (`task.step.log`), redacted and cut.
+fn send_tail(
+    reports: &mpsc::UnboundedSender<Report>,
+    redactor: &Redactor,
+    index: usize,
+    text: &str,
+) {
+    use contract::events::{StepLog, TaskEvent};
+    let _ = reports.send(Report::Event {
+        kind: StepLog::KIND.into(),
+        level: EventLevel::Info,
+        message: redactor.redact_and_cut(text, limits::EVENT_MESSAGE_BYTES),
+        payload: Value::Object(StepLog { step_index: index }.payload()),
+    });
 }
 
 /// A stage's or step's log file under `artifacts/`, written redacted as lines come.

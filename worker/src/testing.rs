@@ -48,6 +48,10 @@ pub fn stage_config(root: &Path) -> StageConfig {
         identity: Identity::default(),
         gh,
         capabilities: vec!["claude".into(), "git".into(), "gh".into()],
+        // The scripted agent's tests read its pids and files outside the workspace; the
+        // sandbox's own tests box it.
+        sandbox: crate::sandbox::Sandbox::off(),
+        engine: None,
     }
 }
 

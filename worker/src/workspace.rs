@@ -1,5 +1,6 @@
 //! A job's workspace, `{workdir}/{jobId}/`: `repo/` (the checkout), `home/` (the agent's
-//! HOME), `skills_active/` (the skills this task uses) and `artifacts/` (what is uploaded).
+//! HOME), `skills_active/` (the skills this task uses), `artifacts/` (what is uploaded)
+//! and `tmp/` (the sandbox's `/tmp`).
 //! Also the prepare stage's file work: skills copied in and linked where each CLI looks.
 
 use std::io;
@@ -111,6 +112,23 @@ pub fn installed_skills(skills_dir: &Path) -> Vec<InstalledSkill> {
 }
 
 impl Workspace {
+    /// The layout under `root`, as paths only.
+    pub fn at(root: PathBuf) -> Workspace {
+        Workspace {
+            repo: root.join("repo"),
+            home: root.join("home"),
+            skills_active: root.join("skills_active"),
+            artifacts: root.join("artifacts"),
+            root,
+        }
+    }
+
+    /// The job's `/tmp` in the sandbox: on disk with the rest of the workspace, not in
+    /// memory, and gone with it.
+    pub fn tmp(&self) -> PathBuf {
+        self.root.join("tmp")
+    }
+
     /// Where job `job_id`'s workspace lives under `workdir`.
     pub fn root_of(workdir: &Path, job_id: &JobId) -> PathBuf {
         workdir.join(job_id.to_string())
@@ -128,14 +146,8 @@ impl Workspace {
         if root.exists() {
             std::fs::remove_dir_all(&root).map_err(io_error(&root))?;
         }
-        let ws = Workspace {
-            repo: root.join("repo"),
-            home: root.join("home"),
-            skills_active: root.join("skills_active"),
-            artifacts: root.join("artifacts"),
-            root,
-        };
-        for dir in [&ws.home, &ws.skills_active, &ws.artifacts] {
+        let ws = Workspace::at(root);
+        for dir in [&ws.home, &ws.skills_active, &ws.artifacts, &ws.tmp()] {
             std::fs::create_dir_all(dir).map_err(io_error(dir))?;
         }
         Ok(ws)

@@ -14,16 +14,11 @@ use worker::testing::{alive, group_members};
 static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 fn invocation(dir: &Path, prompt: &str) -> Invocation {
-    Invocation {
-        program: worker::testing::fixture("fake-agent"),
-        args: vec!["-p".into(), prompt.into()],
-        cwd: dir.to_path_buf(),
-        stdin: None,
-        env_remove: Vec::new(),
-        env: Vec::new(),
-        files: Vec::new(),
-        notes: Vec::new(),
-    }
+    Invocation::plain(
+        worker::testing::fixture("fake-agent"),
+        vec!["-p".into(), prompt.into()],
+        dir.to_path_buf(),
+    )
 }
 
 /// This process's children named `stepwise-guard`, as (pid, state).

@@ -17,14 +17,12 @@ fn fake_agent() -> PathBuf {
 
 fn invocation(dir: &Path, prompt: &str) -> Invocation {
     Invocation {
-        program: fake_agent(),
-        args: vec!["-p".into(), prompt.into(), "--verbose".into()],
-        cwd: dir.to_path_buf(),
-        stdin: None,
-        env_remove: Vec::new(),
         env: vec![("HOME".into(), dir.display().to_string())],
-        files: Vec::new(),
-        notes: Vec::new(),
+        ..Invocation::plain(
+            fake_agent(),
+            vec!["-p".into(), prompt.into(), "--verbose".into()],
+            dir.to_path_buf(),
+        )
     }
 }
 

@@ -25,6 +25,7 @@
 //!   are errors.
 
 mod append;
+mod container;
 mod envelope;
 mod payload;
 mod schedule;

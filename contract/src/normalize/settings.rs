@@ -1,15 +1,15 @@
-//! Task-level settings that apply to every step: runtime, git, publish, container.
+//! Task-level settings that apply to every step: runtime, git, publish.
 
 use serde_json::{Map, Value};
 
 use super::payload::mode;
-use super::walk::{Checked, Reported, Walker, at, field, join};
+use super::walk::{Checked, Reported, Walker, join};
 use crate::defaults::Defaults;
 use crate::limits;
 use crate::model::{PublishSettings, RuntimeSettings};
 use crate::modes::{PublishMode, RuntimeMode};
 use crate::rules;
-use crate::wire::{ContainerSpec, GitSettings};
+use crate::wire::GitSettings;
 
 const RUNTIME_FIELDS: &[&str] = &["mode", "model", "effort"];
 const GIT_FIELDS: &[&str] = &["startingBranch", "newBranch"];
@@ -173,65 +173,4 @@ fn pr_title(w: &mut Walker, map: &Map<String, Value>) -> Option<String> {
         rules::max_chars(t, limits::PR_TITLE_CHARS)
     })
     .ok()
-}
-
-/// Only `enabled`, `image` and `command` are checked; the runner's other settings are
-/// carried through verbatim because this contract does not own them.
-pub fn container(w: &mut Walker, v: Option<&Value>) -> ContainerSpec {
-    const PATH: &str = "task.container";
-    let Some(map) = v.and_then(|v| w.object(v, PATH)) else {
-        return ContainerSpec::default();
-    };
-    let enabled = field(map, "enabled")
-        .and_then(|v| w.boolean(v, "task.container.enabled").ok())
-        .unwrap_or(false);
-    let image = image(w, map);
-    let command = command(w, field(map, "command"));
-    if enabled && image == Ok(None) {
-        w.error(
-            "task.container.image",
-            "required when the container is enabled: the image to run, e.g. ghcr.io/org/tool:1.0",
-        );
-    }
-    let extra: Map<String, Value> = map
-        .iter()
-        .filter(|(k, _)| !["enabled", "image", "command"].contains(&k.as_str()))
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
-    w.no_nul_inside(&Value::Object(extra.clone()), PATH);
-    ContainerSpec {
-        enabled,
-        image: image.unwrap_or_default(),
-        command,
-        extra,
-    }
-}
-
-fn image(w: &mut Walker, map: &Map<String, Value>) -> Checked<Option<String>> {
-    const PATH: &str = "task.container.image";
-    let Some(image) = w.opt_text(map, "image", PATH)? else {
-        return Ok(None);
-    };
-    w.check(image, PATH, |i| {
-        if i.chars().any(|c| c.is_whitespace() || c.is_control()) {
-            return Err("an image reference cannot contain spaces or control characters".into());
-        }
-        Ok(())
-    })
-    .map(Some)
-}
-
-fn command(w: &mut Walker, v: Option<&Value>) -> Option<Vec<String>> {
-    const PATH: &str = "task.container.command";
-    let v = v?;
-    let Some(items) = v.as_array() else {
-        w.expected(PATH, "an array of strings (the command's argv)", v);
-        return None;
-    };
-    let argv: Vec<Option<String>> = items
-        .iter()
-        .enumerate()
-        .map(|(i, item)| w.string(item, &at(PATH, i)).ok().map(str::to_string))
-        .collect();
-    argv.into_iter().collect()
 }

@@ -2,7 +2,8 @@
 
 use serde_json::{Map, Value};
 
-use super::settings::{container, git, publish, runtime};
+use super::container::container;
+use super::settings::{git, publish, runtime};
 use super::skill::skill;
 use super::step_list::{has_steps, steps};
 use super::walk::{Checked, Walker, field, join};

@@ -450,7 +450,7 @@ fn raw_token_in_auth_ref_is_rejected_without_echoing_it() {
 fn container_settings_are_checked_and_extra_fields_kept() {
     let raw = task_with(
         "container",
-        json!({ "enabled": true, "image": "ghcr.io/o/i:1", "command": ["make", "test"], "workdir": "/w", "env": { "A": "1" } }),
+        json!({ "enabled": true, "image": "ghcr.io/o/i:1", "command": ["make", "test"], "workdir": "/w", "env": { "A": "1" }, "runner": { "x": 1 } }),
     );
     let container = ok(&raw).payload.task.container;
     assert!(container.enabled);
@@ -459,9 +459,11 @@ fn container_settings_are_checked_and_extra_fields_kept() {
         container.command,
         Some(vec!["make".to_string(), "test".to_string()])
     );
+    assert_eq!(container.workdir(), "/w");
+    assert_eq!(container.env["A"], "1");
     assert_eq!(
         Value::Object(container.extra),
-        json!({ "workdir": "/w", "env": { "A": "1" } })
+        json!({ "runner": { "x": 1 } })
     );
 
     assert_eq!(

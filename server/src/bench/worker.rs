@@ -130,6 +130,9 @@ async fn measure(args: &WorkerBenchArgs, agent: &Path, root: &Path) -> Result<()
         identity: Identity::default(),
         gh: "gh".into(),
         capabilities: vec!["claude".into(), "git".into()],
+        // The figures are the worker's own costs; `bench sandbox` measures the box's.
+        sandbox: worker::sandbox::Sandbox::off(),
+        engine: None,
     };
     let mut config = WorkerConfig::new(stages);
     config.secrets.push(worker_secret);

@@ -93,3 +93,17 @@ pub async fn wait_up_to<T>(
 pub fn pid_in(file: &std::path::Path) -> Option<u32> {
     std::fs::read_to_string(file).ok()?.trim().parse().ok()
 }
+
+/// The body of artifact `name` among a job's `(name, body)` artifacts.
+pub fn artifact<'a>(artifacts: &'a [(String, String)], name: &str) -> &'a str {
+    artifacts
+        .iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, body)| body.as_str())
+        .unwrap_or_else(|| {
+            panic!(
+                "no artifact {name}: {:?}",
+                artifacts.iter().map(|(n, _)| n).collect::<Vec<_>>()
+            )
+        })
+}

@@ -46,6 +46,8 @@ pub struct Runtime {
 
 pub struct Setup {
     pub _serve: Process,
+    /// What a hostile step must not reach, planted around the worker (`setup_hostile`).
+    pub planted: Option<crate::probe::Planted>,
     pub user: QueueClient,
     pub model: ModelServer,
     pub remote: String,
@@ -55,19 +57,47 @@ pub struct Setup {
     pub runtime: Runtime,
 }
 
-pub async fn setup(runtime: Runtime) -> Setup {
-    setup_with(runtime, None).await
+/// A worker started with secrets in its environment, on a machine planted with what a
+/// step must not reach, and the probe in the task's repository.
+pub async fn setup_hostile(runtime: Runtime) -> Setup {
+    setup_full(runtime, None, true, env!("CARGO_TARGET_TMPDIR")).await
+}
+
+/// A machine whose workspaces, and so each job's HOME, are under /tmp.
+pub async fn setup_in_tmp(runtime: Runtime) -> Setup {
+    setup_full(
+        runtime,
+        None,
+        false,
+        &std::env::temp_dir().to_string_lossy(),
+    )
+    .await
 }
 
 /// With `logins`, files of the worker user's HOME (its CLI logins) and `--share-logins`,
 /// and no API key in the environment.
 pub async fn setup_with(runtime: Runtime, logins: Option<&[(&str, &str)]>) -> Setup {
+    setup_full(runtime, logins, false, env!("CARGO_TARGET_TMPDIR")).await
+}
+
+/// `root`: where the machine's folders go; a hostile one's not under /tmp, which a boxed
+/// step has of its own (see `sandbox.rs`).
+async fn setup_full(
+    runtime: Runtime,
+    logins: Option<&[(&str, &str)]>,
+    hostile: bool,
+    root: &str,
+) -> Setup {
     let bin = agents_bin();
     let model = ModelServer::start().await;
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = tempfile::tempdir_in(root).unwrap();
     let remote = worker::testing::remote(tmp.path());
     let (gh, gh_log) = worker::testing::gh_shim(tmp.path());
     let data = tmp.path().join("data");
+    let planted = hostile.then(|| {
+        crate::probe::add_probe(tmp.path(), &remote);
+        crate::probe::plant(tmp.path(), &data.join("work/jobs"))
+    });
     let site = tmp.path().join("site");
     std::fs::create_dir_all(site.join("pkg")).unwrap();
     // The worker's user: a HOME of its own, so no login of the machine's is used.
@@ -116,6 +146,14 @@ pub async fn setup_with(runtime: Runtime, logins: Option<&[(&str, &str)]>) -> Se
         Some(_) => command.arg("--share-logins"),
         None => command.env(runtime.key.0, runtime.key.1),
     };
+    if hostile {
+        // DATABASE_URL would make serve itself use it; the standalone worker's test has it.
+        command.envs(
+            crate::probe::SECRETS
+                .into_iter()
+                .filter(|(k, _)| *k != "DATABASE_URL"),
+        );
+    }
     let served = common::serve(command);
     let user = QueueClient::new(
         &served.url,
@@ -124,6 +162,7 @@ pub async fn setup_with(runtime: Runtime, logins: Option<&[(&str, &str)]>) -> Se
     .unwrap();
     Setup {
         _serve: served.process,
+        planted,
         user,
         model,
         remote,
@@ -182,18 +221,7 @@ impl Setup {
     }
 }
 
-pub fn artifact<'a>(artifacts: &'a [(String, String)], name: &str) -> &'a str {
-    artifacts
-        .iter()
-        .find(|(n, _)| n == name)
-        .map(|(_, body)| body.as_str())
-        .unwrap_or_else(|| {
-            panic!(
-                "no artifact {name}: {:?}",
-                artifacts.iter().map(|(n, _)| n).collect::<Vec<_>>()
-            )
-        })
-}
+pub use crate::common::artifact;
 
 pub fn step_events<'a>(events: &'a [JobEvent], kind: &str, index: usize) -> Vec<&'a JobEvent> {
     events

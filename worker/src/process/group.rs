@@ -48,14 +48,18 @@ pub(super) fn spawn(command: &mut Command, stdin: Option<String>) -> Result<Runn
         })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .process_group(0)
         .kill_on_drop(true);
     let parent = std::process::id() as libc::pid_t;
-    // SAFETY: the closure runs in the forked child before exec (std has already applied
-    // `process_group`, so the child leads its group) and makes system calls only; the
-    // errors it returns are built from errno, without allocating.
+    // SAFETY: the closure runs in the forked child before exec and makes system calls
+    // only; the errors it returns are built from errno, without allocating.
     unsafe {
         command.pre_exec(move || {
+            // A session of its own, so a group of its own, and no controlling terminal: a
+            // step must not reach the terminal the worker was started from (a sandboxed
+            // one could push keystrokes into it with TIOCSTI).
+            if libc::setsid() == -1 {
+                return Err(std::io::Error::last_os_error());
+            }
             // The leader dies with the worker at once, even before its guard acts. (It
             // fires when the forking thread ends: tokio's worker threads live as long as
             // the runtime.)

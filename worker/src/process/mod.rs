@@ -20,6 +20,7 @@ mod reaper;
 mod supervisor;
 
 use std::io;
+use std::path::Path;
 use std::process::ExitStatus;
 use std::time::{Duration, Instant};
 
@@ -130,16 +131,15 @@ pub async fn run(
     mut on_line: impl FnMut(Pipe, &str),
 ) -> Result<Ended, RunError> {
     for (path, body) in &invocation.files {
-        let written = match path.parent() {
-            Some(dir) => std::fs::create_dir_all(dir).and_then(|()| std::fs::write(path, body)),
-            None => std::fs::write(path, body),
-        };
-        written.map_err(|source| RunError::WriteFile {
+        write_unlinked(path, body).map_err(|source| RunError::WriteFile {
             path: path.display().to_string(),
             source,
         })?;
     }
     let mut command = Command::new(&invocation.program);
+    if invocation.clear_env {
+        command.env_clear();
+    }
     for name in &invocation.env_remove {
         command.env_remove(name);
     }
@@ -157,6 +157,33 @@ pub async fn run(
         .await;
     lines.finish(&mut on_line);
     ended
+}
+
+/// Writes `body` to `path` (inside a job's HOME, which an earlier step may have filled
+/// with links), through no symbolic link: the worker writes outside the sandbox, so a link
+/// planted at the file or at a folder on its way must not send the write elsewhere on the
+/// host. A link at the file itself is replaced; one on the way refuses the write.
+fn write_unlinked(path: &Path, body: &str) -> io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+        if dir.canonicalize()? != std::path::absolute(dir)? {
+            return Err(io::Error::other(
+                "a folder on its way is a symbolic link; not written",
+            ));
+        }
+    }
+    if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
+        std::fs::remove_file(path)?;
+    }
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)?;
+    file.write_all(body.as_bytes())
 }
 
 /// What a command that ran to its end printed, and how it exited.

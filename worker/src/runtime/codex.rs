@@ -1,6 +1,10 @@
 //! `codex exec`: `--json` for JSONL events, the prompt on stdin (`-`). exec never asks for
-//! approval; `--sandbox workspace-write` lets it edit the checkout only, with the network
-//! open so an agent can fetch dependencies as claude's and gemini's can. It keeps its
+//! approval. In the worker's sandbox, codex's own is off (`danger-full-access`): ours
+//! replaces it, and a second bubblewrap inside ours cannot start, so every command would
+//! fail while codex still answers "done". Without ours (`--sandbox off`), codex keeps its
+//! own, `workspace-write` with the network open so an agent can fetch dependencies as
+//! claude's and gemini's can; where the system's bubblewrap is installed that sandbox cannot
+//! start its helper, which `parse` reports as the step's failure. It keeps its
 //! config in `$HOME/.codex`, which it makes itself when only HOME is set; a `CODEX_HOME`
 //! of the worker's own is removed, since one naming a missing folder stops codex at once.
 //! exec sends an API key only from `CODEX_API_KEY` (not `OPENAI_API_KEY`). Offline it
@@ -26,10 +30,16 @@ pub(super) fn build(run: &StepRun<'_>, invocation: &mut Invocation) {
         "-C".into(),
         run.repo.display().to_string(),
         "--sandbox".into(),
-        "workspace-write".into(),
-        "-c".into(),
-        "sandbox_workspace_write.network_access=true".into(),
     ]);
+    if run.sandboxed {
+        args.push("danger-full-access".into());
+    } else {
+        args.extend([
+            "workspace-write".into(),
+            "-c".into(),
+            "sandbox_workspace_write.network_access=true".into(),
+        ]);
+    }
     if let Some(model) = &run.runtime.model {
         args.extend(["-m".into(), model.clone()]);
     }
@@ -133,9 +143,7 @@ mod tests {
                 "-C",
                 "/w/job/repo",
                 "--sandbox",
-                "workspace-write",
-                "-c",
-                "sandbox_workspace_write.network_access=true",
+                "danger-full-access",
                 "-m",
                 "gpt-5.5",
                 "-c",

@@ -93,12 +93,14 @@ pub struct StepRun<'a> {
     /// settings stay there. Absolute.
     pub home: &'a Path,
     pub endpoint: &'a Endpoint,
+    /// The step runs in the worker's sandbox, which replaces the CLI's own (codex's).
+    pub sandboxed: bool,
 }
 
 /// A command ready to spawn: `program` with `args` in `cwd`, `stdin` written to its
-/// standard input and then closed (/dev/null when there is none), the worker's environment
-/// less `env_remove` and changed by `env`, after writing `files` (per-job settings inside
-/// `home`).
+/// standard input and then closed (/dev/null when there is none), with `env` alone when
+/// `clear_env` (as the sandbox builds it), else the worker's environment less `env_remove`
+/// and changed by `env`, after writing `files` (per-job settings inside `home`).
 #[derive(Clone, PartialEq, Eq)]
 pub struct Invocation {
     pub program: PathBuf,
@@ -107,6 +109,7 @@ pub struct Invocation {
     pub stdin: Option<String>,
     pub env_remove: Vec<String>,
     pub env: Vec<(String, String)>,
+    pub clear_env: bool,
     pub files: Vec<(PathBuf, String)>,
     /// What the adapter could not honour, for the step's log (say, an effort that this
     /// CLI can only take for a named model).
@@ -123,6 +126,7 @@ impl std::fmt::Debug for Invocation {
             .field("stdin_bytes", &self.stdin.as_ref().map(String::len))
             .field("env_remove", &self.env_remove)
             .field("env", &self.env.iter().map(|(k, _)| k).collect::<Vec<_>>())
+            .field("clear_env", &self.clear_env)
             .field(
                 "files",
                 &self.files.iter().map(|(p, _)| p).collect::<Vec<_>>(),
@@ -133,6 +137,21 @@ impl std::fmt::Debug for Invocation {
 }
 
 impl Invocation {
+    /// `program` with `args` in `cwd`, stdin from /dev/null, nothing else set.
+    pub fn plain(program: PathBuf, args: Vec<String>, cwd: PathBuf) -> Invocation {
+        Invocation {
+            program,
+            args,
+            cwd,
+            stdin: None,
+            env_remove: Vec::new(),
+            env: Vec::new(),
+            clear_env: false,
+            files: Vec::new(),
+            notes: Vec::new(),
+        }
+    }
+
     /// The value this invocation sets for `name`, if any.
     pub fn env_value(&self, name: &str) -> Option<&str> {
         self.env
@@ -148,14 +167,13 @@ impl Invocation {
 pub fn invocation(binaries: &Binaries, run: &StepRun<'_>) -> Invocation {
     let mode = run.runtime.mode;
     let mut invocation = Invocation {
-        program: binaries.get(mode).to_path_buf(),
-        args: Vec::new(),
-        cwd: run.repo.to_path_buf(),
         stdin: Some(run.prompt.to_string()),
-        env_remove: Vec::new(),
         env: vec![("HOME".into(), run.home.display().to_string())],
-        files: Vec::new(),
-        notes: Vec::new(),
+        ..Invocation::plain(
+            binaries.get(mode).to_path_buf(),
+            Vec::new(),
+            run.repo.to_path_buf(),
+        )
     };
     match mode {
         RuntimeMode::Codex => codex::build(run, &mut invocation),
@@ -322,6 +340,7 @@ fn build_with(runtime: &RuntimeSettings, endpoint: &Endpoint) -> Invocation {
             repo: Path::new("/w/job/repo"),
             home: Path::new("/w/job/home"),
             endpoint,
+            sandboxed: true,
         },
     )
 }
@@ -343,6 +362,7 @@ mod tests {
             repo: Path::new("/r"),
             home: Path::new("/h"),
             endpoint: &Endpoint::default(),
+            sandboxed: true,
         };
         let built = invocation(&binaries, &run);
         assert_eq!(built.program, PathBuf::from("/opt/agents/claude"));
@@ -363,6 +383,7 @@ mod tests {
                     repo: Path::new("/r"),
                     home: Path::new("/h"),
                     endpoint: &Endpoint::default(),
+                    sandboxed: true,
                 },
             );
             assert_eq!(built.stdin.as_deref(), Some(prompt.as_str()), "{mode}");

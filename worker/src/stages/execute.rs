@@ -214,16 +214,28 @@ impl Run<'_> {
             }
             Err(e) => return failed(self, e.to_string(), &usage),
         };
-        let prompt = contract::prompt(&self.task, step, total);
-        let invoked = self
-            .invoke(
+        let container = self.task.payload.task.container.enabled;
+        let timeout = if container {
+            self.task.payload.task.container.timeout_seconds()
+        } else {
+            self.config.limits.timeout.as_secs()
+        };
+        let invoked = if container {
+            match self.run_container(ws, step, stage_log).await {
+                Ok(invoked) => invoked,
+                Err(message) => return failed(self, message, &usage),
+            }
+        } else {
+            let prompt = contract::prompt(&self.task, step, total);
+            self.invoke(
                 ws,
                 &prompt,
                 task::step_log(step.index),
                 Some(step),
                 stage_log,
             )
-            .await;
+            .await
+        };
         usage = invoked.usage;
         let budget = self.publish_budget(false);
         self.patch_artifact(ws, &task::step_patch(step.index), &before, &budget)
@@ -257,11 +269,7 @@ impl Run<'_> {
             }
             Ok(Ended::Stopped {
                 cancelled: false, ..
-            }) => failed(
-                self,
-                format!("timed out after {} s", self.config.limits.timeout.as_secs()),
-                &usage,
-            ),
+            }) => failed(self, format!("timed out after {timeout} s"), &usage),
             Ok(Ended::Exited(status)) => {
                 if invoked.succeeded {
                     self.event(

@@ -2,11 +2,10 @@
 //! loop alike: the prompt in, each output line to its log, the stage's log and (for a
 //! step) the live tail, and what the CLI reported read as it comes.
 
-use contract::events::{StepLog, TaskEvent, Warning};
-use contract::{EventLevel, ResolvedStep, StepUsage, limits};
-use serde_json::Value;
+use contract::events::Warning;
+use contract::{EventLevel, ResolvedStep, StepUsage};
 
-use super::{Log, Report, Run};
+use super::{Log, Run, send_tail};
 use crate::process::{self, Ended, RunError};
 use crate::runtime::{self, Progress, Reader, StepRun};
 use crate::workspace::Workspace;
@@ -44,10 +43,13 @@ impl Run<'_> {
                 repo: &ws.repo,
                 home: &ws.home,
                 endpoint: self.config.endpoints.get(runtime.mode),
+                sandboxed: self.config.sandbox.is_on(),
             },
         );
+        let notes = invocation.notes.clone();
+        let invocation = self.config.sandbox.wrap(invocation, ws);
         let mut log = Log::open(ws, log_name);
-        for note in &invocation.notes {
+        for note in &notes {
             log.line(self.redactor, note);
             let warning = Warning {
                 step: step.map(Into::into),
@@ -68,18 +70,19 @@ impl Run<'_> {
                     match progress {
                         Progress::Message(text) => last_message = Some(text),
                         Progress::Usage(more) => usage = usage + more,
-                        Progress::Finished { ok, summary } => verdict = Some((ok, summary)),
+                        // A failure stands: a CLI that reported one (codex, of a command
+                        // its own sandbox could not start) may still end its turn "done".
+                        Progress::Finished { ok, summary } => {
+                            if verdict.as_ref().is_none_or(|(ok, _)| *ok) {
+                                verdict = Some((ok, summary));
+                            }
+                        }
                         Progress::Piece(_) | Progress::Action(_) | Progress::Error(_) => {}
                     }
                 }
                 let Some(index) = index else { return };
                 for text in shown {
-                    let _ = reports.send(Report::Event {
-                        kind: StepLog::KIND.into(),
-                        level: EventLevel::Info,
-                        message: redactor.redact_and_cut(&text, limits::EVENT_MESSAGE_BYTES),
-                        payload: Value::Object(StepLog { step_index: index }.payload()),
-                    });
+                    send_tail(&reports, redactor, index, &text);
                 }
             };
             let ended = process::run(&invocation, self.config.limits, self.cancel, |_, line| {

@@ -218,15 +218,14 @@ impl Run<'_> {
         stage_log: &mut Log,
     ) -> Result<CheckResult, Stopped> {
         let invocation = Invocation {
-            program: "bash".into(),
-            args: vec!["-c".into(), command.into()],
-            cwd: ws.repo.clone(),
-            stdin: None,
-            env_remove: Vec::new(),
             env: vec![("HOME".into(), ws.home.display().to_string())],
-            files: Vec::new(),
-            notes: Vec::new(),
+            ..Invocation::plain(
+                "bash".into(),
+                vec!["-c".into(), command.into()],
+                ws.repo.clone(),
+            )
         };
+        let invocation = self.config.sandbox.wrap(invocation, ws);
         let limits = Limits {
             timeout: completion.timeout(),
             grace: self.config.limits.grace,

@@ -11,6 +11,7 @@ use worker::process::Limits;
 use worker::publish::Identity;
 use worker::runner::{KeepWorkspaces, WorkerConfig};
 use worker::runtime::{Binaries, Endpoint, Endpoints};
+use worker::sandbox::{AgentNetwork, HostView, Sandbox, SandboxMode};
 use worker::stages::StageConfig;
 
 use crate::cli::error::CliError;
@@ -114,6 +115,68 @@ pub struct AgentArgs {
     /// the server by then): never, failed (to look into) or always.
     #[arg(long, env = "STEPWISE_KEEP_WORKSPACES", default_value = "failed", value_parser = ["never", "failed", "always"])]
     pub(super) keep_workspaces: String,
+    #[command(flatten)]
+    pub(super) sandbox: SandboxArgs,
+}
+
+/// The box every agent step and completion check runs in.
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Sandbox")]
+pub struct SandboxArgs {
+    /// bwrap: each step in a bubblewrap box (its checkout and job HOME writable, the system
+    /// read-only, nothing else in sight, no other process); off: steps run as this user and
+    /// can read and write whatever it can.
+    #[arg(long = "sandbox", env = "STEPWISE_SANDBOX", default_value = "bwrap", value_parser = parse_name::<SandboxMode>)]
+    pub mode: SandboxMode,
+    /// A step's network: on (the host's; agents must reach their model API) or none (a
+    /// loopback of its own, for local models reached otherwise; needs --sandbox bwrap).
+    #[arg(long, env = "STEPWISE_AGENT_NETWORK", default_value = "on", value_parser = parse_name::<AgentNetwork>)]
+    pub agent_network: AgentNetwork,
+    /// A variable of this worker's environment to pass to steps (repeat, or a comma list),
+    /// besides PATH, the locale, TZ, TERM, proxies and the runtime's key; its value is
+    /// redacted like --secret-env. GH_TOKEN, GITHUB_TOKEN, DATABASE_URL and STEPWISE_* are
+    /// refused.
+    #[arg(
+        long = "agent-env",
+        env = "STEPWISE_AGENT_ENV",
+        value_name = "NAME",
+        value_delimiter = ','
+    )]
+    pub agent_env: Vec<String>,
+    /// A folder steps may read besides the system and the agent CLIs (repeat, or a comma
+    /// list): a toolchain (`~/.cargo`, `/opt/node`) or a cache.
+    #[arg(
+        long = "sandbox-ro",
+        env = "STEPWISE_SANDBOX_RO",
+        value_name = "PATH",
+        value_delimiter = ','
+    )]
+    pub read_only: Vec<PathBuf>,
+    /// A path steps must not see even inside a folder they may read (repeat, or a comma
+    /// list), besides /etc's known secrets, the data dir, the workdir and this user's HOME.
+    #[arg(
+        long = "sandbox-hide",
+        env = "STEPWISE_SANDBOX_HIDE",
+        value_name = "PATH",
+        value_delimiter = ','
+    )]
+    pub hide: Vec<PathBuf>,
+    /// The bubblewrap program.
+    #[arg(long, env = "STEPWISE_BWRAP_BIN", default_value = "bwrap")]
+    pub bwrap_bin: PathBuf,
+    /// The container engine's program for container tasks [default: docker, else podman:
+    /// the first whose `info` answers]. The worker offers `docker` only when one answers.
+    #[arg(long, env = "STEPWISE_CONTAINER_BIN")]
+    pub container_bin: Option<PathBuf>,
+}
+
+/// A closed set of names (`bwrap`, `off`), told apart by the contract's one parser.
+fn parse_name<T>(text: &str) -> Result<T, String>
+where
+    T: std::str::FromStr<Err = contract::modes::ParseModeError>,
+{
+    text.parse()
+        .map_err(|e: contract::modes::ParseModeError| e.to_string())
 }
 
 impl AgentArgs {
@@ -168,6 +231,61 @@ impl AgentArgs {
         (endpoints, names)
     }
 
+    /// The worker's configuration, ready to claim: its sandbox started once (a worker that
+    /// cannot box its steps refuses to run any, saying what to install; `or` names another
+    /// way out), and its container engine asked, so that it offers `docker` only when one
+    /// answers, and what a previous life left running removed.
+    pub(super) async fn ready(
+        self,
+        home: &Path,
+        token: &str,
+        or: &str,
+    ) -> Result<WorkerConfig, CliError> {
+        let container_bin = self.sandbox.container_bin.clone();
+        let wants_docker = self.capabilities.iter().any(|c| c == "docker");
+        let probed = self.capabilities.is_empty();
+        let mut config = self.config(home, token)?;
+        let stages = &mut config.stages;
+        let workdir = stages
+            .workdir
+            .parent()
+            .unwrap_or(&stages.workdir)
+            .to_path_buf();
+        let scratch = workdir.join(format!("sandbox-check-{}", std::process::id()));
+        stages
+            .sandbox
+            .check(&scratch)
+            .await
+            .map_err(|e| CliError::Usage(format!("{e}{or}")))?;
+        if !(probed || wants_docker) {
+            return Ok(config);
+        }
+        match worker::container::Engine::find(container_bin.as_deref(), &workdir).await {
+            Ok(engine) => {
+                let swept = engine.sweep().await;
+                if swept > 0 {
+                    tracing::info!(
+                        swept,
+                        "removed containers a previous run of this worker left"
+                    );
+                }
+                if probed {
+                    stages.capabilities.push("docker".into());
+                }
+                stages.engine = Some(engine);
+            }
+            Err(why) if wants_docker => {
+                return Err(CliError::Usage(format!(
+                    "--capability docker: no container engine answers ({why}); start docker or                      install podman, or leave docker out"
+                )));
+            }
+            Err(why) => {
+                tracing::info!("no container engine answers, so no container tasks here: {why}")
+            }
+        }
+        Ok(config)
+    }
+
     /// The worker's configuration; `home` is where relative defaults go.
     pub(super) fn config(self, home: &Path, token: &str) -> Result<WorkerConfig, CliError> {
         if self.concurrency == 0 || self.lease_seconds < 3 {
@@ -178,6 +296,7 @@ impl AgentArgs {
         let skills_dir = self.skills_dir(home);
         let env = |name: &str| std::env::var(name).ok();
         let (mut endpoints, key_vars) = self.endpoints(&env);
+        // `docker` is added once an engine answers (`ready`).
         let capabilities = if self.capabilities.is_empty() {
             worker::probe_capabilities(std::env::var_os("PATH").as_deref())
         } else {
@@ -201,15 +320,19 @@ impl AgentArgs {
         } else {
             None
         };
+        let binaries = Binaries {
+            codex: self.codex_bin,
+            claude: self.claude_bin,
+            gemini: self.gemini_bin,
+        };
+        let sandbox = self
+            .sandbox
+            .build(&binaries, [home, &workdir, &skills_dir])?;
         let stages = StageConfig {
             mirrors: MirrorCache::new(workdir.join("mirrors")),
             workdir: workdir.join("jobs"),
             skills_dir,
-            binaries: Binaries {
-                codex: self.codex_bin,
-                claude: self.claude_bin,
-                gemini: self.gemini_bin,
-            },
+            binaries,
             endpoints,
             logins,
             limits: Limits {
@@ -222,6 +345,8 @@ impl AgentArgs {
             identity: Identity::default(),
             gh: self.gh_bin,
             capabilities,
+            sandbox,
+            engine: None,
         };
         let mut config = WorkerConfig::new(stages);
         config.concurrency = self.concurrency;
@@ -235,10 +360,43 @@ impl AgentArgs {
         };
         config.secrets.push(token.to_string());
         config.secrets.extend(worker::redact::secrets_from_env(
-            &[self.secret_env, key_vars].concat(),
+            &[self.secret_env, key_vars, self.sandbox.agent_env].concat(),
             env,
         ));
         Ok(config)
+    }
+}
+
+impl SandboxArgs {
+    /// The sandbox these flags ask for, around `binaries`; `hidden` (the data dir, the
+    /// workdir, the skills) never shows in a box, nor does this user's HOME.
+    fn build<'a>(
+        &self,
+        binaries: &Binaries,
+        hidden: impl IntoIterator<Item = &'a Path>,
+    ) -> Result<Sandbox, CliError> {
+        let mut hidden: Vec<PathBuf> = hidden.into_iter().map(Path::to_path_buf).collect();
+        hidden.extend(std::env::var_os("HOME").map(PathBuf::from));
+        hidden.extend(self.hide.iter().cloned());
+        let programs =
+            [&binaries.codex, &binaries.claude, &binaries.gemini].map(|p| p.to_path_buf());
+        let view = match self.mode {
+            SandboxMode::Bwrap => HostView::new(
+                &programs,
+                std::env::var_os("PATH").as_deref(),
+                &self.read_only,
+                &hidden,
+            ),
+            SandboxMode::Off => HostView::default(),
+        };
+        Sandbox::new(
+            self.mode,
+            self.agent_network,
+            self.bwrap_bin.clone(),
+            view,
+            self.agent_env.clone(),
+        )
+        .map_err(|e| CliError::Usage(e.to_string()))
     }
 }
 

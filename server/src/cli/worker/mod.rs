@@ -54,7 +54,7 @@ pub async fn run(args: WorkerArgs) -> Result<(), CliError> {
     let servers: Vec<&str> = args.server.iter().map(String::as_str).collect();
     let client = QueueClient::with_servers(&servers, &args.token)
         .map_err(|e| CliError::Usage(format!("--server / --token: {e}")))?;
-    let mut config = args.agent.config(Path::new("."), &args.token)?;
+    let mut config = args.agent.ready(Path::new("."), &args.token, "").await?;
     if args.max_running_per_repository == Some(0) {
         return Err(CliError::Usage(
             "--max-running-per-repository must be 1 or more (leave it out for the server's limit alone)"
@@ -97,7 +97,13 @@ async fn serve_probes(port: u16, client: QueueClient, shutdown: Shutdown) -> Res
 
 fn announce(server: &str, config: &WorkerConfig) {
     let capabilities = &config.stages.capabilities;
-    tracing::info!(%server, ?capabilities, concurrency = config.concurrency, "worker started");
+    let sandbox = config.stages.sandbox.describe();
+    tracing::info!(%server, ?capabilities, concurrency = config.concurrency, %sandbox, "worker started");
+    if !config.stages.sandbox.is_on() {
+        tracing::warn!(
+            "--sandbox off: agent steps and checks run as this user, with its files, its processes and its network in reach; only their environment is filtered"
+        );
+    }
     if capabilities.is_empty() {
         tracing::warn!(
             "this worker offers no capabilities: no agent CLI or git was found on PATH, so no task can be claimed"
@@ -154,7 +160,13 @@ pub async fn start_embedded(
     queue.create_token(minted.record).await?;
     let client = QueueClient::new(base_url, &minted.secret)
         .map_err(|e| CliError::Usage(format!("the embedded worker's server URL: {e}")))?;
-    let mut config = agent.config(home, &minted.secret)?;
+    let mut config = agent
+        .ready(
+            home,
+            &minted.secret,
+            " (or --no-worker, to serve without running jobs here)",
+        )
+        .await?;
     config.running_jobs = running_jobs;
     announce(base_url, &config);
     Ok(tokio::spawn(runner::run(client, config, shutdown)))
