@@ -166,6 +166,8 @@ test("the workers page lists the embedded worker and what it can run", async ({ 
   await expect(row).toContainText("connected");
   await expect(row).toContainText("git");
   await expect(row).toContainText("stepwise-worker");
+  // Its steps run in the bubblewrap box, and the page says so.
+  await expect(row.getByRole("cell", { name: "bwrap", exact: true })).toBeVisible();
   mkdirSync(screenshots, { recursive: true });
   await page.screenshot({ path: join(screenshots, "workers.png"), fullPage: true });
 });

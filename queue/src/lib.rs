@@ -78,4 +78,4 @@ pub use scratch::ScratchPostgres;
 pub use service::{EventFollower, JobFilter, JobPage, Queue, READINESS_TIMEOUT};
 pub use store::{Database, DatabaseError, PgDb, SQLITE_FILE, SqliteDb};
 pub use tokens::{NewToken, Role, SessionPurpose, TokenKind, TokenRecord};
-pub use workers::{LIVE_FOR, WorkerRecord, missing_capabilities};
+pub use workers::{LIVE_FOR, Sighting, WorkerRecord, missing_capabilities};

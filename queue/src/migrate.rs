@@ -58,6 +58,11 @@ const SQLITE: &[Embedded] = &[
         "retention",
         include_str!("../../migrations/sqlite/0010_retention.sql"),
     ),
+    (
+        14,
+        "worker sandbox",
+        include_str!("../../migrations/sqlite/0014_worker_sandbox.sql"),
+    ),
 ];
 
 const POSTGRES: &[Embedded] = &[
@@ -125,6 +130,11 @@ const POSTGRES: &[Embedded] = &[
         13,
         "updates on the page",
         include_str!("../../migrations/postgres/0013_updates_on_the_page.sql"),
+    ),
+    (
+        14,
+        "worker sandbox",
+        include_str!("../../migrations/postgres/0014_worker_sandbox.sql"),
     ),
 ];
 

@@ -22,10 +22,21 @@ pub struct WorkerRecord {
     pub id: String,
     pub capabilities: Vec<String>,
     pub version: Option<String>,
+    /// How it boxes its steps (`bwrap`, `bwrap, no network`, `off`), if it said.
+    pub sandbox: Option<String>,
     pub first_seen_at: DateTime<Utc>,
     pub last_seen_at: DateTime<Utc>,
     /// The jobs it holds now.
     pub running_jobs: Vec<JobId>,
+}
+
+/// What one claim or heartbeat says of its worker: a claim what it offers, what it runs
+/// and how it boxes its steps; a heartbeat none of these (`None` keeps what was said).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Sighting<'a> {
+    pub capabilities: Option<&'a [String]>,
+    pub version: Option<&'a str>,
+    pub sandbox: Option<&'a str>,
 }
 
 impl WorkerRecord {
@@ -68,34 +79,39 @@ pub(crate) struct SeenCache {
     last: Mutex<HashMap<String, Written>>,
 }
 
-/// When a worker's row was last written, with the capabilities and version it then had.
-type Written = (DateTime<Utc>, Option<Vec<String>>, Option<String>);
+/// When a worker's row was last written, with what it then said.
+type Written = (
+    DateTime<Utc>,
+    Option<Vec<String>>,
+    Option<String>,
+    Option<String>,
+);
 
 impl SeenCache {
     /// Whether this sighting must be written (and, if so, remembers it as written).
-    pub(crate) fn should_write(
-        &self,
-        id: &str,
-        capabilities: Option<&[String]>,
-        version: Option<&str>,
-        now: DateTime<Utc>,
-    ) -> bool {
+    pub(crate) fn should_write(&self, id: &str, seen: &Sighting<'_>, now: DateTime<Utc>) -> bool {
         let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
-        let fresh = last.get(id).is_some_and(|(at, caps, ver)| {
+        let fresh = last.get(id).is_some_and(|(at, caps, ver, sandbox)| {
             now - *at < WRITE_EVERY
-                && (capabilities.is_none() || caps.as_deref() == capabilities)
-                && (version.is_none() || ver.as_deref() == version)
+                && (seen.capabilities.is_none() || caps.as_deref() == seen.capabilities)
+                && (seen.version.is_none() || ver.as_deref() == seen.version)
+                && (seen.sandbox.is_none() || sandbox.as_deref() == seen.sandbox)
         });
         if fresh {
             return false;
         }
-        let entry = last.entry(id.to_string()).or_insert((now, None, None));
+        let entry = last
+            .entry(id.to_string())
+            .or_insert((now, None, None, None));
         entry.0 = now;
-        if let Some(c) = capabilities {
+        if let Some(c) = seen.capabilities {
             entry.1 = Some(c.to_vec());
         }
-        if let Some(v) = version {
+        if let Some(v) = seen.version {
             entry.2 = Some(v.to_string());
+        }
+        if let Some(b) = seen.sandbox {
+            entry.3 = Some(b.to_string());
         }
         true
     }
@@ -110,6 +126,7 @@ mod tests {
             id: id.into(),
             capabilities: caps.iter().map(|c| c.to_string()).collect(),
             version: None,
+            sandbox: None,
             first_seen_at: now,
             last_seen_at: now - TimeDelta::seconds(seen_secs_ago),
             running_jobs: Vec::new(),
@@ -145,11 +162,28 @@ mod tests {
         let cache = SeenCache::default();
         let now = Utc::now();
         let caps = strings(&["git"]);
-        assert!(cache.should_write("w", Some(&caps), Some("1"), now));
-        assert!(!cache.should_write("w", Some(&caps), Some("1"), now + TimeDelta::seconds(1)));
-        assert!(!cache.should_write("w", None, None, now + TimeDelta::seconds(2)));
+        let claim = Sighting {
+            capabilities: Some(&caps),
+            version: Some("1"),
+            sandbox: Some("bwrap"),
+        };
+        let heartbeat = Sighting::default();
+        let at = |s: i64| now + TimeDelta::seconds(s);
+        assert!(cache.should_write("w", &claim, now));
+        assert!(!cache.should_write("w", &claim, at(1)));
+        assert!(!cache.should_write("w", &heartbeat, at(2)));
         let more = strings(&["git", "codex"]);
-        assert!(cache.should_write("w", Some(&more), None, now + TimeDelta::seconds(3)));
-        assert!(cache.should_write("w", None, None, now + WRITE_EVERY + TimeDelta::seconds(3)));
+        let offers_more = Sighting {
+            capabilities: Some(&more),
+            ..heartbeat
+        };
+        assert!(cache.should_write("w", &offers_more, at(3)));
+        let boxed_otherwise = Sighting {
+            sandbox: Some("off"),
+            ..heartbeat
+        };
+        assert!(cache.should_write("w", &boxed_otherwise, at(4)));
+        assert!(!cache.should_write("w", &boxed_otherwise, at(5)));
+        assert!(cache.should_write("w", &heartbeat, now + WRITE_EVERY + TimeDelta::seconds(5)));
     }
 }

@@ -167,6 +167,7 @@ fn a_queued_job_nobody_can_run_says_what_is_missing() {
         id: "w".into(),
         capabilities: vec!["git".into()],
         version: None,
+        sandbox: None,
         first_seen_at: now,
         last_seen_at: now,
         running_jobs: Vec::new(),

@@ -1,5 +1,5 @@
 //! `/tasks/workers`: every worker the server has seen through claims and heartbeats, what
-//! it can run, and what it is running now.
+//! it can run, how it boxes its steps, and what it is running now.
 
 use leptos::prelude::*;
 
@@ -14,6 +14,8 @@ pub struct WorkerView {
     pub id: String,
     pub capabilities: Vec<String>,
     pub version: String,
+    /// How it boxes its steps, as it said (`bwrap`, `off`); empty when it never said.
+    pub sandbox: String,
     pub last_seen: String,
     pub connected: bool,
     pub jobs: Vec<String>,
@@ -32,6 +34,7 @@ pub async fn list_workers() -> Result<Vec<WorkerView>, AppError> {
             connected: w.is_live(now),
             last_seen: crate::format::when(&w.last_seen_at),
             version: w.version.unwrap_or_default(),
+            sandbox: w.sandbox.unwrap_or_default(),
             id: w.id,
             capabilities: w.capabilities,
             jobs: w.running_jobs.iter().map(ToString::to_string).collect(),
@@ -83,11 +86,22 @@ fn WorkerTable(list: Vec<WorkerView>) -> impl IntoView {
                     view! { <a href=href>{short}</a> " " }
                 })
                 .collect_view();
+            let sandbox = match w.sandbox.as_str() {
+                "" => view! { <span class="muted">"not said"</span> }.into_any(),
+                "off" => view! {
+                    <span class="status failed" title="Its steps run as the worker's user and can read and write whatever it can">
+                        "off: steps unsandboxed"
+                    </span>
+                }
+                .into_any(),
+                boxed => view! { <span>{boxed.to_string()}</span> }.into_any(),
+            };
             view! {
                 <tr>
                     <td>{w.id}</td>
                     <td><span class=class>{state}</span></td>
                     <td>{w.capabilities.join(", ")}</td>
+                    <td>{sandbox}</td>
                     <td>{w.version}</td>
                     <td>{w.last_seen}</td>
                     <td>{jobs}</td>
@@ -96,7 +110,7 @@ fn WorkerTable(list: Vec<WorkerView>) -> impl IntoView {
         })
         .collect_view();
     view! {
-        <Table class="workers" headers=&["Worker", "State", "Capabilities", "Version", "Last seen", "Running"]>
+        <Table class="workers" headers=&["Worker", "State", "Capabilities", "Sandbox", "Version", "Last seen", "Running"]>
             {rows}
         </Table>
     }

@@ -31,6 +31,10 @@ pub struct ClaimBody {
     /// What the worker runs, e.g. `stepwise-worker 0.1.0`; shown on the workers page.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub worker_version: Option<String>,
+    /// How the worker boxes its agents' steps: `bwrap`, `bwrap, no network` or `off`;
+    /// shown on the workers page.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<String>,
     /// Take no job of a repository with this many jobs running already, on any worker (1
     /// or more): the worker's own limit, which can only tighten the server's.
     #[serde(skip_serializing_if = "Option::is_none")]

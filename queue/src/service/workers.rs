@@ -4,33 +4,27 @@ use contract::JobState;
 
 use super::{JobFilter, Queue};
 use crate::error::{QueueError, refuse_nul};
-use crate::workers::WorkerRecord;
+use crate::workers::{Sighting, WorkerRecord};
 
 impl Queue {
-    /// Records that worker `id` is alive: at a claim with the capabilities it claimed with
-    /// (and its version, if it said), at a heartbeat with neither. Unchanged sightings are
+    /// Records that worker `id` is alive: at a claim with what it offers (and its version
+    /// and sandbox, if it said), at a heartbeat with none of these. Unchanged sightings are
     /// written at most every [`WRITE_EVERY`](crate::workers::WRITE_EVERY).
-    pub async fn worker_seen(
-        &self,
-        id: &str,
-        capabilities: Option<&[String]>,
-        version: Option<&str>,
-    ) -> Result<(), QueueError> {
-        for (i, capability) in capabilities.unwrap_or_default().iter().enumerate() {
+    pub async fn worker_seen(&self, id: &str, seen: &Sighting<'_>) -> Result<(), QueueError> {
+        for (i, capability) in seen.capabilities.unwrap_or_default().iter().enumerate() {
             refuse_nul(&format!("capabilities[{i}]"), capability)?;
         }
-        if let Some(version) = version {
+        if let Some(version) = seen.version {
             refuse_nul("workerVersion", version)?;
         }
+        if let Some(sandbox) = seen.sandbox {
+            refuse_nul("sandbox", sandbox)?;
+        }
         let now = self.now();
-        if !self.inner.seen.should_write(id, capabilities, version, now) {
+        if !self.inner.seen.should_write(id, seen, now) {
             return Ok(());
         }
-        Ok(self
-            .inner
-            .db
-            .upsert_worker(id, capabilities, version, now)
-            .await?)
+        Ok(self.inner.db.upsert_worker(id, seen, now).await?)
     }
 
     /// Every worker seen, most recently seen first, with the jobs each holds now.

@@ -74,8 +74,18 @@ pub async fn a_nul_in_what_a_worker_offers_is_refused(h: Harness) {
     request.capabilities.push("gi\u{0}t".into());
     let (path, _) = invalid_field(h.queue.claim(&request).await);
     assert_eq!(path, format!("capabilities[{}]", ALL_CAPS.len()));
-    let (path, _) = invalid_field(h.queue.worker_seen("w1", None, Some("v\u{0}1")).await);
+    let sighting = queue::Sighting {
+        version: Some("v\u{0}1"),
+        ..queue::Sighting::default()
+    };
+    let (path, _) = invalid_field(h.queue.worker_seen("w1", &sighting).await);
     assert_eq!(path, "workerVersion");
+    let sighting = queue::Sighting {
+        sandbox: Some("bw\u{0}rap"),
+        ..queue::Sighting::default()
+    };
+    let (path, _) = invalid_field(h.queue.worker_seen("w1", &sighting).await);
+    assert_eq!(path, "sandbox");
     let token = NewToken {
         name: "bad\u{0}name".into(),
         kind: TokenKind::Worker,

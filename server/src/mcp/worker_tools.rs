@@ -117,6 +117,7 @@ impl Stepwise {
                     lease_seconds: args.lease_seconds,
                     wait_seconds: args.wait_seconds,
                     worker_version: None,
+                    sandbox: None,
                     max_running_per_repository: None,
                 };
                 match desk.claim(body).await? {

@@ -126,6 +126,14 @@ async fn build(site: &Site, texts: &Texts) -> Built {
     });
     let queue = &site.queue;
     let (job, fence) = claimed_job(queue, &raw, &texts.worker).await;
+    // The workers page shows what a worker says of itself: its version and its sandbox.
+    let offers = vec!["git".to_string()];
+    let sighting = queue::Sighting {
+        capabilities: Some(&offers),
+        version: Some(&texts.reason),
+        sandbox: Some(&texts.reason),
+    };
+    queue.worker_seen(&texts.worker, &sighting).await.unwrap();
     let events = [
         (
             "task.step.started",

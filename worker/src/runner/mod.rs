@@ -133,6 +133,7 @@ pub async fn run(client: QueueClient, config: WorkerConfig, shutdown: Shutdown) 
             lease_seconds: Some(config.lease.as_secs().max(1)),
             wait_seconds: Some(config.claim_wait.as_secs_f64()),
             worker_version: Some(concat!("stepwise-worker ", env!("CARGO_PKG_VERSION")).into()),
+            sandbox: Some(config.stages.sandbox.describe()),
             max_running_per_repository: config.max_running_per_repository,
         };
         // The lease is counted from here: the server starts it later, when a job comes.

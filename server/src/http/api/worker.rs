@@ -100,13 +100,12 @@ pub(crate) async fn claim_job(
         }
     };
     request.validate()?;
-    seen(
-        state,
-        &request.worker_id,
-        Some(&request.capabilities),
-        body.worker_version.as_deref(),
-    )
-    .await?;
+    let sighting = queue::Sighting {
+        capabilities: Some(&request.capabilities),
+        version: body.worker_version.as_deref(),
+        sandbox: body.sandbox.as_deref(),
+    };
+    seen(state, &request.worker_id, &sighting).await?;
     Ok(if wait.is_zero() {
         state.queue.claim(&request).await?
     } else {
@@ -134,7 +133,7 @@ pub(crate) async fn heartbeat_job(
 ) -> Result<Job, ApiError> {
     let fence = fence_of(state, worker, id, body.worker_id.as_deref(), body.attempt).await?;
     let lease = lease(&state.limits, body.lease_seconds)?;
-    seen(state, worker.worker_id(), None, None).await?;
+    seen(state, worker.worker_id(), &queue::Sighting::default()).await?;
     Ok(state.queue.heartbeat(id, &fence, lease).await?)
 }
 
@@ -159,13 +158,8 @@ pub(crate) async fn fence_of(
 
 /// Notes that the worker is alive. Bookkeeping: a failure to write it is logged, never
 /// the worker's problem; only what the worker sent wrong (a NUL in its version) is.
-async fn seen(
-    state: &AppState,
-    id: &str,
-    capabilities: Option<&[String]>,
-    version: Option<&str>,
-) -> Result<(), ApiError> {
-    match state.queue.worker_seen(id, capabilities, version).await {
+async fn seen(state: &AppState, id: &str, sighting: &queue::Sighting<'_>) -> Result<(), ApiError> {
+    match state.queue.worker_seen(id, sighting).await {
         Ok(()) => Ok(()),
         Err(error @ queue::QueueError::Invalid(_)) => Err(error.into()),
         Err(error) => {
