@@ -7,6 +7,7 @@ mod drain;
 mod peer;
 mod procfs;
 pub mod queue;
+pub mod sandbox;
 pub mod scale;
 pub mod watch_client;
 mod watchers;

@@ -82,6 +82,9 @@ enum BenchCommand {
     /// Hold `bench scale`'s event streams, in a process apart from the server it measures.
     #[command(hide = true)]
     WatchersClient(crate::bench::watch_client::WatchersArgs),
+    /// Start `true` through the worker's process policy with the sandbox off and in its
+    /// bubblewrap box, alternately; print the box's cost per step (p50 / p99).
+    Sandbox(crate::bench::sandbox::SandboxBenchArgs),
 }
 
 impl Cli {
@@ -107,6 +110,8 @@ impl Cli {
             Command::Bench(BenchCommand::Worker(args)) => crate::bench::worker::run(args).await,
             #[cfg(feature = "bench")]
             Command::Bench(BenchCommand::Scale(args)) => crate::bench::scale::run(args).await,
+            #[cfg(feature = "bench")]
+            Command::Bench(BenchCommand::Sandbox(args)) => crate::bench::sandbox::run(args).await,
             #[cfg(feature = "bench")]
             Command::Bench(BenchCommand::WatchersClient(args)) => {
                 crate::bench::watch_client::run(args).await
