@@ -129,8 +129,12 @@ fn completion(w: &mut Walker, v: Option<&Value>) -> Option<Completion> {
         )
     });
     if command.is_none() {
-        for key in ["outputPattern", "timeoutSeconds"] {
-            if field(map, key).is_some() {
+        // A limit, a pattern or a timeout without the check they belong to would do
+        // nothing: refused rather than kept to no effect.
+        for key in ["maxIterations", "outputPattern", "timeoutSeconds"] {
+            let path = join(PATH, key);
+            // One error a field: one out of its range says so already.
+            if field(map, key).is_some() && !w.errors.iter().any(|e| e.path == path) {
                 w.error(
                     join(PATH, key),
                     "belongs to the check: give task.completion.command too (a shell command run in the repository after the steps)",

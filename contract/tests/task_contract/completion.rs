@@ -19,8 +19,22 @@ fn completion_criteria_are_kept_trimmed_with_ten_iterations_unless_told() {
             timeout_seconds: None,
         })
     );
-    let task = ok(&task_with("completion", json!({ "maxIterations": 200 })));
+    let task = ok(&task_with(
+        "completion",
+        json!({ "maxIterations": 200, "command": "make check" }),
+    ));
     assert_eq!(task.payload.task.completion.unwrap().max_iterations, 200);
+    // Without a check nothing runs again, so a limit alone is refused, not kept to no use.
+    let errors = errors(&task_with("completion", json!({ "maxIterations": 4 })));
+    assert_eq!(
+        paths(&errors),
+        ["task.completion.maxIterations"],
+        "{errors:?}"
+    );
+    assert!(
+        errors[0].message.contains("task.completion.command"),
+        "{errors:?}"
+    );
 }
 
 #[test]
@@ -88,7 +102,7 @@ fn out_of_range_numbers_unknown_fields_and_a_pattern_without_a_command_are_refus
         "{pattern:?}"
     );
     for bad in [
-        json!({ "maxIterations": 201 }),
+        json!({ "command": "true", "maxIterations": 201 }),
         json!({ "command": "true", "timeoutSeconds": 0 }),
         json!({ "command": "true", "timeoutSeconds": 3601 }),
         json!({ "command": "x".repeat(4001) }),

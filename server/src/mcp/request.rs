@@ -6,9 +6,9 @@ use contract::api::{ErrorBody, ErrorCode};
 use contract::{CompletionInput, FieldError, JobRequest, PublishMode, RuntimeMode, StepInput};
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::Value;
+use serde_json::{Map, Value};
 
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct EnqueueArgs {
     /// The whole job request as `POST /api/queue/jobs` takes it, for full control:
@@ -41,6 +41,67 @@ pub struct EnqueueArgs {
     /// What happens to the changes at the end: `none`, `branch` or `pr`.
     #[serde(default)]
     pub publish: Option<String>,
+    // The job request laid flat, as `POST /api/queue/jobs` names its fields, instead of
+    // under `request`: the envelope's, or the payload's own (with `repository` above).
+    /// The job's type, `task` (the job request laid flat, as `POST /api/queue/jobs` takes
+    /// it: give these instead of `request`, not with the fields above).
+    #[serde(default, rename = "type")]
+    pub job_type: Option<Value>,
+    /// The job request laid flat: -1000 to 1000; higher runs first.
+    #[serde(default)]
+    pub priority: Option<Value>,
+    /// The job request laid flat: 1 to 10 attempts.
+    #[serde(default)]
+    pub max_attempts: Option<Value>,
+    /// The job request laid flat: jobs with one key prefer one worker.
+    #[serde(default)]
+    pub affinity_key: Option<Value>,
+    /// The job request laid flat: an RFC 3339 time before which the job is not started.
+    #[serde(default)]
+    pub not_before: Option<Value>,
+    /// The job request laid flat: the whole payload, `{"repository": "...", "task": {...}}`.
+    #[serde(default)]
+    pub payload: Option<Value>,
+    /// The payload laid flat: the runtime (`codex`, `claude`, `gemini`).
+    #[serde(default)]
+    pub target_runtime: Option<Value>,
+    /// The payload laid flat: the task, `{"instructions": "...", "steps": [...], ...}`.
+    #[serde(default)]
+    pub task: Option<Value>,
+    /// The payload laid flat: the task's auth refs.
+    #[serde(default)]
+    pub auth: Option<Value>,
+    /// The payload laid flat: capabilities the worker must have besides the derived ones.
+    #[serde(default)]
+    pub required_capabilities: Option<Value>,
+}
+
+impl EnqueueArgs {
+    /// Takes the fields of the job request laid flat: the envelope's, then the payload's,
+    /// each under its wire name.
+    fn take_flat(&mut self) -> (Map<String, Value>, Map<String, Value>) {
+        let envelope = [
+            ("type", self.job_type.take()),
+            ("priority", self.priority.take()),
+            ("maxAttempts", self.max_attempts.take()),
+            ("affinityKey", self.affinity_key.take()),
+            ("notBefore", self.not_before.take()),
+            ("payload", self.payload.take()),
+        ];
+        let payload = [
+            ("targetRuntime", self.target_runtime.take()),
+            ("task", self.task.take()),
+            ("auth", self.auth.take()),
+            ("requiredCapabilities", self.required_capabilities.take()),
+        ];
+        fn collect<const N: usize>(fields: [(&str, Option<Value>); N]) -> Map<String, Value> {
+            fields
+                .into_iter()
+                .filter_map(|(name, value)| Some((name.to_string(), value?)))
+                .collect()
+        }
+        (collect(envelope), collect(payload))
+    }
 }
 
 /// Steps as a list or as a markdown checklist.
@@ -56,11 +117,13 @@ pub enum StepsArg {
 /// The job request the arguments describe: `request` as given, or one built from the
 /// fields, which the server normalizes and checks like any other.
 pub(super) fn job_request(
-    args: EnqueueArgs,
+    mut args: EnqueueArgs,
     completion: Option<CompletionInput>,
 ) -> Result<Value, ErrorBody> {
+    let (envelope, flat_payload) = args.take_flat();
+    let laid_flat = !envelope.is_empty() || !flat_payload.is_empty();
     let fields_given = [
-        ("repository", args.repository.is_some()),
+        ("repository", args.repository.is_some() && !laid_flat),
         ("objective", args.objective.is_some()),
         ("steps", args.steps.is_some()),
         ("runtime", args.runtime.is_some()),
@@ -68,21 +131,36 @@ pub(super) fn job_request(
         ("effort", args.effort.is_some()),
         ("publish", args.publish.is_some()),
     ];
-    if let Some(request) = args.request {
-        let errors: Vec<FieldError> = fields_given
+    let conflicts = |why: &str, extra: Vec<&str>| -> Vec<FieldError> {
+        fields_given
             .iter()
             .filter(|(_, given)| *given)
-            .map(|(name, _)| {
-                FieldError::new(
-                    *name,
-                    "give either `request` or the task's fields, not both",
-                )
-            })
+            .map(|(name, _)| *name)
+            .chain(extra)
+            .map(|name| FieldError::new(name, why))
+            .collect()
+    };
+    if let Some(request) = args.request {
+        let flat: Vec<&str> = envelope
+            .keys()
+            .chain(flat_payload.keys())
+            .map(String::as_str)
             .collect();
+        let errors = conflicts("give either `request` or the task's fields, not both", flat);
         if !errors.is_empty() {
             return Err(ErrorBody::invalid(errors));
         }
         return Ok(request);
+    }
+    if laid_flat {
+        let errors = conflicts(
+            "give either the job request laid flat (payload, or repository with targetRuntime and task) or the task's fields (objective, steps, runtime, ...), not both",
+            Vec::new(),
+        );
+        if !errors.is_empty() {
+            return Err(ErrorBody::invalid(errors));
+        }
+        return flat_request(envelope, flat_payload, args.repository);
     }
     let mut errors = Vec::new();
     let mut request = JobRequest::default();
@@ -119,6 +197,35 @@ pub(super) fn job_request(
         request["payload"]["task"]["steps"] = Value::String(text);
     }
     Ok(request)
+}
+
+/// The request the flat fields make: the envelope as given, its payload either given
+/// whole or made of the payload's own fields.
+fn flat_request(
+    mut envelope: Map<String, Value>,
+    flat_payload: Map<String, Value>,
+    repository: Option<String>,
+) -> Result<Value, ErrorBody> {
+    let mut payload = flat_payload;
+    if let Some(repository) = repository {
+        payload.insert("repository".into(), Value::String(repository));
+    }
+    if !payload.is_empty() {
+        if envelope.contains_key("payload") {
+            let errors = payload
+                .keys()
+                .map(|name| {
+                    FieldError::new(
+                        name.clone(),
+                        "belongs inside `payload`, which is given too: give it there, or leave `payload` out",
+                    )
+                })
+                .collect();
+            return Err(ErrorBody::invalid(errors));
+        }
+        envelope.insert("payload".into(), Value::Object(payload));
+    }
+    Ok(Value::Object(envelope))
 }
 
 /// A closed choice read from text; an unknown one is a field error listing the choices.

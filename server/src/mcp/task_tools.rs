@@ -178,6 +178,14 @@ impl Stepwise {
                     "required: what the task is for",
                 )]));
             }
+            let no_check = args.check_command.as_deref().is_none_or(|c| c.trim().is_empty());
+            if args.max_iterations.is_some() && no_check {
+                // Named as this tool names them; the contract refuses the same, by its paths.
+                return Err(ErrorBody::invalid(vec![FieldError::new(
+                    "maxIterations",
+                    "needs checkCommand: only a failing check runs the agent again, so without                      one the limit would do nothing; give checkCommand too, or leave maxIterations out",
+                )]));
+            }
             let completion = CompletionInput {
                 criteria: args.completion_criteria,
                 max_iterations: args.max_iterations,
@@ -194,6 +202,7 @@ impl Stepwise {
                 model: args.model,
                 effort: None,
                 publish: args.publish,
+                ..EnqueueArgs::default()
             };
             let job = desk.submit(&job_request(fields, Some(completion))?).await?;
             let task = task_resource(&desk, &job, false).await?;

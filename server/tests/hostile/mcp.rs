@@ -61,7 +61,7 @@ fn tool_calls(site: &Site) -> Vec<(&'static str, Value)> {
         ),
         (
             "tasks.start",
-            json!({ "objective": "Fix it", "completionCriteria": "tests pass", "maxIterations": 3, "steps": ["one"] }),
+            json!({ "objective": "Fix it", "completionCriteria": "tests pass", "checkCommand": "make test", "maxIterations": 3, "steps": ["one"] }),
         ),
         ("tasks.status", json!({ "taskId": job })),
         ("tasks.list", json!({ "status": "running", "limit": 5 })),

@@ -5,7 +5,7 @@ use queue::{Role, TokenKind};
 use serde_json::json;
 
 use super::client::{McpClient, is_error, text};
-use super::{QUEUE_TOOLS, WORKER_TOOLS, names, setup, sorted, until};
+use super::{QUEUE_TOOLS, WORKER_TOOLS, names, setup, setup_with, sorted, until};
 
 #[tokio::test]
 async fn tools_list_shows_every_tool_with_a_described_schema() {
@@ -170,6 +170,89 @@ async fn enqueue_refuses_every_invalid_field_by_name_as_a_tool_error() {
             .jobs
             .is_empty()
     );
+}
+
+#[tokio::test]
+async fn enqueue_takes_the_job_request_laid_flat_as_the_rest_api_names_its_fields() {
+    let s = setup_with(false).await;
+    let mut client = s.client("http").await;
+    // The payload laid flat: repository, targetRuntime and task at the top.
+    let result = client
+        .call(
+            "queue.enqueue",
+            json!({
+                "repository": s.remote,
+                "targetRuntime": "claude",
+                "task": {
+                    "instructions": "Flat",
+                    "steps": [{ "instructions": "one" }, { "instructions": "two" }],
+                    "publish": { "mode": "none" },
+                },
+            }),
+        )
+        .await;
+    assert!(!is_error(&result), "{result}");
+    let job = &result["structuredContent"]["job"];
+    assert_eq!(job["payload"]["targetRuntime"], "claude", "{result}");
+    assert_eq!(job["payload"]["task"]["steps"].as_array().unwrap().len(), 2);
+    // The envelope laid flat: type, priority and payload at the top.
+    let result = client
+        .call(
+            "queue.enqueue",
+            json!({
+                "type": "task",
+                "priority": 7,
+                "payload": { "repository": s.remote, "task": { "instructions": "Enveloped" } },
+            }),
+        )
+        .await;
+    assert!(!is_error(&result), "{result}");
+    assert_eq!(
+        result["structuredContent"]["job"]["priority"], 7,
+        "{result}"
+    );
+    // Mixed with the task's fields, or a payload with its own fields beside it: refused by
+    // name, nothing queued.
+    for (args, field) in [
+        (
+            json!({ "task": { "instructions": "x" }, "objective": "y" }),
+            "objective",
+        ),
+        (
+            json!({ "payload": { "repository": s.remote, "task": { "instructions": "x" } }, "targetRuntime": "codex" }),
+            "targetRuntime",
+        ),
+        (json!({ "request": { "payload": {} }, "task": {} }), "task"),
+    ] {
+        let result = client.call("queue.enqueue", args.clone()).await;
+        assert!(is_error(&result), "{args}: {result}");
+        let paths: Vec<&str> = result["structuredContent"]["error"]["errors"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["path"].as_str().unwrap())
+            .collect();
+        assert_eq!(paths, [field], "{args}: {result}");
+    }
+    // What the contract refuses in a flat request it names by its own path.
+    let result = client
+        .call(
+            "queue.enqueue",
+            json!({ "repository": s.remote, "task": { "instructions": "" } }),
+        )
+        .await;
+    assert!(
+        is_error(&result) && text(&result).contains("task.instructions"),
+        "{result}"
+    );
+    let jobs = s
+        .server
+        .queue()
+        .list_jobs(&Default::default())
+        .await
+        .unwrap()
+        .jobs;
+    assert_eq!(jobs.len(), 2);
 }
 
 #[tokio::test]

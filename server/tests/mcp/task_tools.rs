@@ -31,7 +31,6 @@ async fn a_task_started_with_its_criteria_runs_and_reads_in_seed_003s_shape() {
             json!({
                 "objective": "Greet the team",
                 "completionCriteria": "  both greetings are in the log ",
-                "maxIterations": 3,
                 "repository": s.remote,
                 "steps": "- [ ] @fake say hello\n- [ ] @fake say again",
                 "runtime": "claude",
@@ -62,7 +61,7 @@ async fn a_task_started_with_its_criteria_runs_and_reads_in_seed_003s_shape() {
         .unwrap();
     assert_eq!(
         job.payload["task"]["completion"],
-        json!({ "criteria": "both greetings are in the log", "maxIterations": 3 })
+        json!({ "criteria": "both greetings are in the log", "maxIterations": 10 })
     );
 
     let done = until_status(&mut client, &id, "completed").await;
@@ -173,13 +172,31 @@ async fn tasks_start_refuses_what_the_contract_refuses_by_field() {
     let refused = client
         .call(
             "tasks.start",
-            json!({ "objective": "x", "maxIterations": 0 }),
+            json!({ "objective": "x", "checkCommand": "true", "maxIterations": 0 }),
         )
         .await;
     assert!(is_error(&refused), "{refused}");
     assert!(
         text(&refused).contains("task.completion.maxIterations"),
         "{refused}"
+    );
+    // A limit without a check would do nothing: refused, saying what it needs, and never
+    // kept as something else.
+    let no_check = client
+        .call(
+            "tasks.start",
+            json!({ "objective": "x", "completionCriteria": "green", "maxIterations": 4 }),
+        )
+        .await;
+    assert!(is_error(&no_check), "{no_check}");
+    let error = &no_check["structuredContent"]["error"]["errors"][0];
+    assert_eq!(error["path"], "maxIterations", "{no_check}");
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap()
+            .contains("needs checkCommand"),
+        "{no_check}"
     );
     let no_check = client
         .call(
