@@ -38,6 +38,23 @@ impl RuntimeMode {
             RuntimeMode::Gemini => &["low", "medium", "high"],
         }
     }
+
+    /// How a newcomer makes this runtime run on a worker's machine: the npm package that
+    /// ships the CLI, and where its credential comes from. The task form shows it beside a
+    /// runtime that is not installed; the README says the same.
+    pub fn install_hint(self) -> &'static str {
+        match self {
+            RuntimeMode::Codex => {
+                "npm install -g @openai/codex, then CODEX_API_KEY (or OPENAI_API_KEY) in the                  worker's environment, or `codex login` and --share-logins"
+            }
+            RuntimeMode::Claude => {
+                "npm install -g @anthropic-ai/claude-code, then ANTHROPIC_API_KEY in the                  worker's environment, or claude's /login and --share-logins"
+            }
+            RuntimeMode::Gemini => {
+                "npm install -g @google/gemini-cli, then GEMINI_API_KEY in the worker's                  environment, or gemini's Login with Google and --share-logins"
+            }
+        }
+    }
 }
 
 /// What happens to the agent's changes once every step has succeeded.

@@ -216,6 +216,82 @@ async fn without_the_sandbox_the_probe_reaches_the_machine_and_only_the_environm
     );
 }
 
+/// An operator shows a folder that holds the data dir and the workspaces (`--sandbox-ro`):
+/// it is shown, read-only, while the data dir inside it stays hidden and the job's own
+/// mounts are made inside it.
+#[tokio::test]
+async fn a_shown_folder_that_holds_the_workspaces_keeps_the_data_dir_hidden() {
+    let m = Machine::new();
+    let planted = probe::plant(m.root(), &m.data.join("work/jobs"));
+    let root = m.root().display().to_string();
+    let served = m.serve_embedded(&planted, &["--sandbox-ro", &root]);
+    let user = admin(&served);
+    let data = m.data.display();
+    let step = format!(
+        "@fake shell bash sandbox-probe.sh read:{data}/stepwise.db list:{data}:stepwise.db \
+         write:{root}/written-by-a-step writable:written-by-the-step"
+    );
+    let job = m.submit(&user, &step).await;
+    let done = until_done(&user, &job).await;
+    assert_eq!(
+        done.status,
+        JobState::Succeeded,
+        "{:#?}",
+        said(&user, &job).await
+    );
+    let text = planted.result(&job.id.to_string());
+    assert!(!text.contains("LEAK"), "{text}");
+    assert_eq!(
+        text.lines().filter(|l| l.starts_with("held")).count(),
+        4,
+        "{text}"
+    );
+    // The shown folder itself is there to read: the remote the test made, say.
+    assert!(m.root().join("remote.git").is_dir());
+}
+
+/// A step that leaves a repository of its own in the checkout, with a file-system monitor
+/// that would run on the host when the worker's git looks at it as a submodule: the job
+/// fails saying why, and nothing of the step's runs outside the box.
+#[tokio::test]
+async fn a_repository_a_step_nests_in_the_checkout_stops_the_job_before_the_worker_s_git_runs_it() {
+    let m = Machine::new();
+    let planted = probe::plant(m.root(), &m.data.join("work/jobs"));
+    let served = m.serve_embedded(&planted, &[]);
+    let user = admin(&served);
+    let marker = m.root().join("ran-on-the-host");
+    let nest = format!(
+        "@fake shell git init -q sub && echo a > sub/a && git -C sub add a && \
+         git -C sub -c user.email=s@x -c user.name=s commit -qm a && \
+         git -C sub config core.fsmonitor 'touch {}; false'",
+        marker.display()
+    );
+    let job = user
+        .create_job(&json!({ "payload": {
+            "repository": m.remote,
+            "task": {
+                "instructions": "Nest",
+                "runtime": { "mode": "claude" },
+                "publish": { "mode": "branch" },
+                "steps": [{ "instructions": nest }, { "instructions": "@fake write b.txt b" }],
+            },
+        }}))
+        .await
+        .unwrap();
+    let done = until_done(&user, &job).await;
+    let events = said(&user, &job).await;
+    assert_eq!(done.status, JobState::Failed, "{events:#?}");
+    let error = done.error_message.unwrap_or_default();
+    assert!(
+        error.contains("holds a git repository of a step's (sub/.git)"),
+        "{error}"
+    );
+    assert!(
+        !marker.exists(),
+        "the nested repository's monitor ran on the host"
+    );
+}
+
 /// Whether any process on the host works inside `dir` (its cwd is there).
 fn anything_runs_in(dir: &Path) -> Vec<u32> {
     std::fs::read_dir("/proc")

@@ -191,9 +191,15 @@ impl Engine {
         for volume in &spec.cache_volumes {
             args.extend([
                 "--mount".into(),
-                format!("type=volume,src={},dst={}", volume.name, volume.target),
+                format!(
+                    "type=volume,src={},dst={}",
+                    cache_volume(&volume.name),
+                    volume.target
+                ),
             ]);
         }
+        // Root in the container gains nothing more from a setuid program.
+        args.extend(["--security-opt".into(), "no-new-privileges".into()]);
         if let Some(resources) = &spec.resources {
             if let Some(cpus) = &resources.cpus {
                 args.extend(["--cpus".into(), cpus.clone()]);
@@ -206,6 +212,8 @@ impl Engine {
             args.extend(["--network".into(), "none".into()]);
         }
         if self.kind == EngineKind::Podman {
+            // podman passes the host's proxy variables into the container by default.
+            args.push("--http-proxy=false".into());
             // The container's own end, should the worker die before it can remove it.
             let grace = 30;
             args.extend([
@@ -218,6 +226,12 @@ impl Engine {
         args.extend(spec.command.iter().flatten().cloned());
         args
     }
+}
+
+/// The engine's name for a task's cache volume: prefixed, so that a task can only reach
+/// volumes made for tasks, never another of the engine's (a database's data, say).
+pub fn cache_volume(name: &str) -> String {
+    format!("stepwise-cache-{name}")
 }
 
 /// One container run, as [`Engine::run_args`] needs it.
@@ -295,8 +309,9 @@ mod tests {
             "--mount type=bind,src=/a/container,dst=/stepwise/artifacts",
             "--workdir /workspace --env-file /e/env",
             "--env ARTIFACT_DIR=/stepwise/artifacts --env JOB_ID=j1 --env REPOSITORY=octo/a",
-            "--mount type=volume,src=pip,dst=/root/.cache/pip",
-            "--cpus 1.5 --memory 512m --network none --timeout 90",
+            "--mount type=volume,src=stepwise-cache-pip,dst=/root/.cache/pip",
+            "--security-opt no-new-privileges",
+            "--cpus 1.5 --memory 512m --network none --http-proxy=false --timeout 90",
             "-- python:3.12-slim python -c print(1)",
         ] {
             assert!(line.contains(part), "{part}\nnot in\n{line}");

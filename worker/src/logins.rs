@@ -64,10 +64,28 @@ impl Logins {
     }
 }
 
-/// Removes the copies `install` made; a copy already gone is fine.
-pub fn remove(copies: &[PathBuf]) {
+/// Removes the copies `install` made into `job_home`; a copy already gone is fine. A step
+/// may have replaced a folder on a copy's way with a link (to the worker user's own
+/// `~/.codex`, say): a copy is removed only through real folders of the job's HOME, and
+/// when one is not, the job's whole HOME goes (never following a link), since the copy
+/// may be anywhere in it now.
+pub fn remove(job_home: &Path, copies: &[PathBuf]) {
+    let home = job_home.canonicalize().ok();
     for copy in copies {
-        let _ = std::fs::remove_file(copy);
+        let through_real_folders = copy.parent().is_some_and(|dir| {
+            dir.canonicalize().ok().as_deref() == Some(dir)
+                && home.as_deref().is_some_and(|home| dir.starts_with(home))
+        });
+        if through_real_folders {
+            let _ = std::fs::remove_file(copy);
+        } else {
+            tracing::warn!(
+                home = %job_home.display(),
+                "a link in the job's HOME leads a login copy elsewhere: the HOME is removed whole"
+            );
+            let _ = std::fs::remove_dir_all(job_home);
+            return;
+        }
     }
 }
 
@@ -99,12 +117,32 @@ mod tests {
         assert!(!job.join(".claude/settings.json").exists());
         assert!(!job.join(".claude/projects").exists());
         assert!(logins.install(RuntimeMode::Codex, &job).unwrap().is_empty());
-        remove(&copies);
+        remove(&job, &copies);
         assert!(!copies[0].exists());
         assert!(
             user.join(".claude/.credentials.json").is_file(),
             "the user's own stays"
         );
+    }
+
+    #[test]
+    fn a_link_a_step_planted_on_a_copy_s_way_never_removes_the_user_s_own_login() {
+        let tmp = tempfile::tempdir().unwrap();
+        let user = tmp.path().join("user");
+        std::fs::create_dir_all(user.join(".codex")).unwrap();
+        std::fs::write(user.join(".codex/auth.json"), "{}").unwrap();
+        let job = tmp.path().join("job-home");
+        let logins = Logins { home: user.clone() };
+        let copies = logins.install(RuntimeMode::Codex, &job).unwrap();
+        // The step moves its .codex aside and links the user's in its place.
+        std::fs::rename(job.join(".codex"), job.join(".codex-moved")).unwrap();
+        std::os::unix::fs::symlink(user.join(".codex"), job.join(".codex")).unwrap();
+        remove(&job, &copies);
+        assert!(
+            user.join(".codex/auth.json").is_file(),
+            "the user's own was removed"
+        );
+        assert!(!job.exists(), "the HOME holding the moved copy stays");
     }
 
     #[test]

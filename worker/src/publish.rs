@@ -13,7 +13,7 @@ use std::time::Duration;
 use contract::PublishMode;
 use tokio::process::Command;
 
-use crate::git::{GitError, git, git_raw, git_with_token};
+use crate::git::{GitError, git, git_raw, git_with_token, refuse_nested_repositories};
 use crate::process::{self, Budget, RunError};
 
 /// The commit identity used when the worker's own git configuration has none.
@@ -34,13 +34,23 @@ impl Default for Identity {
 
 /// The tree of everything in the working copy right now (ignored files excluded).
 pub async fn snapshot(repo: &Path, budget: &Budget) -> Result<String, GitError> {
+    refuse_nested_repositories(repo)?;
     git(repo, &["add", "--all"], budget).await?;
     git(repo, &["write-tree"], budget).await
 }
 
 /// A binary-safe patch from one snapshot (or commit) to another; empty when equal.
 pub async fn diff(repo: &Path, from: &str, to: &str, budget: &Budget) -> Result<String, GitError> {
-    let args = ["diff", "--binary", "--no-color", "--no-ext-diff", from, to];
+    // No external diff and no text conversion: a step's .gitattributes picks the driver.
+    let args = [
+        "diff",
+        "--binary",
+        "--no-color",
+        "--no-ext-diff",
+        "--no-textconv",
+        from,
+        to,
+    ];
     let patch = git_raw(repo, &args, budget).await?;
     Ok(String::from_utf8_lossy(&patch).into_owned())
 }
@@ -131,6 +141,7 @@ pub async fn publish(
     if request.mode == PublishMode::None {
         return Ok(result);
     }
+    refuse_nested_repositories(repo)?;
     git(repo, &["add", "--all"], budget).await?;
     // Both ask git a yes-or-no question by exit status; only a git that did not end by
     // itself is an error.
@@ -170,6 +181,8 @@ pub async fn publish(
     result.status = "pushed".into();
     if request.mode == PublishMode::Pr {
         let mut gh = Command::new(request.gh);
+        // gh runs git in the checkout too (`git status`): with the worker's git settings.
+        gh.envs(crate::git::HOST_GIT_ENV);
         if let Some(token) = request.token {
             // gh takes a token from GH_TOKEN before its own stored login.
             gh.env("GH_TOKEN", token);

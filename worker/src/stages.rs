@@ -260,7 +260,9 @@ pub async fn run_task(
     };
     let outcome = run.go(job_id).await;
     // Never left behind, even in a workspace kept to look into.
-    logins::remove(&run.login_copies);
+    if let Some(ws) = &run.ws {
+        logins::remove(&ws.home, &run.login_copies);
+    }
     outcome
 }
 

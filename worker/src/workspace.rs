@@ -25,6 +25,10 @@ pub enum WorkspaceError {
     },
     #[error("{path}: {source}")]
     Io { path: String, source: io::Error },
+    #[error(
+        "{path} in the checkout leads out of it (a link): skills are linked only inside the checkout, so the task stops; make it a folder of the repository"
+    )]
+    OutsideCheckout { path: String },
 }
 
 fn io_error(path: &Path) -> impl FnOnce(io::Error) -> WorkspaceError + '_ {
@@ -171,7 +175,17 @@ impl Workspace {
                 });
             }
             let manifest = read_manifest(id, &source)?;
-            copy_dir(&source, &self.skills_active.join(id))?;
+            // Whatever a step left under this name (a link out of the workspace, say) goes
+            // first: the copy makes its folders anew and never writes through a link.
+            let target = self.skills_active.join(id);
+            match std::fs::symlink_metadata(&target) {
+                Ok(meta) if meta.is_dir() => {
+                    std::fs::remove_dir_all(&target).map_err(io_error(&target))?
+                }
+                Ok(_) => std::fs::remove_file(&target).map_err(io_error(&target))?,
+                Err(_) => {}
+            }
+            copy_dir(&source, &target)?;
             active.push(ActiveSkill {
                 id: id.clone(),
                 required_capabilities: manifest.required_capabilities,
@@ -186,8 +200,21 @@ impl Workspace {
     /// the repository's with the same name is left alone.
     pub fn link_skills(&self) -> Result<(), WorkspaceError> {
         let mut excluded = Vec::new();
+        let checkout = self.repo.canonicalize().map_err(io_error(&self.repo))?;
         for link in SKILL_LINKS {
             let at = self.repo.join(link);
+            // `.claude` may be a link (the repository's, or a step's): the worker writes
+            // here outside the sandbox, so only where it stays inside the checkout.
+            let parent = at.parent().unwrap_or(&self.repo);
+            if parent.exists()
+                && !parent
+                    .canonicalize()
+                    .is_ok_and(|real| real.starts_with(&checkout))
+            {
+                return Err(WorkspaceError::OutsideCheckout {
+                    path: link.to_string(),
+                });
+            }
             if at.is_dir() && !at.is_symlink() {
                 for entry in
                     std::fs::read_dir(&self.skills_active).map_err(io_error(&self.skills_active))?
@@ -265,6 +292,37 @@ mod tests {
         if let Some(m) = manifest {
             std::fs::write(at.join("manifest.json"), m).unwrap();
         }
+    }
+
+    #[test]
+    fn links_a_step_or_the_repository_planted_never_lead_the_worker_s_writes_out() {
+        let tmp = tempfile::tempdir().unwrap();
+        let skills = tmp.path().join("skills");
+        skill(&skills, "lint", None);
+        let outside = tmp.path().join("worker-user");
+        std::fs::create_dir_all(outside.join(".claude")).unwrap();
+        let ws = Workspace::create(&tmp.path().join("work"), &job()).unwrap();
+        std::fs::create_dir_all(ws.repo.join(".git/info")).unwrap();
+        // A step made the skill's folder a link out of the workspace.
+        std::os::unix::fs::symlink(&outside, ws.skills_active.join("lint")).unwrap();
+        ws.materialize_skills(&skills, &["lint".to_string()])
+            .unwrap();
+        assert!(
+            !outside.join("SKILL.md").exists(),
+            "copied through the link"
+        );
+        assert!(ws.skills_active.join("lint/SKILL.md").is_file());
+        // The checkout's .claude leads to the worker user's own.
+        std::os::unix::fs::symlink(outside.join(".claude"), ws.repo.join(".claude")).unwrap();
+        let refused = ws.link_skills().unwrap_err().to_string();
+        assert!(
+            refused.contains(".claude/skills in the checkout leads out"),
+            "{refused}"
+        );
+        assert_eq!(
+            std::fs::read_dir(outside.join(".claude")).unwrap().count(),
+            0
+        );
     }
 
     #[test]

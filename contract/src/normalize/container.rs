@@ -231,6 +231,18 @@ fn artifacts_subdir(w: &mut Walker, v: &Value) -> Option<String> {
         .collect();
     let refused = if parts.contains(&"..") {
         Some("may not contain '..'")
+    } else if parts.first().is_some_and(|first| {
+        [
+            "logs",
+            "patches",
+            "task_context.json",
+            "publish_result.json",
+        ]
+        .contains(first)
+    }) {
+        Some(
+            "may not be among the worker's own artifacts (logs/, patches/, task_context.json, publish_result.json)",
+        )
     } else if text.chars().any(char::is_control) {
         Some("may not contain control characters")
     } else if parts.iter().any(|p| p.starts_with('.')) {
@@ -431,6 +443,23 @@ mod tests {
             serde_json::to_value(&spec).unwrap(),
             json!({ "enabled": true, "image": "alpine", "command": null })
         );
+    }
+
+    #[test]
+    fn artifacts_may_not_land_among_the_worker_s_own() {
+        for subdir in ["logs", "/patches/x", "./logs/steps", "task_context.json"] {
+            let (_, errors) =
+                checked(json!({ "enabled": true, "image": "a", "artifactsSubdir": subdir }));
+            assert_eq!(errors.len(), 1, "{subdir}: {errors:?}");
+            assert!(
+                errors[0].1.contains("the worker's own artifacts"),
+                "{errors:?}"
+            );
+        }
+        let (spec, errors) =
+            checked(json!({ "enabled": true, "image": "a", "artifactsSubdir": "reports/logs" }));
+        assert!(errors.is_empty());
+        assert_eq!(spec.artifacts_subdir(), "reports/logs");
     }
 
     #[test]

@@ -40,6 +40,19 @@ async fn queue_pages_are_server_rendered_with_the_configured_publish_default() {
         html.contains(r#"data-testid="default-publish-mode">none<"#),
         "{html}"
     );
+    // No CLI is on this site's PATH: each runtime says what to install and where its key goes.
+    for mode in contract::RuntimeMode::ALL {
+        let hint = mode.install_hint();
+        assert!(
+            html.contains(hint.split(',').next().unwrap()),
+            "{mode}: {html}"
+        );
+    }
+    assert_eq!(
+        html.matches(r#"data-testid="install-hint""#).count(),
+        3,
+        "{html}"
+    );
     assert!(
         html.contains("/pkg/stepwise.js"),
         "the page must load the hydrate bundle"

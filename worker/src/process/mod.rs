@@ -162,28 +162,31 @@ pub async fn run(
 /// Writes `body` to `path` (inside a job's HOME, which an earlier step may have filled
 /// with links), through no symbolic link: the worker writes outside the sandbox, so a link
 /// planted at the file or at a folder on its way must not send the write elsewhere on the
-/// host. A link at the file itself is replaced; one on the way refuses the write.
+/// host. The body goes to a new file beside it, which then replaces whatever is at `path`
+/// (a link, or a FIFO that would block an open for writing for ever); a link on the way
+/// refuses the write.
 fn write_unlinked(path: &Path, body: &str) -> io::Result<()> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
-        if dir.canonicalize()? != std::path::absolute(dir)? {
-            return Err(io::Error::other(
-                "a folder on its way is a symbolic link; not written",
-            ));
-        }
+    let Some(dir) = path.parent() else {
+        return Err(io::Error::other("no folder to write in"));
+    };
+    std::fs::create_dir_all(dir)?;
+    if dir.canonicalize()? != std::path::absolute(dir)? {
+        return Err(io::Error::other(
+            "a folder on its way is a symbolic link; not written",
+        ));
     }
-    if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
-        std::fs::remove_file(path)?;
-    }
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    let fresh = dir.join(format!(".{name}.stepwise-{}", std::process::id()));
+    let _ = std::fs::remove_file(&fresh);
     let mut file = std::fs::OpenOptions::new()
         .write(true)
-        .create(true)
-        .truncate(true)
+        .create_new(true)
         .custom_flags(libc::O_NOFOLLOW)
-        .open(path)?;
-    file.write_all(body.as_bytes())
+        .open(&fresh)?;
+    file.write_all(body.as_bytes())?;
+    std::fs::rename(&fresh, path)
 }
 
 /// What a command that ran to its end printed, and how it exited.
@@ -286,4 +289,35 @@ impl Lines {
 fn emit(pipe: Pipe, line: &[u8], on_line: &mut impl FnMut(Pipe, &str)) {
     let line = line.strip_suffix(b"\r").unwrap_or(line);
     on_line(pipe, &String::from_utf8_lossy(line));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_file_is_written_through_no_link_and_past_a_fifo_a_step_left() {
+        let tmp = tempfile::tempdir().unwrap();
+        let home = tmp.path().canonicalize().unwrap().join("home");
+        let elsewhere = tmp.path().canonicalize().unwrap().join("elsewhere");
+        std::fs::create_dir_all(home.join(".gemini")).unwrap();
+        std::fs::create_dir_all(&elsewhere).unwrap();
+        // A link at the file: replaced, its target untouched.
+        let settings = home.join(".gemini/settings.json");
+        std::os::unix::fs::symlink(elsewhere.join("victim"), &settings).unwrap();
+        write_unlinked(&settings, "{}").unwrap();
+        assert!(!elsewhere.join("victim").exists());
+        assert_eq!(std::fs::read_to_string(&settings).unwrap(), "{}");
+        // A FIFO at the file: replaced, not waited on.
+        std::fs::remove_file(&settings).unwrap();
+        let fifo = std::ffi::CString::new(settings.to_str().unwrap()).unwrap();
+        // SAFETY: mkfifo with a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
+        write_unlinked(&settings, "{\"a\":1}").unwrap();
+        assert!(std::fs::symlink_metadata(&settings).unwrap().is_file());
+        // A link on the way: refused.
+        std::os::unix::fs::symlink(&elsewhere, home.join(".codex")).unwrap();
+        assert!(write_unlinked(&home.join(".codex/config.toml"), "x").is_err());
+        assert!(!elsewhere.join("config.toml").exists());
+    }
 }

@@ -143,7 +143,16 @@ impl Sandbox {
             // An adapter's removal (a CODEX_HOME of the worker's) stands, even when named.
             !invocation.env_remove.contains(name)
         });
-        let env = env::build(worker_env, &self.pass_env, &set);
+        let mut env = env::build(worker_env, &self.pass_env, &set);
+        if self.is_on() {
+            // The box has the folders the CLIs were found in, resolved: a PATH entry that
+            // reaches one through a link or `..` would lead nowhere inside it.
+            for (name, value) in &mut env {
+                if name == "PATH" {
+                    *value = resolved_path(value);
+                }
+            }
+        }
         let mut boxed = Invocation {
             env,
             clear_env: true,
@@ -198,10 +207,19 @@ impl Sandbox {
                 Mount::Mask { .. } => {}
             }
         }
-        for mount in &self.view.mounts {
-            if let Mount::Mask { path: p, dir: true } = mount {
-                args.extend(["--tmpfs".into(), path(p), "--remount-ro".into(), path(p)]);
-            }
+        // Emptied folders: read-only only after the job's own mounts, which may lie inside
+        // one (a workdir in a folder the operator shows) and need their mount points made.
+        let masked: Vec<&Path> = self
+            .view
+            .mounts
+            .iter()
+            .filter_map(|m| match m {
+                Mount::Mask { path, dir: true } => Some(path.as_path()),
+                _ => None,
+            })
+            .collect();
+        for p in &masked {
+            args.extend(["--tmpfs".into(), path(p)]);
         }
         let mut bind = |flag: &str, from: &Path, to: &Path| {
             args.extend([flag.to_string(), path(from), path(to)]);
@@ -215,8 +233,11 @@ impl Sandbox {
         if std::fs::symlink_metadata(&git).is_ok_and(|m| m.is_dir()) {
             bind("--ro-bind", &git, &git);
         }
-        // The box's own root holds only the folders on the way to the mounts: read-only,
-        // so that nothing is written where it would vanish with the box.
+        // The box's own root and the emptied folders hold only the folders on the way to
+        // the mounts: read-only, so that nothing is written where it would vanish.
+        for p in &masked {
+            args.extend(["--remount-ro".into(), path(p)]);
+        }
         args.extend(["--remount-ro".into(), "/".into()]);
         args.extend(["--chdir".into(), path(cwd)]);
         args
@@ -282,6 +303,14 @@ impl Sandbox {
             ))),
         }
     }
+}
+
+/// `PATH` with each folder resolved (links, `..`) where it exists.
+fn resolved_path(path: &str) -> String {
+    let dirs = std::env::split_paths(path).map(|dir| dir.canonicalize().unwrap_or(dir));
+    std::env::join_paths(dirs)
+        .map(|joined| joined.to_string_lossy().into_owned())
+        .unwrap_or_else(|_| path.to_string())
 }
 
 const INSTALL: &str = "Install bubblewrap 0.8 or later (Debian and Ubuntu: `apt-get install \
@@ -362,6 +391,18 @@ mod tests {
             &ws,
         );
         assert!(offline.args.contains(&"--unshare-net".to_string()));
+    }
+
+    #[test]
+    fn a_path_through_links_or_dot_dot_is_resolved_for_the_box() {
+        let tmp = tempfile::tempdir().unwrap();
+        let real = tmp.path().canonicalize().unwrap();
+        std::fs::create_dir_all(real.join("a/bin")).unwrap();
+        let given = format!("{}/a/../a/bin:/no/such/dir", real.display());
+        assert_eq!(
+            resolved_path(&given),
+            format!("{}/a/bin:/no/such/dir", real.display())
+        );
     }
 
     #[test]

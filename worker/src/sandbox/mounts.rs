@@ -115,7 +115,9 @@ impl HostView {
         for folder in read_only {
             view.show(canonical(folder), None);
         }
-        for path in &hidden {
+        // A path that is not there has nothing to hide (and a mask would need its mount
+        // point made in a read-only folder); the worker makes its own folders first.
+        for path in hidden.iter().filter(|p| p.exists()) {
             if view.shows(path) {
                 view.mounts.push(Mount::Mask {
                     path: path.clone(),
@@ -199,9 +201,12 @@ fn install_folders(program: &Path, path_dirs: &[PathBuf]) -> Vec<PathBuf> {
         return Vec::new();
     };
     let mut folders = Vec::new();
+    // Resolved before it is compared with what is hidden: a folder on PATH may be a link
+    // into the worker's HOME.
     if let Some(dir) = std::path::absolute(&found)
         .ok()
         .and_then(|f| f.parent().map(Path::to_path_buf))
+        .and_then(|dir| dir.canonicalize().ok())
     {
         folders.push(dir);
     }

@@ -1,8 +1,9 @@
 //! A container task's one step: the task's command in its image, as the seed system runs
 //! it (see [`crate::container`]). The image is pulled first when the task's `pull` says so;
 //! the run's output is the step's log and live tail; what it wrote under `$ARTIFACT_DIR`
-//! becomes the job's artifacts under `artifactsSubdir`, with `metadata/run.json`; and the
-//! container is removed when the run ends, however it ends.
+//! (a folder of the workspace's own, `container-out/`) becomes the job's artifacts under
+//! `artifactsSubdir`, with `metadata/run.json`; and the container is removed when the run
+//! ends, however it ends.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -82,7 +83,9 @@ impl Run<'_> {
             }
         }
 
-        let artifacts = ws.artifacts.join(spec.artifacts_subdir());
+        // The container writes into a folder of its own, not into the job's artifacts: the
+        // worker writes there (its logs, run.json) and must not meet the container's links.
+        let artifacts = ws.root.join("container-out");
         let env_path = ws.root.join("container.env");
         let prepared = std::fs::create_dir_all(&artifacts)
             .and_then(|()| write_private(&env_path, &env_file(&spec)));

@@ -237,6 +237,10 @@ impl Run<'_> {
             .await
         };
         usage = invoked.usage;
+        // Before any git of the worker's looks at what the step left (its patch first).
+        if let Err(nested) = crate::git::refuse_nested_repositories(&ws.repo) {
+            return failed(self, nested.to_string(), &usage);
+        }
         let budget = self.publish_budget(false);
         self.patch_artifact(ws, &task::step_patch(step.index), &before, &budget)
             .await;

@@ -129,7 +129,11 @@ fn SettingsCard(settings: ServerSettings) -> impl IntoView {
             } else {
                 ("badge muted", "not installed")
             };
-            view! { <li>{r.mode.as_str()} " " <span class=class>{state}</span></li> }
+            // What to install, and where its key goes, right where it is missing.
+            let hint = (!r.installed).then(|| {
+                view! { <small class="muted" data-testid="install-hint">" " {r.mode.install_hint()}</small> }
+            });
+            view! { <li>{r.mode.as_str()} " " <span class=class>{state}</span>{hint}</li> }
         })
         .collect_view();
     view! {

@@ -244,6 +244,12 @@ impl AgentArgs {
         let container_bin = self.sandbox.container_bin.clone();
         let wants_docker = self.capabilities.iter().any(|c| c == "docker");
         let probed = self.capabilities.is_empty();
+        // Made before the box's view of the host is: one hides them only if they are there.
+        let (workdir, skills_dir) = self.folders(home)?;
+        for dir in [&workdir, &skills_dir] {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| CliError::Usage(format!("{}: {e}", dir.display())))?;
+        }
         let mut config = self.config(home, token)?;
         let stages = &mut config.stages;
         let workdir = stages
@@ -286,6 +292,17 @@ impl AgentArgs {
         Ok(config)
     }
 
+    /// The workdir and the skills' folder, absolute from the start: the CLIs run inside
+    /// the checkout, where a relative path would point somewhere else.
+    fn folders(&self, home: &Path) -> Result<(PathBuf, PathBuf), CliError> {
+        let absolute = |path: PathBuf| {
+            std::path::absolute(&path)
+                .map_err(|e| CliError::Usage(format!("{}: {e}", path.display())))
+        };
+        let workdir = absolute(self.workdir.clone().unwrap_or_else(|| home.join("work")))?;
+        Ok((workdir, absolute(self.skills_dir(home))?))
+    }
+
     /// The worker's configuration; `home` is where relative defaults go.
     pub(super) fn config(self, home: &Path, token: &str) -> Result<WorkerConfig, CliError> {
         if self.concurrency == 0 || self.lease_seconds < 3 {
@@ -293,7 +310,7 @@ impl AgentArgs {
                 "--concurrency must be at least 1 and --lease-seconds at least 3".into(),
             ));
         }
-        let skills_dir = self.skills_dir(home);
+        let (workdir, skills_dir) = self.folders(home)?;
         let env = |name: &str| std::env::var(name).ok();
         let (mut endpoints, key_vars) = self.endpoints(&env);
         // `docker` is added once an engine answers (`ready`).
@@ -304,12 +321,6 @@ impl AgentArgs {
         };
         // Absolute from the start: the CLIs run inside the checkout, where a relative path
         // would point somewhere else.
-        let absolute = |path: PathBuf| {
-            std::path::absolute(&path)
-                .map_err(|e| CliError::Usage(format!("{}: {e}", path.display())))
-        };
-        let skills_dir = absolute(skills_dir)?;
-        let workdir = absolute(self.workdir.unwrap_or_else(|| home.join("work")))?;
         let logins = if self.share_logins {
             let user_home = std::env::var_os("HOME").map(PathBuf::from).ok_or_else(|| {
                 CliError::Usage("--share-logins: HOME is not set, so no login can be found".into())
