@@ -58,6 +58,7 @@ fn image() -> &'static str {
             .expect("busybox-static is installed (scripts/setup.sh installs it)");
         let applets = [
             "sh", "ls", "cat", "echo", "sleep", "mkdir", "env", "pwd", "touch", "printf", "wc",
+            "ln",
         ];
         for applet in applets {
             std::os::unix::fs::symlink("busybox", fs.join("bin").join(applet)).unwrap();
@@ -183,10 +184,19 @@ async fn a_container_task_runs_its_command_in_its_image_and_publishes_the_checko
     let m = Machine::new();
     let served = m.serve(true);
     let user = admin(&served);
-    let script = "echo \"$GREETING from $(pwd)\" > made-in-container.txt; \
-                  mkdir -p \"$ARTIFACT_DIR/reports\"; echo report > \"$ARTIFACT_DIR/reports/r.txt\"; \
-                  echo \"$JOB_ID\" > \"$ARTIFACT_DIR/job.txt\"; \
-                  touch .git/planted 2>/dev/null && echo GIT-$((40+2)); echo done in the container";
+    // Links among its artifacts lead the worker nowhere: one at the run.json the worker
+    // writes, one at a file of the worker's machine.
+    let victim = m.tmp.path().join("worker-file.txt");
+    std::fs::write(&victim, "the worker's own\n").unwrap();
+    let script = format!(
+        "echo \"$GREETING from $(pwd)\" > made-in-container.txt; \
+         mkdir -p \"$ARTIFACT_DIR/reports\" \"$ARTIFACT_DIR/metadata\"; \
+         echo report > \"$ARTIFACT_DIR/reports/r.txt\"; \
+         echo \"$JOB_ID\" > \"$ARTIFACT_DIR/job.txt\"; \
+         ln -s {victim} \"$ARTIFACT_DIR/metadata/run.json\"; ln -s {victim} \"$ARTIFACT_DIR/link\"; \
+         touch .git/planted 2>/dev/null && echo GIT-$((40+2)); echo done in the container",
+        victim = victim.display()
+    );
     let job = m
         .submit(
             &user,
@@ -207,6 +217,14 @@ async fn a_container_task_runs_its_command_in_its_image_and_publishes_the_checko
     let artifacts = worker::testing::artifacts(&user, &job.id).await;
     assert_eq!(artifact(&artifacts, "out/reports/r.txt"), "report\n");
     assert_eq!(artifact(&artifacts, "out/job.txt"), format!("{}\n", job.id));
+    assert!(
+        !artifacts.iter().any(|(n, _)| n == "out/link"),
+        "a link was collected"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&victim).unwrap(),
+        "the worker's own\n"
+    );
     let run: Value = serde_json::from_str(artifact(&artifacts, "out/metadata/run.json")).unwrap();
     assert_eq!(run["exitCode"], 0, "{run}");
     assert_eq!(run["image"], IMAGE);
