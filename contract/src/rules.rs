@@ -43,6 +43,59 @@ pub fn repository(v: &str) -> Result<(), String> {
     )
 }
 
+/// What the queue compares repositories by (the limit of running jobs per repository, a
+/// worker token's repositories): one form for the ways one repository is written. A GitHub
+/// `owner/name`, its https, ssh and `git@github.com:` addresses, with or without `.git`,
+/// are `github.com/owner/name` (lowercased: GitHub's names ignore case); another host's
+/// address is `host/path` with the host lowercased and `.git` and a trailing `/` dropped;
+/// a path (and a `file://` URL's path) is itself, less a trailing `/`.
+pub fn repository_key(repository: &str) -> String {
+    let v = repository.trim();
+    let lower = v.to_ascii_lowercase();
+    let strip = |rest: &str| -> String {
+        let rest = rest.trim_end_matches('/');
+        rest.strip_suffix(".git").unwrap_or(rest).to_string()
+    };
+    let keyed = |host: &str, path: &str| -> String {
+        // A user (`git@`) and a port (`:22`) do not change the repository.
+        let host = host.rsplit('@').next().unwrap_or(host);
+        let host = host.split(':').next().unwrap_or(host).to_ascii_lowercase();
+        let path = strip(path.trim_start_matches('/'));
+        if host == "github.com" || host == "www.github.com" {
+            format!("github.com/{}", path.to_ascii_lowercase())
+        } else {
+            format!("{host}/{path}")
+        }
+    };
+    for scheme in ["https://", "http://", "ssh://", "git://"] {
+        if lower.starts_with(scheme) {
+            let rest = &v[scheme.len()..];
+            let (host, path) = rest.split_once('/').unwrap_or((rest, ""));
+            return keyed(host, path);
+        }
+    }
+    if lower.starts_with("file://") {
+        return v["file://".len()..].trim_end_matches('/').to_string();
+    }
+    if v.starts_with('/') {
+        let trimmed = v.trim_end_matches('/');
+        return if trimmed.is_empty() {
+            "/".into()
+        } else {
+            trimmed.into()
+        };
+    }
+    if is_scp_address(v)
+        && let Some((host, path)) = v.split_once(':')
+    {
+        return keyed(host, path);
+    }
+    if is_github_slug(v) {
+        return format!("github.com/{}", strip(&lower));
+    }
+    v.to_string()
+}
+
 /// `None` when `v` is not a URL with one of the accepted schemes.
 fn url_repository(v: &str) -> Option<Result<(), String>> {
     let lower = v.to_ascii_lowercase();
@@ -334,6 +387,36 @@ pub fn max_chars(v: &str, max: usize) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_repository_written_in_its_several_ways_has_one_key() {
+        for written in [
+            "octo/a",
+            "Octo/A",
+            "octo/a.git",
+            "https://github.com/octo/a",
+            "https://github.com/octo/a.git",
+            "https://github.com/octo/a/",
+            "HTTPS://GitHub.com/Octo/A",
+            "git@github.com:octo/a.git",
+            "ssh://git@github.com/octo/a.git",
+            "ssh://git@github.com:22/octo/a",
+        ] {
+            assert_eq!(repository_key(written), "github.com/octo/a", "{written}");
+        }
+        assert_eq!(
+            repository_key("https://GitLab.example.com/Team/App.git"),
+            "gitlab.example.com/Team/App"
+        );
+        assert_eq!(
+            repository_key("git@gitlab.example.com:Team/App"),
+            "gitlab.example.com/Team/App"
+        );
+        assert_eq!(repository_key("/srv/repos/app/"), "/srv/repos/app");
+        assert_eq!(repository_key("file:///srv/repos/app"), "/srv/repos/app");
+        assert_ne!(repository_key("octo/a"), repository_key("octo/b"));
+        assert_ne!(repository_key("octo/a"), repository_key("other/a"));
+    }
 
     #[test]
     fn accepted_repository_forms() {

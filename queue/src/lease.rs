@@ -49,7 +49,8 @@ pub struct ClaimRequest {
     pub capabilities: Vec<String>,
     /// `None`: any job type.
     pub allowed_types: Option<Vec<String>>,
-    /// `None`: any repository. Compared exactly with the payload's `repository`.
+    /// `None`: any repository. Compared by [`contract::rules::repository_key`] with the
+    /// payload's `repository`, so `octo/a` allows its GitHub URLs too.
     pub allowed_repositories: Option<Vec<String>>,
     /// How long the lease lasts without a heartbeat.
     pub lease: Duration,
@@ -94,8 +95,21 @@ impl ClaimRequest {
                 .as_ref()
                 .is_none_or(|types| types.contains(&job.job_type))
             && self
-                .allowed_repositories
-                .as_ref()
+                .repository_keys()
                 .is_none_or(|repos| repos.iter().any(|r| r == repository))
+    }
+
+    /// The repositories this claimer may take, as the queue stores a job's: each one's
+    /// key, and each as given too (a job stored before keys were, as submitted).
+    pub(crate) fn repository_keys(&self) -> Option<Vec<String>> {
+        self.allowed_repositories.as_ref().map(|repos| {
+            let mut keys: Vec<String> = repos
+                .iter()
+                .flat_map(|r| [contract::rules::repository_key(r), r.clone()])
+                .collect();
+            keys.sort();
+            keys.dedup();
+            keys
+        })
     }
 }

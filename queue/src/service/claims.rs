@@ -58,6 +58,7 @@ impl Queue {
             None => None,
         };
         let now = self.now();
+        let allowed_repositories = request.repository_keys();
         let claimed = self
             .inner
             .db
@@ -65,7 +66,7 @@ impl Queue {
                 worker_id: &request.worker_id,
                 capabilities: &request.capabilities,
                 allowed_types: request.allowed_types.as_deref(),
-                allowed_repositories: request.allowed_repositories.as_deref(),
+                allowed_repositories: allowed_repositories.as_deref(),
                 now,
                 lease_until: now.checked_add_signed(lease).unwrap_or(now),
                 limit,

@@ -66,7 +66,9 @@ impl Queue {
             next_attempt_at: scheduled.map_or(now, super::stored),
             ..Job::queued(Uuid::now_v7().into(), payload, now)
         };
-        let repository = &task.payload.repository;
+        // Stored as its key: one repository written several ways is one for its limit
+        // and for a worker token's repositories.
+        let repository = &contract::rules::repository_key(&task.payload.repository);
         // A parked claimer takes only a job it may run now, and only when no limit of
         // running jobs per repository applies to it: that count is the claim's to make
         // (see `store::claims`), so such a claimer is woken to claim instead.

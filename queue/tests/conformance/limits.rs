@@ -47,6 +47,37 @@ pub async fn a_repository_at_its_limit_waits_while_other_repositories_go_first(h
     h.claim_exactly("w4", &a3).await;
 }
 
+pub async fn one_repository_written_several_ways_is_one_for_the_limit_and_for_a_token(h: Harness) {
+    let queue = limited(&h, 1).await;
+    let a1 = h.create(in_repo("octo/a")).await;
+    let a2 = h.create(in_repo("https://github.com/Octo/A.git")).await;
+    let a3 = h.create(in_repo("git@github.com:octo/a")).await;
+    let first = queue.claim(&request("w1")).await.unwrap().unwrap();
+    assert_eq!(first.id, a1.id);
+    // The URL and the scp address are octo/a too, which has its one job running.
+    assert_eq!(queue.claim(&request("w2")).await.unwrap(), None);
+    queue.complete(&a1.id, &fence(&first), None).await.unwrap();
+    // A token scoped to the slug takes a job submitted as its URL, and its own is
+    // what the job says.
+    let scoped = ClaimRequest {
+        allowed_repositories: Some(vec!["octo/a".into()]),
+        ..request("scoped")
+    };
+    let second = queue.claim(&scoped).await.unwrap().unwrap();
+    assert_eq!(second.id, a2.id);
+    assert_eq!(
+        second.payload["repository"],
+        "https://github.com/Octo/A.git"
+    );
+    let other = ClaimRequest {
+        allowed_repositories: Some(vec!["octo/b".into()]),
+        ..request("other")
+    };
+    queue.complete(&a2.id, &fence(&second), None).await.unwrap();
+    assert_eq!(queue.claim(&other).await.unwrap(), None);
+    assert_eq!(queue.claim(&scoped).await.unwrap().unwrap().id, a3.id);
+}
+
 pub async fn a_batch_never_takes_more_of_a_repository_than_its_limit_allows(h: Harness) {
     let mut made = HashMap::new();
     for repository in ["octo/a", "octo/a", "octo/a", "octo/b", "octo/b", "octo/c"] {

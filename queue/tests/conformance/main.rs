@@ -62,6 +62,7 @@ conformance! {
     retention::two_replicas_at_once_delete_each_history_once,
     retention::jobs_that_finished_in_one_millisecond_are_compacted_across_batches,
     limits::a_repository_at_its_limit_waits_while_other_repositories_go_first,
+    limits::one_repository_written_several_ways_is_one_for_the_limit_and_for_a_token,
     limits::a_batch_never_takes_more_of_a_repository_than_its_limit_allows,
     limits::a_worker_s_own_limit_tightens_the_queue_s_and_zero_is_refused,
     limits::concurrent_claimers_never_run_more_of_a_repository_than_its_limit,

@@ -58,8 +58,8 @@ pub struct BenchArgs {
         hide_env_values = true
     )]
     pub(super) pg_url: String,
-    /// Run the queue with this limit of running jobs per repository, as `stepwise serve`
-    /// does (its default is 1); 0: no limit, the library's default.
+    /// Run the queue with this limit of running jobs per repository, as `stepwise serve
+    /// --max-running-per-repository N` does; 0: no limit, the default of both.
     #[arg(long, default_value_t = 0, value_name = "N")]
     pub(super) max_running_per_repository: u32,
     /// Also run graphile-worker's claim + complete phases on the same PostgreSQL,

@@ -39,11 +39,12 @@ pub struct ServeArgs {
     #[command(flatten, next_help_heading = "Task defaults")]
     pub defaults: DefaultsArgs,
     /// At most this many jobs of one repository run at once, on all workers together; the
-    /// others wait while other repositories' jobs go first. 0: no limit.
+    /// others wait while other repositories' jobs go first. 0: no limit (each job works on
+    /// a branch of its own, so several may run on one repository at once).
     #[arg(
         long,
         env = "STEPWISE_MAX_RUNNING_PER_REPOSITORY",
-        default_value_t = 1,
+        default_value_t = 0,
         value_name = "N",
         help_heading = "Limits"
     )]
