@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::JobId;
-use crate::events::{CheckpointSaved, PauseRequest};
+use crate::checkpoint::{CheckpointSaved, PauseRequest};
 pub use crate::usage::StepUsage;
 use crate::wire::JobType;
 use crate::wire_names;

@@ -29,6 +29,7 @@
 pub mod api;
 pub mod capabilities;
 pub mod checklist;
+pub mod checkpoint;
 pub mod container;
 pub mod defaults;
 pub mod error;

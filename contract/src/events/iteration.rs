@@ -75,56 +75,7 @@ pub struct IterationFinished {
     pub usage: Option<StepUsage>,
 }
 
-/// A checkpoint was saved: all the work so far, as one patch against `base_commit`, after
-/// a step or after an iteration's agent run (exactly one of the two is set).
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct CheckpointSaved {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub after_step: Option<usize>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub after_iteration: Option<u32>,
-    /// The commit the job's work is measured against.
-    pub base_commit: String,
-    /// The patch's artifact name (`checkpoints/step-0000.patch`).
-    pub artifact: String,
-    /// After an iteration: how many steps had run. Steps appended later still run when
-    /// the job resumes from here.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub steps_done: Option<usize>,
-}
-
-impl CheckpointSaved {
-    /// Its id: `step-1` after the first step (1-based, as the page numbers steps),
-    /// `iteration-2` after iteration 2.
-    pub fn id(&self) -> String {
-        match (self.after_step, self.after_iteration) {
-            (Some(index), _) => format!("step-{}", index.saturating_add(1)),
-            (None, Some(n)) => format!("iteration-{n}"),
-            (None, None) => "start".into(),
-        }
-    }
-
-    /// The index of the first step a job resumed from here runs: the next step, or none
-    /// of a task's `step_count` after an iteration (the loop goes on).
-    pub fn resume_step(&self, step_count: usize) -> usize {
-        match (self.after_step, self.steps_done) {
-            (Some(index), _) => index.saturating_add(1).min(step_count),
-            (None, Some(done)) => done.min(step_count),
-            (None, None) => step_count,
-        }
-    }
-
-    /// "after step 1", "after iteration 2".
-    pub fn label(&self) -> String {
-        match (self.after_step, self.after_iteration) {
-            (Some(index), _) => format!("after step {}", index.saturating_add(1)),
-            (None, Some(n)) => format!("after iteration {n}"),
-            (None, None) => "at the start".into(),
-        }
-    }
-}
+pub use crate::checkpoint::CheckpointSaved;
 
 /// A worker's loop or checkpoint event checked before the queue stores it: the fields the
 /// timeline folds are in range, so a report the fold would misread is refused by name.

@@ -6,7 +6,7 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use crate::events::CheckpointSaved;
+use crate::checkpoint::CheckpointSaved;
 use crate::wire_names;
 
 /// `job.created`.
@@ -127,19 +127,7 @@ wire_names!(CancelledBy, "canceller", exact {
     Rescuer = "rescuer",
 });
 
-/// `job.pause_requested`, and a running job's `pauseRequested` until its worker stops: who
-/// asked, when, and whether the running step is stopped (`immediate`) or may finish first.
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct PauseRequest {
-    pub requested_at: DateTime<Utc>,
-    pub requested_by: Option<String>,
-    /// Stop the running step now (its work since the last checkpoint is lost), rather
-    /// than at the next step or iteration boundary.
-    #[serde(default)]
-    pub immediate: bool,
-}
+pub use crate::checkpoint::PauseRequest;
 
 /// `job.paused`: who stopped it (the worker, or a user before any worker claimed it, or
 /// the rescuer when the lease ran out after the request), the worker's call when it was

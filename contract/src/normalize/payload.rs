@@ -1,15 +1,13 @@
 //! The payload: repository, runtime target, capabilities, auth refs and the task.
 
-use std::str::FromStr;
-
 use serde_json::{Map, Value};
 
 use super::task::task;
-use super::walk::{Checked, Reported, Walker, at, field, join, short};
+use super::walk::{Walker, capability_list, field, join, mode};
 use crate::capabilities::derive_capabilities;
 use crate::defaults::Defaults;
 use crate::model::Payload;
-use crate::modes::{ParseModeError, RuntimeMode};
+use crate::modes::RuntimeMode;
 use crate::rules;
 use crate::wire::AuthRefs;
 
@@ -77,53 +75,6 @@ fn repository(w: &mut Walker, map: &Map<String, Value>) -> String {
     };
     w.check(repo, path, |r| rules::repository(r))
         .unwrap_or_default()
-}
-
-/// Reads a runtime or publish mode; the wire spelling is lowercase, but any case is accepted.
-pub fn mode<T>(
-    w: &mut Walker,
-    map: &Map<String, Value>,
-    key: &str,
-    path: &str,
-) -> Checked<Option<T>>
-where
-    T: FromStr<Err = ParseModeError>,
-{
-    let Some(s) = w.opt_string(map, key, path)? else {
-        return Ok(None);
-    };
-    s.parse().map(Some).map_err(|e: ParseModeError| {
-        w.error(
-            path,
-            ParseModeError {
-                value: short(s),
-                ..e
-            }
-            .to_string(),
-        );
-        Reported
-    })
-}
-
-/// Valid items come back trimmed and lowercased; invalid ones are reported and left out.
-pub fn capability_list(w: &mut Walker, v: Option<&Value>, path: &str) -> Vec<String> {
-    let Some(v) = v else { return Vec::new() };
-    let Some(items) = v.as_array() else {
-        w.expected(path, "an array of strings", v);
-        return Vec::new();
-    };
-    let mut caps = Vec::new();
-    for (i, item) in items.iter().enumerate() {
-        let item_path = at(path, i);
-        let Ok(s) = w.string(item, &item_path) else {
-            continue;
-        };
-        match rules::capability(s) {
-            Ok(c) => caps.push(c),
-            Err(message) => w.error(item_path, message),
-        }
-    }
-    caps
 }
 
 fn auth(w: &mut Walker, map: &Map<String, Value>) -> AuthRefs {

@@ -2,8 +2,7 @@
 
 use serde_json::{Map, Value};
 
-use super::payload::mode;
-use super::walk::{Checked, Reported, Walker, join};
+use super::walk::{Checked, Reported, Walker, join, mode};
 use crate::defaults::Defaults;
 use crate::limits;
 use crate::model::{PublishSettings, RuntimeSettings};

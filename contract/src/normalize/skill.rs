@@ -2,8 +2,7 @@
 
 use serde_json::{Map, Value};
 
-use super::payload::capability_list;
-use super::walk::{Walker, field, join};
+use super::walk::{Walker, capability_list, field, join};
 use crate::rules;
 use crate::wire::SkillSelection;
 

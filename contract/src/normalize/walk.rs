@@ -1,8 +1,12 @@
 //! Reading untyped JSON while collecting every problem with its path.
 
+use std::str::FromStr;
+
 use serde_json::{Map, Value};
 
 use crate::error::FieldError;
+use crate::modes::ParseModeError;
+use crate::rules;
 
 /// Marks a value whose problem has already been recorded, so callers skip follow-up
 /// checks instead of piling a second, derivative error on the same field.
@@ -230,4 +234,51 @@ impl Walker {
             }
         }
     }
+}
+
+/// Reads a runtime or publish mode; the wire spelling is lowercase, but any case is accepted.
+pub fn mode<T>(
+    w: &mut Walker,
+    map: &Map<String, Value>,
+    key: &str,
+    path: &str,
+) -> Checked<Option<T>>
+where
+    T: FromStr<Err = ParseModeError>,
+{
+    let Some(s) = w.opt_string(map, key, path)? else {
+        return Ok(None);
+    };
+    s.parse().map(Some).map_err(|e: ParseModeError| {
+        w.error(
+            path,
+            ParseModeError {
+                value: short(s),
+                ..e
+            }
+            .to_string(),
+        );
+        Reported
+    })
+}
+
+/// Valid items come back trimmed and lowercased; invalid ones are reported and left out.
+pub fn capability_list(w: &mut Walker, v: Option<&Value>, path: &str) -> Vec<String> {
+    let Some(v) = v else { return Vec::new() };
+    let Some(items) = v.as_array() else {
+        w.expected(path, "an array of strings", v);
+        return Vec::new();
+    };
+    let mut caps = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        let item_path = at(path, i);
+        let Ok(s) = w.string(item, &item_path) else {
+            continue;
+        };
+        match rules::capability(s) {
+            Ok(c) => caps.push(c),
+            Err(message) => w.error(item_path, message),
+        }
+    }
+    caps
 }

@@ -221,6 +221,7 @@ macro_rules! insert_job_sql {
 // Declared after the macros, which a module sees only once they are defined. The
 // concerns first, then the two drivers.
 mod artifacts;
+mod claim_sql;
 mod claims;
 mod database;
 mod events;
@@ -235,7 +236,7 @@ mod workers;
 mod postgres;
 mod sqlite;
 
-pub(crate) use claims::ClaimSql;
+pub(crate) use claim_sql::ClaimSql;
 pub use database::{Database, DatabaseError, PgDb, SQLITE_FILE, SqliteDb};
 pub(crate) use events::{EventOrder, EventPage};
 pub(crate) use jobs::ListSql;

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use worker::client::QueueClient;
 
+use super::jobs::{bench_err, generate_repo, submit, until_logged, until_terminal};
 use super::procfs::{cpu_seconds, rss_kib};
-use super::worker::{bench_err, generate_repo, submit, until_logged, until_terminal};
 use crate::cli::error::CliError;
 
 /// What the phase runs: `jobs` at once, sampled for `seconds`, on `binary`'s `worker`.

@@ -177,7 +177,7 @@ mod tests {
         queue.migrate().await.unwrap();
         for i in 0..jobs {
             queue
-                .create_job(&super::super::queue::noop_task(i), Some("bench"))
+                .create_job(&super::super::queue_args::noop_task(i), Some("bench"))
                 .await
                 .unwrap();
         }

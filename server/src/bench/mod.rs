@@ -4,9 +4,11 @@
 
 mod concurrent;
 mod drain;
+mod jobs;
 mod peer;
 mod procfs;
 pub mod queue;
+mod queue_args;
 pub mod sandbox;
 pub mod scale;
 pub mod watch_client;

@@ -12,18 +12,12 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use clap::ValueEnum;
 use queue::{Queue, ScratchPostgres};
 use serde::Deserialize;
 
 use super::drain::{Pace, drain};
-use super::queue::{BenchArgs, noop_task};
+use super::queue_args::{BenchArgs, noop_task};
 use crate::cli::error::CliError;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Peer {
-    GraphileWorker,
-}
 
 /// One throughput phase of one side: jobs, seconds, the WAL written and where.
 #[derive(Debug, Clone, Deserialize)]
@@ -220,6 +214,7 @@ pub(super) fn peer_dir(given: Option<&Path>) -> PathBuf {
 
 #[cfg(test)]
 mod tests {
+    use super::super::queue_args::Peer;
     use super::*;
 
     /// A small side-by-side run on the test server, graphile-worker included (installed by

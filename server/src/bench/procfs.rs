@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use super::worker::bench_err;
+use super::jobs::bench_err;
 use crate::cli::error::CliError;
 
 /// Clock ticks per second in `/proc/<pid>/stat`: USER_HZ, 100 on every Linux architecture

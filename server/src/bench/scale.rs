@@ -25,9 +25,10 @@ use clap::Args;
 use contract::{JobId, JobState};
 use futures_util::StreamExt;
 use queue::{Retention, RetentionConfig};
-use serde_json::{Value, json};
+use serde_json::Value;
 use tower::ServiceExt;
 
+use super::jobs::{claimed, task};
 use super::queue::{Backend, percentile};
 use crate::cli::error::CliError;
 use crate::testing::site::{TestDb, get, session_cookie, test_site_on};
@@ -300,35 +301,6 @@ impl Bench {
     }
 }
 
-pub(super) fn task(title: &str) -> Value {
-    json!({ "payload": { "repository": "bench/scale", "task": {
-        "instructions": title, "steps": [{ "instructions": "talk a lot" }],
-        "publish": { "mode": "none" } } } })
-}
-
-/// A job claimed by a bench worker, and its fence.
-pub(super) async fn claimed(
-    queue: &queue::Queue,
-    title: &str,
-) -> Result<(JobId, queue::Fence), CliError> {
-    let job = queue.create_job(&task(title), Some("bench")).await?;
-    let request = queue::ClaimRequest {
-        worker_id: "bench-scale".into(),
-        capabilities: vec!["codex".into(), "git".into()],
-        allowed_types: None,
-        allowed_repositories: None,
-        lease: Duration::from_secs(3600),
-        max_running_per_repository: None,
-    };
-    let claimed = queue
-        .claim(&request)
-        .await?
-        .ok_or_else(|| CliError::Bench("the bench's job was not claimed".into()))?;
-    let fence = queue::Fence::of(&claimed)
-        .ok_or_else(|| CliError::Bench("a claimed job without a lease".into()))?;
-    Ok((job.id, fence))
-}
-
 async fn finished_job(queue: &queue::Queue, title: &str) -> Result<JobId, CliError> {
     let (id, fence) = claimed(queue, title).await?;
     queue.complete(&id, &fence, Some("done".into())).await?;
@@ -338,12 +310,20 @@ async fn finished_job(queue: &queue::Queue, title: &str) -> Result<JobId, CliErr
 /// A finished job whose one step logged `lines` lines, its log file stored.
 async fn chatty_job(queue: &queue::Queue, lines: u32) -> Result<JobId, CliError> {
     let (id, fence) = claimed(queue, "a chatty agent").await?;
+    // The task's one step, as the worker names it in its events.
+    let task = contract::normalize(&task("a chatty agent"), &contract::Defaults::default())
+        .map_err(|e| CliError::Bench(format!("the bench's task: {e:?}")))?;
+    let step = task
+        .resolved_steps()
+        .into_iter()
+        .next()
+        .ok_or_else(|| CliError::Bench("the bench's task has no step".into()))?;
+    let started = contract::events::StepStarted {
+        step: (&step).into(),
+    };
     let started = contract::NewEvent {
         kind: contract::job::task::STEP_STARTED.into(),
-        payload: json!({ "stepIndex": 0, "stepId": "step-1" })
-            .as_object()
-            .cloned()
-            .unwrap_or_default(),
+        payload: contract::events::TaskEvent::payload(&started),
         ..contract::NewEvent::default()
     };
     queue.append_event(&id, &fence, started).await?;

@@ -38,7 +38,7 @@ pub(super) async fn measure(w: Watch<'_>) -> Result<(), CliError> {
         .map_err(|e| fail("bind", &e))?;
     let addr = listener.local_addr().map_err(|e| fail("bind", &e))?;
     let server = tokio::spawn(axum::serve(listener, w.app.clone()).into_future());
-    let (job, fence) = super::scale::claimed(w.queue, "a job a thousand people watch").await?;
+    let (job, fence) = super::jobs::claimed(w.queue, "a job a thousand people watch").await?;
     let replayed = w
         .queue
         .list_latest_events(&job, 1)
@@ -96,10 +96,7 @@ pub(super) async fn measure(w: Watch<'_>) -> Result<(), CliError> {
         let at = now_ns();
         let created = w
             .queue
-            .create_job(
-                &super::scale::task(&format!("round {round}")),
-                Some("bench"),
-            )
+            .create_job(&super::jobs::task(&format!("round {round}")), Some("bench"))
             .await?;
         jobs_sent.insert(created.id.to_string(), (at, round));
         tokio::time::sleep(ROUND_GAP).await;

@@ -12,13 +12,11 @@
 //!    job (`concurrent.rs`).
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use clap::Args;
 use contract::job::task;
 use queue::{Database, Queue, QueueConfig, Role, TokenKind};
-use serde_json::json;
 use worker::client::QueueClient;
 use worker::git::MirrorCache;
 use worker::process::Limits;
@@ -28,6 +26,7 @@ use worker::runtime::Binaries;
 use worker::stages::StageConfig;
 
 use super::concurrent::{self, Concurrent};
+use super::jobs::{bench_err, generate_repo, submit, until_logged, until_terminal};
 use super::queue::{percentile, serve_api};
 use crate::cli::error::CliError;
 use crate::http::auth::{Scope, mint};
@@ -77,10 +76,6 @@ pub async fn run(args: WorkerBenchArgs) -> Result<(), CliError> {
     let outcome = measure(&args, &agent, &root).await;
     let _ = std::fs::remove_dir_all(&root);
     outcome
-}
-
-pub(super) fn bench_err(e: impl std::fmt::Display) -> CliError {
-    CliError::Bench(e.to_string())
 }
 
 async fn measure(args: &WorkerBenchArgs, agent: &Path, root: &Path) -> Result<(), CliError> {
@@ -247,65 +242,6 @@ async fn phases(args: &WorkerBenchArgs, user: &QueueClient, root: &Path) -> Resu
     Ok(())
 }
 
-pub(super) async fn submit(
-    user: &QueueClient,
-    repo: &Path,
-    step: &str,
-) -> Result<contract::Job, CliError> {
-    let request = json!({ "payload": {
-        "repository": repo.display().to_string(),
-        "task": {
-            "instructions": "bench",
-            "runtime": { "mode": "claude" },
-            "publish": { "mode": "none" },
-            "steps": [{ "instructions": step }],
-        },
-    }});
-    user.create_job(&request).await.map_err(bench_err)
-}
-
-pub(super) async fn until_terminal(
-    user: &QueueClient,
-    job: &contract::Job,
-) -> Result<contract::Job, CliError> {
-    let deadline = Instant::now() + Duration::from_secs(300);
-    loop {
-        let current = user.get_job(&job.id).await.map_err(bench_err)?;
-        if current.status.is_terminal() {
-            return Ok(current);
-        }
-        if Instant::now() > deadline {
-            return Err(bench_err(format!("job {} did not end in 300 s", job.id)));
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-/// Waits for the step to print `text`, so the agent is surely running (and armed).
-pub(super) async fn until_logged(
-    user: &QueueClient,
-    job: &contract::Job,
-    text: &str,
-) -> Result<(), CliError> {
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        let events = user
-            .list_events(&job.id, None, Some(500))
-            .await
-            .map_err(bench_err)?;
-        if events
-            .iter()
-            .any(|e| e.kind == task::STEP_LOG && e.message.contains(text))
-        {
-            return Ok(());
-        }
-        if Instant::now() > deadline {
-            return Err(bench_err(format!("job {} never printed {text:?}", job.id)));
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
-
 /// The prepare stage's own duration, from its finished event.
 async fn prepare_ms(user: &QueueClient, job: &contract::Job) -> Result<f64, CliError> {
     let events = user
@@ -317,55 +253,6 @@ async fn prepare_ms(user: &QueueClient, job: &contract::Job) -> Result<f64, CliE
         .find(|e| e.kind == task::STAGE_FINISHED && e.payload["stage"] == task::STAGE_PREPARE)
         .and_then(|e| e.payload["durationMs"].as_f64())
         .ok_or_else(|| bench_err(format!("job {} has no prepare duration", job.id)))
-}
-
-fn git(dir: &Path, args: &[&str]) -> Result<(), CliError> {
-    let out = Command::new("git")
-        .args([
-            "-c",
-            "user.name=bench",
-            "-c",
-            "user.email=bench@example.com",
-        ])
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .map_err(|e| bench_err(format!("git: {e}")))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(bench_err(format!(
-            "git {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        )))
-    }
-}
-
-/// A bare repository with `files` files of 4 KiB, committed over five commits.
-pub(super) fn generate_repo(dir: &Path, files: usize) -> Result<PathBuf, CliError> {
-    let seed = dir.join("seed");
-    let bare = dir.join("remote.git");
-    std::fs::create_dir_all(&seed).map_err(bench_err)?;
-    git(&seed, &["init", "--quiet", "--initial-branch=main"])?;
-    let per_commit = files.div_ceil(5).max(1);
-    for (n, chunk) in (0..files.max(1))
-        .collect::<Vec<_>>()
-        .chunks(per_commit)
-        .enumerate()
-    {
-        for &i in chunk {
-            let body: String = (0..64)
-                .map(|line| format!("file {i} line {line:03} {}\n", "x".repeat(40)))
-                .collect();
-            let path = seed.join(format!("src/{}/f{i}.txt", i % 50));
-            std::fs::create_dir_all(path.parent().unwrap_or(&seed)).map_err(bench_err)?;
-            std::fs::write(path, body).map_err(bench_err)?;
-        }
-        git(&seed, &["add", "."])?;
-        git(&seed, &["commit", "--quiet", "-m", &format!("commit {n}")])?;
-    }
-    git(dir, &["clone", "--quiet", "--bare", "seed", "remote.git"])?;
-    Ok(bare)
 }
 
 #[cfg(test)]

@@ -2,8 +2,8 @@
 //! cancel. Each is a thin call through the desk, answered as a summary line plus the
 //! structured value; a refusal is a tool error with the REST API's code.
 
-use contract::api::{ErrorBody, ErrorCode};
-use contract::{FieldError, JobEvent, JobId, JobState};
+use contract::api::ErrorBody;
+use contract::{FieldError, JobEvent, JobState};
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{CallToolResponse, CallToolResult};
 use rmcp::service::RequestContext;
@@ -12,10 +12,10 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::desk::{Desk, refusal};
+use super::desk::{internal, parse_id};
 use super::handler::{Stepwise, answer, refused, reply};
 use super::request::{EnqueueArgs, job_request};
-use super::summary::{JobView, Progress, line};
+use super::summary::{JobView, Progress, job_view, line};
 use super::tasks;
 
 /// The most of an artifact `queue.artifact` returns, and its default.
@@ -279,20 +279,6 @@ pub(super) fn show(view: JobView) -> Result<CallToolResult, ErrorBody> {
     answer(view.summary.clone(), &view).map_err(internal)
 }
 
-/// A job with the summary line and steps its progress events tell.
-pub(super) async fn job_view(desk: &Desk, id: &JobId) -> Result<JobView, ErrorBody> {
-    let job = desk.job(id).await?;
-    let events = desk.progress_events(id).await?;
-    let progress = Progress::of(&job, &events);
-    Ok(JobView::new(job, progress.as_ref()).linked(desk))
-}
-
-/// Text that is not a job id gets the answer an unknown id gets, as over REST.
-pub(super) fn parse_id(text: &str) -> Result<JobId, ErrorBody> {
-    text.parse::<JobId>()
-        .map_err(|e| refusal(queue::QueueError::from(e)))
-}
-
 fn parse_status(text: Option<&str>) -> Result<Option<JobState>, ErrorBody> {
     match text.map(str::trim) {
         None | Some("") => Ok(None),
@@ -304,10 +290,6 @@ fn parse_status(text: Option<&str>) -> Result<Option<JobState>, ErrorBody> {
             )])
         }),
     }
-}
-
-pub(super) fn internal(error: ErrorData) -> ErrorBody {
-    ErrorBody::new(ErrorCode::InternalError, error.message)
 }
 
 /// `#12 task.step.started [info] Step 1 started`.

@@ -13,7 +13,7 @@ use rmcp::model::{
 };
 
 use super::desk::Desk;
-use super::queue_tools::parse_id;
+use super::desk::parse_id;
 use super::summary::{Progress, line};
 
 /// How much of an artifact a read returns.

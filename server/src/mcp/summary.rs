@@ -193,3 +193,14 @@ pub fn line(job: &Job, progress: Option<&Progress>) -> String {
         None => head,
     }
 }
+
+/// A job with the summary line and steps its progress events tell.
+pub(super) async fn job_view(
+    desk: &Desk,
+    id: &contract::JobId,
+) -> Result<JobView, contract::api::ErrorBody> {
+    let job = desk.job(id).await?;
+    let events = desk.progress_events(id).await?;
+    let progress = Progress::of(&job, &events);
+    Ok(JobView::new(job, progress.as_ref()).linked(desk))
+}

@@ -13,8 +13,8 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
+use super::desk::{internal, parse_id};
 use super::handler::{Stepwise, answer, refused, reply};
-use super::queue_tools::{internal, parse_id};
 use super::request::{EnqueueArgs, StepsArg, job_request};
 use super::resources::{task_resource, task_status};
 use super::summary::{JobView, Progress};

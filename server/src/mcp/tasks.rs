@@ -14,7 +14,7 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 
 use super::desk::Desk;
-use super::queue_tools::job_view;
+use super::summary::job_view;
 use super::summary::{ArtifactLink, JobView};
 
 /// How often a client is asked to poll `tasks/get`.

@@ -13,8 +13,9 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
+use super::desk::{internal, parse_id};
 use super::handler::{Stepwise, answer, reply};
-use super::queue_tools::{internal, parse_id, show};
+use super::queue_tools::show;
 use super::summary::JobView;
 
 #[derive(Debug, Deserialize, JsonSchema)]

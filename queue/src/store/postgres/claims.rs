@@ -9,7 +9,7 @@ use sqlx::{PgPool, Row};
 use super::Committer;
 use crate::QueueError;
 use crate::machine;
-use crate::store::claims::{ClaimSql, claim_args, claim_order};
+use crate::store::claim_sql::{ClaimSql, claim_args, claim_order};
 use crate::store::{Arg, PgDb, pg_rows};
 
 /// The subquery locks its pick `FOR UPDATE SKIP LOCKED`, so concurrent

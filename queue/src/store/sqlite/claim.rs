@@ -6,7 +6,7 @@ use super::RowExt;
 use crate::QueueError;
 use crate::machine::{self, PendingEvent};
 use crate::store::SqliteDb;
-use crate::store::claims::{ClaimSql, claim_args, claim_order};
+use crate::store::claim_sql::{ClaimSql, claim_args, claim_order};
 use crate::store::{Arg, Tx, TxConn, sqlite_rows};
 
 /// SQLite: the statement runs inside `BEGIN IMMEDIATE`, and SQLite admits one writer at a

@@ -346,3 +346,13 @@ pub(super) fn remote(error: ClientError) -> ErrorBody {
         other => ErrorBody::new(ErrorCode::InternalError, other.to_string()),
     }
 }
+
+/// Text that is not a job id gets the answer an unknown id gets, as over REST.
+pub(in crate::mcp) fn parse_id(text: &str) -> std::result::Result<JobId, ErrorBody> {
+    text.parse::<JobId>()
+        .map_err(|e| refusal(queue::QueueError::from(e)))
+}
+
+pub(in crate::mcp) fn internal(error: rmcp::ErrorData) -> ErrorBody {
+    ErrorBody::new(ErrorCode::InternalError, error.message)
+}

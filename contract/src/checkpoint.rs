@@ -1,0 +1,72 @@
+//! Where a job stands between runs, as its row and its events both carry it: the
+//! checkpoint a run saved (and a resume restores) and an operator's pause request. A leaf:
+//! the job's row (`job`) and the events (`events`) both hold these, and neither imports
+//! the other for them.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+/// A checkpoint was saved: all the work so far, as one patch against `base_commit`, after
+/// a step or after an iteration's agent run (exactly one of the two is set).
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CheckpointSaved {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after_step: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after_iteration: Option<u32>,
+    /// The commit the job's work is measured against.
+    pub base_commit: String,
+    /// The patch's artifact name (`checkpoints/step-0000.patch`).
+    pub artifact: String,
+    /// After an iteration: how many steps had run. Steps appended later still run when
+    /// the job resumes from here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steps_done: Option<usize>,
+}
+
+impl CheckpointSaved {
+    /// Its id: `step-1` after the first step (1-based, as the page numbers steps),
+    /// `iteration-2` after iteration 2.
+    pub fn id(&self) -> String {
+        match (self.after_step, self.after_iteration) {
+            (Some(index), _) => format!("step-{}", index.saturating_add(1)),
+            (None, Some(n)) => format!("iteration-{n}"),
+            (None, None) => "start".into(),
+        }
+    }
+
+    /// The index of the first step a job resumed from here runs: the next step, or none
+    /// of a task's `step_count` after an iteration (the loop goes on).
+    pub fn resume_step(&self, step_count: usize) -> usize {
+        match (self.after_step, self.steps_done) {
+            (Some(index), _) => index.saturating_add(1).min(step_count),
+            (None, Some(done)) => done.min(step_count),
+            (None, None) => step_count,
+        }
+    }
+
+    /// "after step 1", "after iteration 2".
+    pub fn label(&self) -> String {
+        match (self.after_step, self.after_iteration) {
+            (Some(index), _) => format!("after step {}", index.saturating_add(1)),
+            (None, Some(n)) => format!("after iteration {n}"),
+            (None, None) => "at the start".into(),
+        }
+    }
+}
+
+/// `job.pause_requested`, and a running job's `pauseRequested` until its worker stops: who
+/// asked, when, and whether the running step is stopped (`immediate`) or may finish first.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PauseRequest {
+    pub requested_at: DateTime<Utc>,
+    pub requested_by: Option<String>,
+    /// Stop the running step now (its work since the last checkpoint is lost), rather
+    /// than at the next step or iteration boundary.
+    #[serde(default)]
+    pub immediate: bool,
+}
