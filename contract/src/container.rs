@@ -22,6 +22,23 @@ pub const ARTIFACT_DIR: &str = "/stepwise/artifacts";
 /// The variables the worker sets itself, which `env` may not name (in any case).
 pub const RESERVED_ENV: [&str; 3] = ["ARTIFACT_DIR", "JOB_ID", "REPOSITORY"];
 
+/// A container task as a client sends it (`task.container` of a job request): the server's
+/// normalization checks it and answers with a [`ContainerSpec`]. The runner's settings
+/// (`workdir`, `env`, `artifactsSubdir`, `timeoutSeconds`, `pull`, `resources`,
+/// `cacheVolumes`) travel as given, beside `enabled`, `image` and `command`: the browser's
+/// task form never sets them, and its bundle stays lean.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ContainerInput {
+    pub enabled: bool,
+    pub image: Option<String>,
+    /// The argv to run in the image; `None` uses the image's own command.
+    pub command: Option<Vec<String>>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
 /// Container execution settings.
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]

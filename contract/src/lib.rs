@@ -65,6 +65,6 @@ pub use prompt::{iteration_prompt, prompt};
 pub use steps::{ResolvedStep, generated_step_id};
 pub use timeline::{StageState, StepProgress, StepState, Timeline};
 pub use wire::{
-    AUTO_SKILL, AuthRefs, CompletionInput, ContainerSpec, GitSettings, JobRequest, JobType,
-    PayloadInput, PublishInput, RuntimeInput, SkillSelection, StepInput, TaskInput,
+    AUTO_SKILL, AuthRefs, CompletionInput, ContainerInput, ContainerSpec, GitSettings, JobRequest,
+    JobType, PayloadInput, PublishInput, RuntimeInput, SkillSelection, StepInput, TaskInput,
 };

@@ -128,7 +128,7 @@ pub struct TaskInput {
     // Sent even when empty, as the task form always has: no steps is one implicit step.
     pub steps: Vec<StepInput>,
     #[serde(skip_serializing_if = "is_default", serialize_with = "set_fields_only")]
-    pub container: ContainerSpec,
+    pub container: ContainerInput,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub completion: Option<CompletionInput>,
 }
@@ -255,7 +255,7 @@ pub struct AuthRefs {
     pub publish_auth_ref: Option<String>,
 }
 
-pub use crate::container::ContainerSpec;
+pub use crate::container::{ContainerInput, ContainerSpec};
 
 #[cfg(test)]
 mod tests {

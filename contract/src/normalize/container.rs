@@ -3,12 +3,17 @@
 //! line needs: no `,` where a mount is spelled, no line break in an environment file).
 //! Settings this contract does not know are carried through untouched.
 
+#[cfg(feature = "containers")]
 use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
-use super::walk::{Checked, Walker, at, field, join, join_user_key};
-use crate::container::{CacheVolume, ContainerResources, ContainerSpec, PullPolicy, RESERVED_ENV};
+use super::walk::{Checked, Walker, at, field};
+#[cfg(feature = "containers")]
+use super::walk::{join, join_user_key};
+use crate::container::ContainerSpec;
+#[cfg(feature = "containers")]
+use crate::container::{CacheVolume, ContainerResources, PullPolicy, RESERVED_ENV};
 
 const PATH: &str = "task.container";
 const KNOWN: [&str; 10] = [
@@ -24,10 +29,15 @@ const KNOWN: [&str; 10] = [
     "cacheVolumes",
 ];
 /// Seven days: a longer run is a service, not a task.
+#[cfg(feature = "containers")]
 const MAX_TIMEOUT_SECONDS: u64 = 7 * 24 * 3600;
+#[cfg(feature = "containers")]
 const MAX_ENV: usize = 200;
+#[cfg(feature = "containers")]
 const MAX_ENV_VALUE_BYTES: usize = 32 * 1024;
+#[cfg(feature = "containers")]
 const MAX_CACHE_VOLUMES: usize = 16;
+#[cfg(feature = "containers")]
 const MAX_PATH_CHARS: usize = 1024;
 
 pub fn container(w: &mut Walker, v: Option<&Value>) -> ContainerSpec {
@@ -45,14 +55,42 @@ pub fn container(w: &mut Walker, v: Option<&Value>) -> ContainerSpec {
             "required when the container is enabled: the image to run, e.g. ghcr.io/org/tool:1.0",
         );
     }
-    let workdir = field(map, "workdir").and_then(|v| {
+    let mut spec = ContainerSpec {
+        enabled,
+        image: image.unwrap_or_default(),
+        command,
+        ..ContainerSpec::default()
+    };
+    // The runner's settings are checked where tasks are stored (the queue turns the
+    // feature on); the browser's build carries them as given, which keeps its bundle lean.
+    #[cfg(feature = "containers")]
+    let known: &[&str] = {
+        runner_settings(w, map, &mut spec);
+        &KNOWN
+    };
+    #[cfg(not(feature = "containers"))]
+    let known: &[&str] = &KNOWN[..3];
+    spec.extra = map
+        .iter()
+        .filter(|(k, _)| !known.contains(&k.as_str()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    w.no_nul_inside(&Value::Object(spec.extra.clone()), PATH);
+    spec
+}
+
+/// `workdir`, `env`, `artifactsSubdir`, `timeoutSeconds`, `pull`, `resources` and
+/// `cacheVolumes`, each checked at its path, into `spec`.
+#[cfg(feature = "containers")]
+fn runner_settings(w: &mut Walker, map: &Map<String, Value>, spec: &mut ContainerSpec) {
+    spec.workdir = field(map, "workdir").and_then(|v| {
         let path = join(PATH, "workdir");
         let text = w.string(v, &path).ok()?;
         w.check(text.to_string(), &path, |p| mount_path(p)).ok()
     });
-    let env = env(w, field(map, "env"));
-    let artifacts_subdir = field(map, "artifactsSubdir").and_then(|v| artifacts_subdir(w, v));
-    let timeout_seconds = field(map, "timeoutSeconds").and_then(|v| {
+    spec.env = env(w, field(map, "env"));
+    spec.artifacts_subdir = field(map, "artifactsSubdir").and_then(|v| artifacts_subdir(w, v));
+    spec.timeout_seconds = field(map, "timeoutSeconds").and_then(|v| {
         let path = join(PATH, "timeoutSeconds");
         let n = w.integer(v, &path).ok()?;
         match u64::try_from(n) {
@@ -66,7 +104,7 @@ pub fn container(w: &mut Walker, v: Option<&Value>) -> ContainerSpec {
             }
         }
     });
-    let pull = field(map, "pull").and_then(|v| {
+    spec.pull = field(map, "pull").and_then(|v| {
         let path = join(PATH, "pull");
         let text = w.string(v, &path).ok()?;
         match text.trim().to_ascii_lowercase().parse::<PullPolicy>() {
@@ -77,29 +115,10 @@ pub fn container(w: &mut Walker, v: Option<&Value>) -> ContainerSpec {
             }
         }
     });
-    let resources = field(map, "resources").and_then(|v| resources(w, v));
-    let cache_volumes = field(map, "cacheVolumes")
-        .map(|v| cache_volumes(w, v, workdir.as_deref()))
+    spec.resources = field(map, "resources").and_then(|v| resources(w, v));
+    spec.cache_volumes = field(map, "cacheVolumes")
+        .map(|v| cache_volumes(w, v, spec.workdir.as_deref()))
         .unwrap_or_default();
-    let extra: Map<String, Value> = map
-        .iter()
-        .filter(|(k, _)| !KNOWN.contains(&k.as_str()))
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
-    w.no_nul_inside(&Value::Object(extra.clone()), PATH);
-    ContainerSpec {
-        enabled,
-        image: image.unwrap_or_default(),
-        command,
-        workdir,
-        env,
-        artifacts_subdir,
-        timeout_seconds,
-        pull,
-        resources,
-        cache_volumes,
-        extra,
-    }
 }
 
 fn image(w: &mut Walker, map: &Map<String, Value>) -> Checked<Option<String>> {
@@ -134,6 +153,7 @@ fn command(w: &mut Walker, v: Option<&Value>) -> Option<Vec<String>> {
     argv.into_iter().collect()
 }
 
+#[cfg(feature = "containers")]
 /// An absolute path inside the container, as a mount target.
 fn mount_path(p: &str) -> Result<(), String> {
     if !p.starts_with('/') {
@@ -157,6 +177,7 @@ fn mount_path(p: &str) -> Result<(), String> {
     Ok(())
 }
 
+#[cfg(feature = "containers")]
 fn env(w: &mut Walker, v: Option<&Value>) -> BTreeMap<String, String> {
     let mut env = BTreeMap::new();
     let path = join(PATH, "env");
@@ -220,6 +241,7 @@ fn env(w: &mut Walker, v: Option<&Value>) -> BTreeMap<String, String> {
     env
 }
 
+#[cfg(feature = "containers")]
 /// A relative folder under the job's artifacts, as given less its `.` and empty parts.
 fn artifacts_subdir(w: &mut Walker, v: &Value) -> Option<String> {
     let path = join(PATH, "artifactsSubdir");
@@ -259,6 +281,7 @@ fn artifacts_subdir(w: &mut Walker, v: &Value) -> Option<String> {
     (!parts.is_empty()).then(|| parts.join("/"))
 }
 
+#[cfg(feature = "containers")]
 fn resources(w: &mut Walker, v: &Value) -> Option<ContainerResources> {
     let path = join(PATH, "resources");
     let map = w.object(v, &path)?;
@@ -307,6 +330,7 @@ fn resources(w: &mut Walker, v: &Value) -> Option<ContainerResources> {
     (resources != ContainerResources::default()).then_some(resources)
 }
 
+#[cfg(feature = "containers")]
 /// `512m`, `2g`, `1048576`, `1.5g`: what docker and podman take.
 fn memory(text: &str) -> bool {
     let digits = text.trim_end_matches(['b', 'k', 'm', 'g']);
@@ -317,6 +341,7 @@ fn memory(text: &str) -> bool {
         && digits.chars().all(|c| c.is_ascii_digit() || c == '.')
 }
 
+#[cfg(feature = "containers")]
 fn cache_volumes(w: &mut Walker, v: &Value, workdir: Option<&str>) -> Vec<CacheVolume> {
     let path = join(PATH, "cacheVolumes");
     let Some(items) = v.as_array() else {
@@ -384,7 +409,7 @@ fn cache_volumes(w: &mut Walker, v: &Value, workdir: Option<&str>) -> Vec<CacheV
     volumes
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "containers"))]
 mod tests {
     use serde_json::json;
 
