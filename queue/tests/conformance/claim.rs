@@ -77,7 +77,9 @@ pub async fn claim_respects_allowed_types_and_repositories(h: Harness) {
         only(Some(&[]), None),
         only(None, Some(&["octo/b"])),
         only(None, Some(&[])),
-        only(Some(&["task"]), Some(&["octo/A"])),
+        // Compared by the repository's key: no prefix of another name counts (GitHub's
+        // names ignore case, so `octo/A` would allow it: see `limits.rs`).
+        only(Some(&["task"]), Some(&["octo/ab"])),
     ] {
         assert_eq!(h.queue.claim(&refused).await.unwrap(), None, "{refused:?}");
     }
