@@ -344,6 +344,73 @@ async fn no_network_leaves_a_step_only_its_own_loopback_and_a_cancel_leaves_noth
     assert!(left.is_empty(), "still running in the workspace: {left:?}");
 }
 
+/// A cancel reaches the step's processes in the box with SIGTERM first, as it does
+/// without the box: bubblewrap is not the one signalled (its end would kill them all at
+/// once), so the agent gets its grace to finish.
+#[tokio::test]
+async fn a_cancelled_step_in_the_box_gets_sigterm_and_its_grace() {
+    let m = Machine::new();
+    let planted = probe::plant(m.root(), &m.data.join("work/jobs"));
+    let served = m.serve_embedded(&planted, &[]);
+    let user = admin(&served);
+    let job = m
+        .submit(
+            &user,
+            "@fake on-term got-sigterm.txt\n@fake say started\n@fake sleep 60",
+        )
+        .await;
+    let ws = m.data.join("work/jobs").join(job.id.to_string());
+    wait_for("the step to run", async || {
+        (!anything_runs_in(&ws.join("repo")).is_empty()).then_some(())
+    })
+    .await;
+    // Armed: the agent says `started` after it set its handler.
+    wait_for("the agent to be armed", async || {
+        let events = said(&user, &job).await;
+        events.iter().any(|e| e.ends_with("started")).then_some(())
+    })
+    .await;
+    user.cancel_job(&job.id, None).await.unwrap();
+    let done = until_done(&user, &job).await;
+    assert_eq!(done.status, JobState::Cancelled);
+    assert!(
+        ws.join("repo/got-sigterm.txt").is_file(),
+        "the agent in the box got no SIGTERM: {:#?}",
+        said(&user, &job).await
+    );
+    let stopped = step_cancelled(&user, &job).await;
+    assert_eq!(stopped["killed"], false, "{stopped}");
+
+    // One deaf to SIGTERM is waited for through the grace period (1 s here), then killed:
+    // the box does not end it sooner by dying first.
+    let job = m
+        .submit(
+            &user,
+            "@fake ignore-term\n@fake say started\n@fake sleep 60",
+        )
+        .await;
+    wait_for("the agent to be armed", async || {
+        let events = said(&user, &job).await;
+        events.iter().any(|e| e.ends_with("started")).then_some(())
+    })
+    .await;
+    user.cancel_job(&job.id, None).await.unwrap();
+    assert_eq!(until_done(&user, &job).await.status, JobState::Cancelled);
+    let stopped = step_cancelled(&user, &job).await;
+    assert_eq!(stopped["killed"], true, "{stopped}");
+    assert!(stopped["stopMs"].as_u64().unwrap_or(0) >= 900, "{stopped}");
+}
+
+/// The payload of `job`'s `task.step.cancelled`.
+async fn step_cancelled(user: &QueueClient, job: &Job) -> serde_json::Value {
+    let events = user.list_events(&job.id, None, Some(500)).await.unwrap();
+    events
+        .into_iter()
+        .find(|e| e.kind == contract::job::task::STEP_CANCELLED)
+        .map(|e| serde_json::Value::Object(e.payload))
+        .expect("a task.step.cancelled")
+}
+
 #[tokio::test]
 async fn a_worker_killed_mid_step_leaves_nothing_of_its_box_running() {
     let m = Machine::new();

@@ -22,6 +22,10 @@ pub(super) struct Running {
     guard: Option<Guard>,
     output: mpsc::UnboundedReceiver<(Pipe, Vec<u8>)>,
     program: String,
+    /// The leader supervises the rest (bubblewrap around a step): a stop's SIGTERM goes to
+    /// the others only, since the leader dying first would kill them all at once, with no
+    /// grace to finish; it leaves when they are gone, or at SIGKILL with the rest.
+    spares_leader: bool,
 }
 
 /// Spawns `command` as the leader of a new group, its output piped, with a guard that
@@ -100,10 +104,17 @@ pub(super) fn spawn(command: &mut Command, stdin: Option<String>) -> Result<Runn
         guard: Some(guard),
         output,
         program,
+        spares_leader: false,
     })
 }
 
 impl Running {
+    /// See [`Running::spares_leader`].
+    pub(super) fn sparing_leader(mut self, spare: bool) -> Running {
+        self.spares_leader = spare;
+        self
+    }
+
     /// Runs the group until its leader exits, `cancel` fires or `limits.timeout` passes,
     /// handing each piece of output to `on_output` as it arrives; returns once nothing of
     /// the group is left.
@@ -138,7 +149,11 @@ impl Running {
         // Found before any signal: once the leader is gone they are reparented, and
         // nothing ties them to this run any more.
         let strays = strays(self.group);
-        signal(self.group, libc::SIGTERM);
+        if self.spares_leader {
+            signal_each(&members_but_leader(self.group), libc::SIGTERM);
+        } else {
+            signal(self.group, libc::SIGTERM);
+        }
         signal_each(&strays, libc::SIGTERM);
         let mut killed = false;
         let mut reaped = false;
@@ -260,6 +275,15 @@ fn strays(leader: libc::pid_t) -> Vec<libc::pid_t> {
     family
         .into_iter()
         .filter(|pid| table.iter().any(|p| p.pid == *pid && p.group != leader))
+        .collect()
+}
+
+/// The members of the group `leader` leads, but the leader.
+fn members_but_leader(leader: libc::pid_t) -> Vec<libc::pid_t> {
+    process_table()
+        .into_iter()
+        .filter(|p| p.group == leader && p.pid != leader)
+        .map(|p| p.pid)
         .collect()
 }
 

@@ -148,7 +148,8 @@ pub async fn run(
         .current_dir(&invocation.cwd)
         .envs(invocation.env.iter().map(|(k, v)| (k, v)));
     // The prompt goes on stdin: as an argument, 128 KiB or more fails with E2BIG.
-    let running = group::spawn(&mut command, invocation.stdin.clone())?;
+    let running =
+        group::spawn(&mut command, invocation.stdin.clone())?.sparing_leader(invocation.supervised);
     let mut lines = Lines::default();
     let ended = running
         .drive(limits, cancel, &mut |pipe, bytes| {

@@ -110,6 +110,8 @@ pub struct Invocation {
     pub env_remove: Vec<String>,
     pub env: Vec<(String, String)>,
     pub clear_env: bool,
+    /// `program` supervises what it starts (bubblewrap): a stop signals the rest first.
+    pub supervised: bool,
     pub files: Vec<(PathBuf, String)>,
     /// What the adapter could not honour, for the step's log (say, an effort that this
     /// CLI can only take for a named model).
@@ -127,6 +129,7 @@ impl std::fmt::Debug for Invocation {
             .field("env_remove", &self.env_remove)
             .field("env", &self.env.iter().map(|(k, _)| k).collect::<Vec<_>>())
             .field("clear_env", &self.clear_env)
+            .field("supervised", &self.supervised)
             .field(
                 "files",
                 &self.files.iter().map(|(p, _)| p).collect::<Vec<_>>(),
@@ -147,6 +150,7 @@ impl Invocation {
             env_remove: Vec::new(),
             env: Vec::new(),
             clear_env: false,
+            supervised: false,
             files: Vec::new(),
             notes: Vec::new(),
         }

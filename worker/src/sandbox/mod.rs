@@ -166,6 +166,9 @@ impl Sandbox {
             args.append(&mut boxed.args);
             boxed.args = args;
             boxed.program = self.bwrap.clone();
+            // bubblewrap dying takes the whole box at once: a stop's SIGTERM goes to the
+            // step's processes, which get the grace to finish, and bwrap leaves after them.
+            boxed.supervised = true;
         }
         boxed
     }
