@@ -364,12 +364,7 @@ async fn a_cancelled_step_in_the_box_gets_sigterm_and_its_grace() {
         (!anything_runs_in(&ws.join("repo")).is_empty()).then_some(())
     })
     .await;
-    // Armed: the agent says `started` after it set its handler.
-    wait_for("the agent to be armed", async || {
-        let events = said(&user, &job).await;
-        events.iter().any(|e| e.ends_with("started")).then_some(())
-    })
-    .await;
+    armed(&user, &job).await;
     user.cancel_job(&job.id, None).await.unwrap();
     let done = until_done(&user, &job).await;
     assert_eq!(done.status, JobState::Cancelled);
@@ -389,16 +384,21 @@ async fn a_cancelled_step_in_the_box_gets_sigterm_and_its_grace() {
             "@fake ignore-term\n@fake say started\n@fake sleep 60",
         )
         .await;
-    wait_for("the agent to be armed", async || {
-        let events = said(&user, &job).await;
-        events.iter().any(|e| e.ends_with("started")).then_some(())
-    })
-    .await;
+    armed(&user, &job).await;
     user.cancel_job(&job.id, None).await.unwrap();
     assert_eq!(until_done(&user, &job).await.status, JobState::Cancelled);
     let stopped = step_cancelled(&user, &job).await;
     assert_eq!(stopped["killed"], true, "{stopped}");
     assert!(stopped["stopMs"].as_u64().unwrap_or(0) >= 900, "{stopped}");
+}
+
+/// Waits until the agent of `job` said `started`, which it says once its handler is set.
+async fn armed(user: &QueueClient, job: &Job) {
+    wait_for("the agent to be armed", async || {
+        let events = said(user, job).await;
+        events.iter().any(|e| e.ends_with("started")).then_some(())
+    })
+    .await;
 }
 
 /// The payload of `job`'s `task.step.cancelled`.

@@ -14,6 +14,7 @@ use tokio::process::Command;
 use tokio_util::sync::CancellationToken;
 
 use crate::process::{self, Budget};
+use crate::runtime::Invocation;
 use crate::workspace::Workspace;
 
 /// The label that ties a container to the worker that started it.
@@ -60,6 +61,13 @@ async fn ask(program: &Path, args: &[&str], timeout: Duration) -> Result<String,
 }
 
 impl Engine {
+    /// The engine's client run with `args` in the job's checkout. It runs as the worker
+    /// does, outside the box: it needs the worker's settings for its engine (DOCKER_HOST,
+    /// CONTAINERS_CONF), never the task's.
+    pub fn invocation(&self, args: Vec<String>, ws: &Workspace) -> Invocation {
+        Invocation::plain(self.program.clone(), args, ws.repo.clone())
+    }
+
     /// The engine that answers `info`: `program` when given, else docker, else podman.
     /// `Err` says what was asked and what each said.
     pub async fn find(program: Option<&Path>, workdir: &Path) -> Result<Engine, String> {

@@ -199,14 +199,13 @@ impl Sandbox {
         for at in ["/tmp", "/var/tmp"] {
             args.extend(["--bind".into(), path(&tmp), at.into()]);
         }
-        let mut pair = |flag: &str, a: &Path, b: &Path| {
-            args.extend([flag.to_string(), path(a), path(b)]);
-        };
         for mount in &self.view.mounts {
             match mount {
-                Mount::ReadOnly(p) => pair("--ro-bind", p, p),
-                Mount::Link { path, target } => pair("--symlink", target, path),
-                Mount::Mask { path, dir: false } => pair("--ro-bind", Path::new("/dev/null"), path),
+                Mount::ReadOnly(p) => flag_pair(&mut args, "--ro-bind", p, p),
+                Mount::Link { path, target } => flag_pair(&mut args, "--symlink", target, path),
+                Mount::Mask { path, dir: false } => {
+                    flag_pair(&mut args, "--ro-bind", Path::new("/dev/null"), path)
+                }
                 Mount::Mask { .. } => {}
             }
         }
@@ -224,17 +223,14 @@ impl Sandbox {
         for p in &masked {
             args.extend(["--tmpfs".into(), path(p)]);
         }
-        let mut bind = |flag: &str, from: &Path, to: &Path| {
-            args.extend([flag.to_string(), path(from), path(to)]);
-        };
-        bind("--bind", &ws.home, &ws.home);
-        bind("--bind", &ws.skills_active, &ws.skills_active);
-        bind("--bind", &ws.repo, &ws.repo);
+        for rw in [&ws.home, &ws.skills_active, &ws.repo] {
+            flag_pair(&mut args, "--bind", rw, rw);
+        }
         // bwrap takes the source as it finds it: were .git a link the agent planted, the
         // mount would show what it points to, so only a real folder is mounted.
         let git = ws.repo.join(".git");
         if std::fs::symlink_metadata(&git).is_ok_and(|m| m.is_dir()) {
-            bind("--ro-bind", &git, &git);
+            flag_pair(&mut args, "--ro-bind", &git, &git);
         }
         // The box's own root and the emptied folders hold only the folders on the way to
         // the mounts: read-only, so that nothing is written where it would vanish.
@@ -346,6 +342,12 @@ fn cannot_start(bwrap: &Path, stderr: &str) -> String {
             stderr
         }
     )
+}
+
+/// `flag a b`, as bwrap takes a mount: `--bind from to`, `--symlink target path`.
+fn flag_pair(args: &mut Vec<String>, flag: &str, a: &Path, b: &Path) {
+    let text = |p: &Path| p.to_string_lossy().into_owned();
+    args.extend([flag.to_string(), text(a), text(b)]);
 }
 
 #[cfg(test)]

@@ -55,9 +55,7 @@ impl Run<'_> {
         if pull {
             let pulled = self
                 .engine_run(
-                    ws,
-                    &engine,
-                    Engine::pull_args(&image),
+                    engine.invocation(Engine::pull_args(&image), ws),
                     self.config.limits,
                     step,
                     &mut log,
@@ -111,7 +109,13 @@ impl Run<'_> {
             &format!("$ {} {}", engine.program.display(), args.join(" ")),
         );
         let ended = self
-            .engine_run(ws, &engine, args, limits, step, &mut log, stage_log)
+            .engine_run(
+                engine.invocation(args, ws),
+                limits,
+                step,
+                &mut log,
+                stage_log,
+            )
             .await;
         // Gone whatever happened: a stopped `run` leaves its container running.
         engine.remove(&job).await;
@@ -168,21 +172,15 @@ impl Run<'_> {
         })
     }
 
-    /// Runs the engine with `args` under the process policy, its output the step's.
-    #[allow(clippy::too_many_arguments)]
+    /// Runs the engine's `invocation` under the process policy, its output the step's.
     async fn engine_run(
         &self,
-        ws: &Workspace,
-        engine: &Engine,
-        args: Vec<String>,
+        invocation: Invocation,
         limits: Limits,
         step: &ResolvedStep,
         log: &mut Log,
         stage_log: &mut Log,
     ) -> Result<Ended, process::RunError> {
-        // The engine's client runs as the worker does, outside the box: it needs the
-        // worker's settings for its engine (DOCKER_HOST, CONTAINERS_CONF), never the task's.
-        let invocation = Invocation::plain(engine.program.clone(), args, ws.repo.clone());
         let redactor = self.redactor;
         let reports = self.reports.clone();
         process::run(&invocation, limits, self.cancel, |_, line| {

@@ -14,6 +14,7 @@ use super::signal::shutdown_signal;
 use crate::http::auth::{Scope, mint};
 
 mod agent;
+mod sandbox;
 
 pub use agent::AgentArgs;
 

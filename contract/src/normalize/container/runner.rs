@@ -1,88 +1,24 @@
-//! `task.container`: the image and command, and the runner's settings, each checked at its
-//! path with the rule it broke (the seed system's rules, and what the engine's command
-//! line needs: no `,` where a mount is spelled, no line break in an environment file).
-//! Settings this contract does not know are carried through untouched.
+//! The runner's settings of `task.container` (built where tasks are stored: the queue
+//! turns the `containers` feature on), each checked at its path with the rule it broke.
 
-#[cfg(feature = "containers")]
 use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
-use super::walk::{Checked, Walker, at, field};
-#[cfg(feature = "containers")]
-use super::walk::{join, join_user_key};
-use crate::container::ContainerSpec;
-#[cfg(feature = "containers")]
-use crate::container::{CacheVolume, ContainerResources, PullPolicy, RESERVED_ENV};
+use super::PATH;
+use crate::container::{CacheVolume, ContainerResources, ContainerSpec, PullPolicy, RESERVED_ENV};
+use crate::normalize::walk::{Walker, at, field, join, join_user_key};
 
-const PATH: &str = "task.container";
-const KNOWN: [&str; 10] = [
-    "enabled",
-    "image",
-    "command",
-    "workdir",
-    "env",
-    "artifactsSubdir",
-    "timeoutSeconds",
-    "pull",
-    "resources",
-    "cacheVolumes",
-];
 /// Seven days: a longer run is a service, not a task.
-#[cfg(feature = "containers")]
 const MAX_TIMEOUT_SECONDS: u64 = 7 * 24 * 3600;
-#[cfg(feature = "containers")]
 const MAX_ENV: usize = 200;
-#[cfg(feature = "containers")]
 const MAX_ENV_VALUE_BYTES: usize = 32 * 1024;
-#[cfg(feature = "containers")]
 const MAX_CACHE_VOLUMES: usize = 16;
-#[cfg(feature = "containers")]
 const MAX_PATH_CHARS: usize = 1024;
-
-pub fn container(w: &mut Walker, v: Option<&Value>) -> ContainerSpec {
-    let Some(map) = v.and_then(|v| w.object(v, PATH)) else {
-        return ContainerSpec::default();
-    };
-    let enabled = field(map, "enabled")
-        .and_then(|v| w.boolean(v, "task.container.enabled").ok())
-        .unwrap_or(false);
-    let image = image(w, map);
-    let command = command(w, field(map, "command"));
-    if enabled && image == Ok(None) {
-        w.error(
-            "task.container.image",
-            "required when the container is enabled: the image to run, e.g. ghcr.io/org/tool:1.0",
-        );
-    }
-    let mut spec = ContainerSpec {
-        enabled,
-        image: image.unwrap_or_default(),
-        command,
-        ..ContainerSpec::default()
-    };
-    // The runner's settings are checked where tasks are stored (the queue turns the
-    // feature on); the browser's build carries them as given, which keeps its bundle lean.
-    #[cfg(feature = "containers")]
-    let known: &[&str] = {
-        runner_settings(w, map, &mut spec);
-        &KNOWN
-    };
-    #[cfg(not(feature = "containers"))]
-    let known: &[&str] = &KNOWN[..3];
-    spec.extra = map
-        .iter()
-        .filter(|(k, _)| !known.contains(&k.as_str()))
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
-    w.no_nul_inside(&Value::Object(spec.extra.clone()), PATH);
-    spec
-}
 
 /// `workdir`, `env`, `artifactsSubdir`, `timeoutSeconds`, `pull`, `resources` and
 /// `cacheVolumes`, each checked at its path, into `spec`.
-#[cfg(feature = "containers")]
-fn runner_settings(w: &mut Walker, map: &Map<String, Value>, spec: &mut ContainerSpec) {
+pub(super) fn runner_settings(w: &mut Walker, map: &Map<String, Value>, spec: &mut ContainerSpec) {
     spec.workdir = field(map, "workdir").and_then(|v| {
         let path = join(PATH, "workdir");
         let text = w.string(v, &path).ok()?;
@@ -121,39 +57,6 @@ fn runner_settings(w: &mut Walker, map: &Map<String, Value>, spec: &mut Containe
         .unwrap_or_default();
 }
 
-fn image(w: &mut Walker, map: &Map<String, Value>) -> Checked<Option<String>> {
-    const PATH: &str = "task.container.image";
-    let Some(image) = w.opt_text(map, "image", PATH)? else {
-        return Ok(None);
-    };
-    w.check(image, PATH, |i| {
-        if i.chars().any(|c| c.is_whitespace() || c.is_control()) {
-            return Err("an image reference cannot contain spaces or control characters".into());
-        }
-        if i.starts_with('-') {
-            return Err("an image reference cannot start with `-`".into());
-        }
-        Ok(())
-    })
-    .map(Some)
-}
-
-fn command(w: &mut Walker, v: Option<&Value>) -> Option<Vec<String>> {
-    const PATH: &str = "task.container.command";
-    let v = v?;
-    let Some(items) = v.as_array() else {
-        w.expected(PATH, "an array of strings (the command's argv)", v);
-        return None;
-    };
-    let argv: Vec<Option<String>> = items
-        .iter()
-        .enumerate()
-        .map(|(i, item)| w.string(item, &at(PATH, i)).ok().map(str::to_string))
-        .collect();
-    argv.into_iter().collect()
-}
-
-#[cfg(feature = "containers")]
 /// An absolute path inside the container, as a mount target.
 fn mount_path(p: &str) -> Result<(), String> {
     if !p.starts_with('/') {
@@ -177,7 +80,6 @@ fn mount_path(p: &str) -> Result<(), String> {
     Ok(())
 }
 
-#[cfg(feature = "containers")]
 fn env(w: &mut Walker, v: Option<&Value>) -> BTreeMap<String, String> {
     let mut env = BTreeMap::new();
     let path = join(PATH, "env");
@@ -241,7 +143,6 @@ fn env(w: &mut Walker, v: Option<&Value>) -> BTreeMap<String, String> {
     env
 }
 
-#[cfg(feature = "containers")]
 /// A relative folder under the job's artifacts, as given less its `.` and empty parts.
 fn artifacts_subdir(w: &mut Walker, v: &Value) -> Option<String> {
     let path = join(PATH, "artifactsSubdir");
@@ -281,7 +182,6 @@ fn artifacts_subdir(w: &mut Walker, v: &Value) -> Option<String> {
     (!parts.is_empty()).then(|| parts.join("/"))
 }
 
-#[cfg(feature = "containers")]
 fn resources(w: &mut Walker, v: &Value) -> Option<ContainerResources> {
     let path = join(PATH, "resources");
     let map = w.object(v, &path)?;
@@ -330,7 +230,6 @@ fn resources(w: &mut Walker, v: &Value) -> Option<ContainerResources> {
     (resources != ContainerResources::default()).then_some(resources)
 }
 
-#[cfg(feature = "containers")]
 /// `512m`, `2g`, `1048576`, `1.5g`: what docker and podman take.
 fn memory(text: &str) -> bool {
     let digits = text.trim_end_matches(['b', 'k', 'm', 'g']);
@@ -341,7 +240,6 @@ fn memory(text: &str) -> bool {
         && digits.chars().all(|c| c.is_ascii_digit() || c == '.')
 }
 
-#[cfg(feature = "containers")]
 fn cache_volumes(w: &mut Walker, v: &Value, workdir: Option<&str>) -> Vec<CacheVolume> {
     let path = join(PATH, "cacheVolumes");
     let Some(items) = v.as_array() else {
@@ -409,11 +307,12 @@ fn cache_volumes(w: &mut Walker, v: &Value, workdir: Option<&str>) -> Vec<CacheV
     volumes
 }
 
-#[cfg(all(test, feature = "containers"))]
+#[cfg(test)]
 mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::normalize::container::container;
 
     fn checked(v: Value) -> (ContainerSpec, Vec<(String, String)>) {
         let mut w = Walker::default();
