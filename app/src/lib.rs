@@ -9,6 +9,7 @@
 //! outgrows a file), shared pieces are in `components/`, the data the job pages are drawn
 //! from is in `views.rs`, and `format.rs` shapes it on the server.
 
+mod codec;
 mod components;
 pub mod error;
 #[cfg(feature = "ssr")]

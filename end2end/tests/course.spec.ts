@@ -50,9 +50,13 @@ test("an operator pauses a job, adds a step, resumes it and approves its changes
   } finally {
     writeFileSync(gate, "");
   }
-  // The step ends, its checkpoint is saved, and the job waits holding nothing.
+  // The step ends, its checkpoint is saved, and the job waits holding nothing. The course
+  // card follows the state without a reload: it offers Resume now.
+  await page.evaluate(() => ((window as unknown as { marker: number }).marker = 1));
   await expect(page.getByTestId("job-status")).toHaveText("paused", { timeout: 30_000 });
-  await page.reload();
+  await expect(page.getByRole("button", { name: "Resume" })).toBeVisible();
+  await expect(page.getByRole("button", { name: "Pause after the running step" })).toHaveCount(0);
+  expect(await page.evaluate(() => (window as unknown as { marker?: number }).marker)).toBe(1);
   await expect(steps.nth(0)).toContainText("succeeded");
   await expect(steps.nth(1)).toContainText("pending");
 
@@ -64,8 +68,8 @@ test("an operator pauses a job, adds a step, resumes it and approves its changes
   await expect(page.locator("img")).toHaveCount(0);
 
   await page.getByRole("button", { name: "Resume" }).click();
+  await page.evaluate(() => ((window as unknown as { marker: number }).marker = 2));
   await expect(page.getByTestId("job-status")).toHaveText("awaiting_approval", { timeout: 30_000 });
-  await page.reload();
   // Step 1 ran once, in the first attempt; the diff shows the work of both attempts.
   await expect(page.getByRole("heading", { name: "Approval" })).toBeVisible();
   const diff = page.getByTestId("diff");
@@ -73,6 +77,8 @@ test("an operator pauses a job, adds a step, resumes it and approves its changes
   await expect(diff).toContainText("+second");
   await expect(diff).toContainText("+third <img src=x onerror=alert(1)>");
   await expect(page.locator(".diff-files")).toContainText("three.txt");
+  // The approval card and its diff came in live, with no reload.
+  expect(await page.evaluate(() => (window as unknown as { marker?: number }).marker)).toBe(2);
   // Paused, resumed, then approved: three attempts of one job.
   expect((await job(page, id)).attempt).toBe(2);
   await page.getByRole("button", { name: "Approve and publish" }).click();

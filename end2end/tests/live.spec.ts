@@ -66,6 +66,37 @@ test("the job page's timeline and log tail advance live while the agent runs, wi
   await expect(page.getByTestId("text")).toContainText("bravo speaks");
 });
 
+test("a job that ends while its page is open loses a running job's controls and shows what it published, with no reload", async ({ page }) => {
+  const gate = join(scratchDir("gate-"), "go");
+  const id = await submit(page.request, [`@fake write result.txt done\n@fake wait-for ${gate}`], "Publish while watched", {
+    mode: "branch",
+  });
+  try {
+    await logIn(page, `/tasks/queue/${id}`);
+    await page.evaluate(() => ((window as unknown as { marker: number }).marker = 1));
+    await expect(page.getByTestId("job-status")).toHaveText("running", { timeout: 30_000 });
+    await expect(page.getByTestId("pause-now")).toBeVisible();
+    await expect(page.getByTestId("published-branch")).toHaveCount(0);
+  } finally {
+    writeFileSync(gate, "");
+  }
+  await expect(page.getByTestId("job-status")).toHaveText("succeeded", { timeout: 30_000 });
+  // The cards the server draws follow the job's end: what it published appears, and the
+  // controls of a running job go.
+  await expect(page.getByTestId("published-branch")).toHaveText(/\S/, { timeout: 10_000 });
+  await expect(page.getByTestId("published-outcome")).toBeVisible();
+  await expect(page.getByTestId("pause-now")).toHaveCount(0);
+  await expect(page.getByTestId("add-step")).toHaveCount(0);
+  await expect(page.getByRole("heading", { name: "Pause, resume, retry" })).toHaveCount(0);
+  expect(await page.evaluate(() => (window as unknown as { marker?: number }).marker)).toBe(1);
+  // The job's card opens with its objective, or with its facts when the heading says it all:
+  // no empty band above "Repository".
+  const card = page.locator("section.card", { has: page.locator("#job-facts") });
+  const gap = await card.evaluate((el) => el.querySelector("dt")!.getBoundingClientRect().top - el.getBoundingClientRect().top);
+  const padding = await card.evaluate((el) => parseFloat(getComputedStyle(el).paddingTop) + parseFloat(getComputedStyle(el).borderTopWidth));
+  expect(gap).toBeLessThanOrEqual(padding + 1);
+});
+
 test("the jobs list follows the queue live: a new job, its state and its steps", async ({ page }) => {
   await logIn(page, "/tasks/queue");
   await page.evaluate(() => ((window as unknown as { marker: number }).marker = 1));
@@ -244,8 +275,10 @@ test("a task with a completion check shows each iteration as it runs, with its v
   await expect(iterations.nth(0)).toContainText("the check failed (exit code 1)");
   await expect(iterations.nth(1)).toContainText("the check passed", { timeout: 30_000 });
   await expect(page.getByTestId("job-status")).toHaveText("succeeded", { timeout: 30_000 });
-  await expect(page.locator(".facts")).toContainText("after step 1, after iteration 1");
-  await expect(page.locator(".facts")).toContainText("up to 3 times");
+  // The job's own facts (the Published card has its own).
+  const facts = page.locator("section.card", { has: page.locator("#job-facts") }).locator(".facts");
+  await expect(facts).toContainText("after step 1, after iteration 1");
+  await expect(facts).toContainText("up to 3 times");
   // The check's output of iteration 0, as a log.
   await page.getByRole("link", { name: "Check output of iteration 0" }).click();
   await expect(page.getByTestId("text")).toContainText("runs: 1");

@@ -17,7 +17,7 @@ use crate::components::table::Table;
 use crate::error::AppError;
 use crate::views::{JobView, LogTail, StepView};
 
-#[server]
+#[server(output = crate::codec::Json)]
 pub async fn load_job(id: String) -> Result<JobView, AppError> {
     use contract::job::task;
 
@@ -130,10 +130,13 @@ pub fn JobPage() -> impl IntoView {
                     Ok(view) => view! {
                         <Title text=view.title.clone()/>
                         <LiveJob initial=view.clone()/>
-                        {view.artifacts.iter().find(|a| a.name == contract::job::task::PUBLISH_RESULT)
-                            .and_then(|a| a.href.rsplit('/').next())
-                            .map(|artifact| view! { <published::PublishedSection id=view.id.clone() artifact=artifact.to_string()/> })}
-                        <course::CourseSection view/>
+                        // Server-rendered only; the live job swaps them for the server's
+                        // fresh ones when what they show changes (see `live::cards_shape`).
+                        <div id=CARDS_ID>
+                            {published_artifact(&view)
+                                .map(|artifact| view! { <published::PublishedSection id=view.id.clone() artifact/> })}
+                            <course::CourseSection view/>
+                        </div>
                     }.into_any(),
                     Err(e) => view! {
                         <Title text="Job"/>
@@ -143,6 +146,19 @@ pub fn JobPage() -> impl IntoView {
             })}
         </Suspense>
     }
+}
+
+/// The id of the element holding the cards the server alone renders: what the job
+/// published, and the operator's forms for its course.
+const CARDS_ID: &str = "job-cards";
+
+/// The name in its artifact address of the job's publish result, once it has published.
+fn published_artifact(view: &JobView) -> Option<String> {
+    view.artifacts
+        .iter()
+        .find(|a| a.name == contract::job::task::PUBLISH_RESULT)
+        .and_then(|a| a.href.rsplit('/').next())
+        .map(str::to_string)
 }
 
 /// The job, kept up to date in the browser: an island that starts from the data the server
@@ -228,7 +244,8 @@ fn JobTop(view: JobView, live: RwSignal<Vec<LiveEvent>>) -> impl IntoView {
         </div>
         <section class="card" aria-labelledby="job-facts">
             <h2 id="job-facts" class="visually-hidden">"Job"</h2>
-            <p class="objective">{view.objective}</p>
+            // A one-line objective is the heading already: no paragraph repeats it.
+            {(!view.objective.is_empty()).then(|| view! { <p class="objective">{view.objective}</p> })}
             <dl class="facts">{facts}</dl>
         </section>
         {view.waiting.map(|w| view! {

@@ -14,7 +14,7 @@ use crate::components::table::Table;
 use crate::error::AppError;
 use crate::views::JobList;
 
-#[server]
+#[server(output = crate::codec::Json)]
 pub async fn list_jobs(status: Option<String>, after: Option<String>) -> Result<JobList, AppError> {
     use crate::ssr;
     ssr::user()?;

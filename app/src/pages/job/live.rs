@@ -1,14 +1,20 @@
 //! The browser side of the live job: an EventSource on the job's stream, resuming after the
 //! newest event the page was rendered with. Every event is kept in `live`, where the events
 //! table and the log tail show it at once; an event that changes the page's data also
-//! reads the job again, a few milliseconds after the first of a burst. The browser
-//! reconnects a dropped stream by itself, resuming after the last event it saw.
+//! reads the job again, a few milliseconds after the first of a burst. When that read
+//! changes what the server-rendered cards show (the job ended, paused, published), the page
+//! fetches itself and swaps in their fresh markup: no reload, and no wasm for the cards.
+//! The browser reconnects a dropped stream by itself, resuming after the last event it saw.
 
+use std::cell::Cell;
+use std::rc::Rc;
 use std::time::Duration;
 
 use leptos::prelude::*;
 
-use super::{CancelJob, JobView, LiveEvent, load_job};
+use contract::JobState;
+
+use super::{CARDS_ID, CancelJob, JobView, LiveEvent, load_job};
 use crate::stream;
 
 /// How long after an event the page reloads: the events a worker sends together (a
@@ -26,21 +32,62 @@ fn needs_reload(kind: &str) -> bool {
     kind != task::STEP_LOG && kind != task::WARNING
 }
 
+/// What the server-rendered cards depend on: the job's state, as the course card tells
+/// states apart (a queued and a running job take the same forms), and whether it has
+/// published. When it changes, the live job fetches the cards anew.
+fn cards_shape(view: &JobView) -> (Option<JobState>, bool) {
+    let state = match view.status {
+        JobState::Queued | JobState::Running => None,
+        other => Some(other),
+    };
+    let published = view
+        .artifacts
+        .iter()
+        .any(|a| a.name == contract::job::task::PUBLISH_RESULT);
+    (state, published)
+}
+
+// The page as the server renders it now, read with the session's cookie, and the element
+// `id` of it put in place of this page's: plain markup (no island inside), escaped by the
+// server like the rest of the page. A failed read keeps the cards as they are.
+#[wasm_bindgen::prelude::wasm_bindgen(inline_js = r#"
+export function swap_fresh(id) {
+  fetch(location.href, { credentials: "same-origin", headers: { accept: "text/html" } })
+    .then((r) => (r.ok ? r.text() : Promise.reject(r.status)))
+    .then((html) => {
+      const fresh = new DOMParser().parseFromString(html, "text/html").getElementById(id);
+      const here = document.getElementById(id);
+      if (fresh && here) here.replaceWith(document.importNode(fresh, true));
+    })
+    .catch(() => {});
+}
+"#)]
+extern "C" {
+    fn swap_fresh(id: &str);
+}
+
 pub fn follow(
     job: RwSignal<JobView>,
     live: RwSignal<Vec<LiveEvent>>,
     cancel: ServerAction<CancelJob>,
 ) {
     let (id, after) = job.with_untracked(|v| (v.id.clone(), v.last_event_id));
+    // What the cards on the page were rendered from.
+    let shown = Rc::new(Cell::new(job.with_untracked(cards_shape)));
     let reload = {
         let id = id.clone();
         move || {
             let id = id.clone();
+            let shown = shown.clone();
             leptos::task::spawn_local(async move {
                 // A failed read keeps the page as it is; the next event retries.
                 if let Ok(fresh) = load_job(id).await {
                     // What the reload brought is in the data now.
                     live.update(|l| l.retain(|e| e.id > fresh.last_event_id));
+                    let shape = cards_shape(&fresh);
+                    if shown.replace(shape) != shape {
+                        swap_fresh(CARDS_ID);
+                    }
                     job.set(fresh);
                 }
             });
