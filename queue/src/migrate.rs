@@ -63,6 +63,11 @@ const SQLITE: &[Embedded] = &[
         "worker sandbox",
         include_str!("../../migrations/sqlite/0014_worker_sandbox.sql"),
     ),
+    (
+        15,
+        "webhook outbox",
+        include_str!("../../migrations/sqlite/0015_webhook_outbox.sql"),
+    ),
 ];
 
 const POSTGRES: &[Embedded] = &[
@@ -135,6 +140,11 @@ const POSTGRES: &[Embedded] = &[
         14,
         "worker sandbox",
         include_str!("../../migrations/postgres/0014_worker_sandbox.sql"),
+    ),
+    (
+        15,
+        "webhook outbox",
+        include_str!("../../migrations/postgres/0015_webhook_outbox.sql"),
     ),
 ];
 

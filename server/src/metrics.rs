@@ -66,6 +66,13 @@ struct Route {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct Delivery {
+    /// `delivered`, `retrying` (failed, tried again later) or `failed` (refused, given
+    /// up, or not posted).
+    outcome: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct Stream {
     /// `jobs` (the list's) or `job` (one job's events).
     stream: String,
@@ -102,6 +109,8 @@ pub struct Metrics {
     requests: Family<Request, Counter>,
     request_duration: Histograms<Route>,
     worker_running: Gauge,
+    deliveries: Family<Delivery, Counter>,
+    outbox: Gauge,
     /// The embedded worker's count of its running jobs, read at each scrape.
     worker_jobs: Option<Arc<AtomicUsize>>,
     /// When each step this replica saw start began, until this replica sees it end.
@@ -205,8 +214,22 @@ impl Metrics {
             "Jobs the worker inside this server runs now",
             worker_running.clone(),
         );
+        let deliveries = Family::<Delivery, Counter>::default();
+        registry.register(
+            "webhook_deliveries",
+            "Tries of a webhook notification by this replica, by outcome: delivered, retrying or failed",
+            deliveries.clone(),
+        );
+        let outbox = Gauge::default();
+        registry.register(
+            "webhook_outbox_pending",
+            "Notifications in the outbox still to be posted (all replicas'), counted at scrape time",
+            outbox.clone(),
+        );
         Metrics {
             registry,
+            deliveries,
+            outbox,
             jobs,
             submitted,
             claimed,
@@ -228,8 +251,10 @@ impl Metrics {
         }
     }
 
-    /// The text exposition, with the jobs in each state as `counts` has them.
-    pub fn encode(&self, counts: &[(JobState, u64)]) -> String {
+    /// The text exposition, with the jobs in each state as `counts` has them and
+    /// `outbox` notifications to post.
+    pub fn encode(&self, counts: &[(JobState, u64)], outbox: i64) -> String {
+        self.outbox.set(outbox);
         for state in JobState::ALL {
             let n = counts
                 .iter()
@@ -388,6 +413,20 @@ impl queue::Observer for Metrics {
             }
             events::JOB_RETRY_SCHEDULED => {
                 self.retried.inc();
+            }
+            events::JOB_NOTIFICATION_DELIVERED | events::JOB_NOTIFICATION_FAILED => {
+                let outcome = if kind == events::JOB_NOTIFICATION_DELIVERED {
+                    "delivered"
+                } else if payload.get("retrying") == Some(&Value::Bool(true)) {
+                    "retrying"
+                } else {
+                    "failed"
+                };
+                self.deliveries
+                    .get_or_create(&Delivery {
+                        outcome: outcome.into(),
+                    })
+                    .inc();
             }
             task::STEP_STARTED => {
                 if let Some(index) = step_index(payload) {

@@ -4,9 +4,6 @@
 //! approval, retries with backoff, a refusal, and what each attempt left on the job. On
 //! SQLite and on PostgreSQL.
 
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use contract::JobEvent;
@@ -16,58 +13,13 @@ use serde_json::{Value, json};
 use stepwise::testing::site::{Backend, TestDb};
 use stepwise::webhooks::{Format, Target, WebhookConfig, WebhookService, inbox};
 
+use common::receiver::Receiver;
+
+mod common;
+
 const SECRET: &str = "a-webhook-secret-of-some-length";
 /// The tasks' webhooks are signed with a key of their own.
 const TASK_SECRET: &str = "a-key-for-the-tasks-webhooks";
-
-/// The receiver, killed when dropped.
-struct Receiver {
-    child: Child,
-    url: String,
-    log: PathBuf,
-}
-
-impl Receiver {
-    /// A receiver that checks signatures with `secret` and answers `statuses` in turn.
-    fn start(dir: &Path, secret: &str, statuses: &[u16]) -> Receiver {
-        let log = dir.join(format!("received-{secret}.jsonl"));
-        let script =
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/webhook_receiver.py");
-        let mut child = Command::new("python3")
-            .arg(script)
-            .arg(secret)
-            .arg(&log)
-            .args(statuses.iter().map(u16::to_string))
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("python3 runs the receiver");
-        let mut port = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut port)
-            .unwrap();
-        Receiver {
-            child,
-            url: format!("http://127.0.0.1:{}", port.trim()),
-            log,
-        }
-    }
-
-    /// Every post so far.
-    fn posts(&self) -> Vec<Value> {
-        std::fs::read_to_string(&self.log)
-            .unwrap_or_default()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect()
-    }
-}
-
-impl Drop for Receiver {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 struct Setup {
     queue: Queue,

@@ -96,7 +96,7 @@ impl Queue {
             (events::JOB_NOTIFICATION_FAILED, contract::EventLevel::Warn)
         };
         let now = self.now();
-        let (mut tx, _job) = self.lock(id).await?;
+        let (mut tx, job) = self.lock(id).await?;
         let pending = PendingEvent {
             kind: kind.to_string(),
             level,
@@ -105,6 +105,8 @@ impl Queue {
         };
         let appended = tx.insert_event(id, &pending, now).await?;
         self.commit(tx).await?;
+        // The metrics count deliveries by outcome.
+        self.observe(&job, [(appended.kind.as_str(), &appended.payload)]);
         Ok(appended)
     }
 

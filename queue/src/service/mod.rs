@@ -8,6 +8,7 @@ mod events;
 mod follow;
 mod jobs;
 mod lifecycle;
+mod outbox;
 mod pauses;
 mod retention;
 #[cfg(feature = "seed")]

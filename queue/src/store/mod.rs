@@ -226,6 +226,7 @@ mod claims;
 mod database;
 mod events;
 mod jobs;
+mod outbox;
 mod retention;
 #[cfg(feature = "seed")]
 mod seed;

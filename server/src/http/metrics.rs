@@ -29,7 +29,8 @@ pub(crate) async fn metrics(
     _user: User,
 ) -> Result<Response, ApiError> {
     let counts = state.queue.count_jobs_by_state().await?;
-    let text = state.metrics.encode(&counts);
+    let outbox = state.queue.notifications_pending().await?;
+    let text = state.metrics.encode(&counts, outbox);
     Ok((
         [
             (

@@ -1,18 +1,23 @@
-//! The deliveries of one job's notification: to every webhook at once, each signed anew on
-//! each try, tried again with backoff while the receiver is down or answers 5xx, 408 or
-//! 429, each try's outcome recorded on the job. A webhook's address may hold a secret
-//! (Slack's do), so only its scheme and host are ever written down.
+//! One try of one notification from the outbox: to every webhook it is not yet done with,
+//! at once, each signed anew, each outcome recorded on the job. A webhook is done with once
+//! it took the post, refused it (4xx but 408 and 429), or ran out of tries; one that is down
+//! or answers 5xx, 408 or 429 is tried again at the next try, `backoff × 4^(try-1)` later.
+//! A webhook's address may hold a secret (Slack's do), so only its scheme and host are
+//! ever written down, and in the outbox only a digest of it.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use contract::api::webhook::{
-    DELIVERY_HEADER, EVENT_HEADER, SIGNATURE_HEADER, WebhookBody, WebhookJob, signed_text,
+    DELIVERY_HEADER, EVENT_HEADER, JOB_AWAITING_APPROVAL, JOB_ENDED, SIGNATURE_HEADER, WebhookBody,
+    WebhookJob, signed_text,
 };
 use contract::events::NotificationOutcome;
 use contract::{Job, NormalizedTask};
 use hmac::{Hmac, Mac};
+use queue::{Notice, Settled};
 use serde_json::json;
-use sha2::Sha256;
+use sha2::{Digest, Sha256};
 
 use super::body;
 use super::target::{Ended, Format, Target, WebhookConfig, redacted};
@@ -42,9 +47,28 @@ struct Addressed {
     secret: Option<String>,
     /// Whose it is, for what to set when there is no key.
     task: bool,
+    /// What the outbox knows it by: a digest of its address, never the address.
+    key: String,
 }
 
-/// What one job's notifications need; cheap to clone.
+impl Addressed {
+    fn new(target: Target, secret: Option<String>, task: bool) -> Addressed {
+        let digest = Sha256::digest(target.url.as_bytes());
+        let key = format!(
+            "{}:{}",
+            if task { "task" } else { "server" },
+            &hex::encode(digest)[..16]
+        );
+        Addressed {
+            target,
+            secret,
+            task,
+            key,
+        }
+    }
+}
+
+/// What a try needs; cheap to clone.
 #[derive(Clone)]
 pub(super) struct Deliveries {
     pub(super) config: Arc<WebhookConfig>,
@@ -53,51 +77,126 @@ pub(super) struct Deliveries {
 }
 
 impl Deliveries {
-    /// Posts `ended` to every webhook that should hear of it, at once; returns when each
-    /// delivered or gave up.
-    pub(super) async fn run_once(&self, ended: Ended) {
+    /// Tries `notice` once, to every webhook it is not done with, at once; says what is
+    /// left of it.
+    pub(super) async fn try_notice(&self, notice: &Notice) -> Settled {
+        // A job deleted since takes its outbox rows with it; one that cannot be read now
+        // is tried again later.
+        let job = match self.queue.get_job(&notice.job_id).await {
+            Ok(job) => job,
+            Err(queue::QueueError::NotFound { .. }) => return Settled::Done,
+            Err(error) => {
+                tracing::warn!(job_id = %notice.job_id, %error, "a notification's job could not be read");
+                return self.later(notice, notice.settled.clone());
+            }
+        };
+        // Told as the event left it, whatever the job did since.
+        let ended = Ended {
+            job: Job {
+                status: notice.status,
+                ..job
+            },
+            event: if notice.event == JOB_AWAITING_APPROVAL {
+                JOB_AWAITING_APPROVAL
+            } else {
+                JOB_ENDED
+            },
+        };
+        let mut settled = notice.settled.clone();
+        let targets: Vec<Addressed> = self
+            .targets(&ended, &mut settled)
+            .await
+            .into_iter()
+            .filter(|to| !settled.contains(&to.key))
+            .collect();
+        if targets.is_empty() {
+            return Settled::Done;
+        }
+        let job = body::build(&self.queue, &ended, self.config.public_url.as_deref()).await;
+        let tries = targets
+            .iter()
+            .map(|to| self.deliver(&ended, &job, to, notice));
+        let done = futures_util::future::join_all(tries).await;
+        for (to, done) in targets.iter().zip(done) {
+            if done {
+                settled.push(to.key.clone());
+            }
+        }
+        if targets.iter().all(|to| settled.contains(&to.key)) {
+            Settled::Done
+        } else {
+            self.later(notice, settled)
+        }
+    }
+
+    /// The next try of `notice`, for the webhooks not in `settled`.
+    fn later(&self, notice: &Notice, settled: Vec<String>) -> Settled {
+        let wait = chrono::Duration::from_std(self.wait_after(notice.attempt))
+            .unwrap_or(chrono::Duration::days(1));
+        let now = self.queue.now();
+        Settled::Later {
+            settled,
+            next_at: now.checked_add_signed(wait).unwrap_or(now),
+        }
+    }
+
+    /// How long after try `attempt` the next one comes: the backoff, four times longer
+    /// after each try, and never more than a day.
+    fn wait_after(&self, attempt: u32) -> Duration {
+        let factor = 4u32.saturating_pow(attempt.saturating_sub(1));
+        self.config
+            .backoff
+            .saturating_mul(factor)
+            .min(Duration::from_secs(24 * 3600))
+    }
+
+    /// The webhooks that should hear of `ended`: the server's, and the task's own when the
+    /// server posts to tasks' webhooks. A task's webhook this server does not post to is
+    /// said once, on the first try, and settled.
+    async fn targets(&self, ended: &Ended, settled: &mut Vec<String>) -> Vec<Addressed> {
         let config = &self.config;
         let mut targets: Vec<Addressed> = config
             .targets
             .iter()
-            .map(|target| Addressed {
-                target: target.clone(),
-                secret: config.secret.clone(),
-                task: false,
-            })
+            .map(|target| Addressed::new(target.clone(), config.secret.clone(), false))
             .collect();
         let own = NormalizedTask::from_job(&ended.job)
             .ok()
             .and_then(|t| t.payload.task.notify)
             .map(|n| n.webhook_url);
         if let Some(url) = own {
+            let task = Addressed::new(
+                Target {
+                    url: url.clone(),
+                    format: Format::Json,
+                },
+                config.task_secret.clone(),
+                true,
+            );
             if config.task_webhooks {
-                targets.push(Addressed {
-                    target: Target {
-                        url,
-                        format: Format::Json,
-                    },
-                    secret: config.task_secret.clone(),
-                    task: true,
-                });
-            } else {
+                targets.push(task);
+            } else if !settled.contains(&task.key) {
                 let why = format!(
                     "not posted to the task's webhook {}: this server posts to no task's webhook (--task-webhooks)",
                     redacted(&url)
                 );
-                self.record(&ended.job, false, why, outcome(&url, &ended, 0))
+                self.record(&ended.job, false, why, outcome(&url, ended, 0))
                     .await;
+                settled.push(task.key);
             }
         }
-        if targets.is_empty() {
-            return;
-        }
-        let job = body::build(&self.queue, &ended, config.public_url.as_deref()).await;
-        let deliveries = targets.iter().map(|to| self.deliver(&ended, &job, to));
-        futures_util::future::join_all(deliveries).await;
+        targets
     }
 
-    async fn deliver(&self, ended: &Ended, job: &WebhookJob, to: &Addressed) {
+    /// Posts `job` to `to` once; whether `to` is done with (delivered, refused, or out of
+    /// tries).
+    async fn deliver(
+        &self,
+        ended: &Ended,
+        job: &WebhookJob,
+        to: &Addressed,
+        notice: &Notice,
+    ) -> bool {
         let url = &to.target.url;
         let shown = redacted(url);
         let Some(secret) = to.secret.as_deref() else {
@@ -111,9 +210,10 @@ impl Deliveries {
             );
             self.record(&ended.job, false, why, outcome(url, ended, 0))
                 .await;
-            return;
+            return true;
         };
-        let delivery_id = uuid_v4_text();
+        // The same on every try and every replica: a receiver drops a repeat by it.
+        let delivery_id = delivery_id(notice, &to.key);
         let text = match to.target.format {
             Format::Json => serde_json::to_string(&WebhookBody {
                 event: ended.event.to_string(),
@@ -127,42 +227,36 @@ impl Deliveries {
         }
         .expect("a body serializes");
         let attempts = self.config.attempts.max(1);
-        let mut wait = self.config.backoff;
-        for attempt in 1..=attempts {
-            let tried = self
-                .try_once(secret, &delivery_id, ended.event, url, &text)
-                .await;
-            let mut told = outcome(url, ended, attempt);
-            told.delivery_id = Some(delivery_id.clone());
-            match tried {
-                Tried::Delivered(status) => {
-                    told.status = Some(status);
-                    let message = format!("notified {shown} ({status}), attempt {attempt}");
-                    self.record(&ended.job, true, message, told).await;
-                    return;
-                }
-                Tried::Failed(why, retryable) => {
-                    let again = retryable && attempt < attempts;
-                    told.error = Some(why.clone());
-                    told.retrying = Some(again);
-                    let next = if again {
-                        format!(
-                            "trying again in {} s (attempt {attempt} of {attempts})",
-                            wait.as_secs_f64()
-                        )
-                    } else if retryable {
-                        format!("gave up after {attempts} attempts: check that the receiver is up")
-                    } else {
-                        "not tried again: the receiver refused it; check its address and that it verifies with this server's secret".into()
-                    };
-                    let message = format!("could not notify {shown}: {why}; {next}");
-                    self.record(&ended.job, false, message, told).await;
-                    if !again {
-                        return;
-                    }
-                    tokio::time::sleep(wait).await;
-                    wait = wait.saturating_mul(4);
-                }
+        let attempt = notice.attempt;
+        let tried = self
+            .try_once(secret, &delivery_id, ended.event, url, &text)
+            .await;
+        let mut told = outcome(url, ended, attempt);
+        told.delivery_id = Some(delivery_id);
+        match tried {
+            Tried::Delivered(status) => {
+                told.status = Some(status);
+                let message = format!("notified {shown} ({status}), attempt {attempt}");
+                self.record(&ended.job, true, message, told).await;
+                true
+            }
+            Tried::Failed(why, retryable) => {
+                let again = retryable && attempt < attempts;
+                told.error = Some(why.clone());
+                told.retrying = Some(again);
+                let next = if again {
+                    format!(
+                        "trying again in {} s (attempt {attempt} of {attempts})",
+                        self.wait_after(attempt).as_secs_f64()
+                    )
+                } else if retryable {
+                    format!("gave up after {attempts} attempts: check that the receiver is up")
+                } else {
+                    "not tried again: the receiver refused it; check its address and that it verifies with this server's secret".into()
+                };
+                let message = format!("could not notify {shown}: {why}; {next}");
+                self.record(&ended.job, false, message, told).await;
+                !again
             }
         }
     }
@@ -231,11 +325,14 @@ fn outcome(url: &str, ended: &Ended, attempt: u32) -> NotificationOutcome {
     }
 }
 
-/// A random delivery id (UUID v4 form) from the OS's randomness.
-fn uuid_v4_text() -> String {
+/// The delivery id of `notice` to the webhook `key`, in UUID form: derived from the job,
+/// its event and the webhook, so every try and every replica sends the same.
+fn delivery_id(notice: &Notice, key: &str) -> String {
+    let digest = Sha256::digest(format!("{}/{}/{key}", notice.job_id, notice.event_id));
     let mut bytes = [0u8; 16];
-    getrandom::fill(&mut bytes).unwrap_or_default();
-    bytes[6] = (bytes[6] & 0x0f) | 0x40;
+    bytes.copy_from_slice(&digest[..16]);
+    // Version 8 (custom), RFC 9562 variant.
+    bytes[6] = (bytes[6] & 0x0f) | 0x80;
     bytes[8] = (bytes[8] & 0x3f) | 0x80;
     let hex = hex::encode(bytes);
     format!(

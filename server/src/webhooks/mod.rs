@@ -1,20 +1,24 @@
 //! Webhooks: when a job ends, or waits for an operator's approval, the server posts it,
 //! signed, to each webhook the server names (`--webhook`, `--slack-webhook`) and to the
-//! task's own (`task.notify.webhookUrl`). The replica whose write ended the job posts it
-//! (the queue tells its [`Observer`](queue::Observer)), in the background, retrying with
-//! backoff; what became of each attempt is recorded on the job as an event.
+//! task's own (`task.notify.webhookUrl`). The notification is a row of the queue's outbox,
+//! written with the event in one transaction; every replica's service claims due rows with
+//! a lease, tries each once and settles it or leaves it for a later try with backoff, so a
+//! replica that stops between tries loses nothing. What became of each attempt is recorded
+//! on the job as an event. The queue's [`Observer`](queue::Observer) wakes this replica's
+//! service as it ends a job, so its own ends are posted without waiting for a poll.
 //!
-//! `target` says where notifications go; `body` builds what is posted; `deliver` posts it
-//! to every webhook of a job, each with its retries.
+//! `target` says where notifications go; `body` builds what is posted; `deliver` makes one
+//! try of one notification.
 
 mod body;
 mod deliver;
 mod target;
 
 use std::sync::Arc;
+use std::time::Duration;
 
+use contract::Job;
 use contract::job::events;
-use contract::{Job, JobState};
 use deliver::Deliveries;
 use serde_json::{Map, Value};
 use tokio::sync::mpsc;
@@ -23,48 +27,45 @@ use tokio_util::sync::CancellationToken;
 pub use deliver::signature;
 pub use target::{Ended, Format, Target, WebhookConfig, redacted};
 
-/// The queue's observer: hands each end this replica wrote to the service. Never blocks.
+/// The queue's observer: wakes the service when this replica wrote an end or a wait for
+/// approval (which the outbox now holds). Never blocks.
 #[derive(Debug)]
-pub struct Inbox(mpsc::UnboundedSender<Ended>);
+pub struct Inbox(mpsc::UnboundedSender<()>);
 
 impl queue::Observer for Inbox {
-    fn recorded(&self, job: &Job, kind: &str, _payload: &Map<String, Value>) {
-        use contract::api::webhook::{JOB_AWAITING_APPROVAL, JOB_ENDED};
-        let ended = job.status.is_terminal() && job.status != JobState::AwaitingApproval;
-        let event = match kind {
-            kind if events::ENDINGS.contains(&kind) && ended => JOB_ENDED,
-            events::JOB_APPROVAL_REQUESTED => JOB_AWAITING_APPROVAL,
-            _ => return,
-        };
-        // The service gone (the server stopping): nobody is left to post it.
-        let _ = self.0.send(Ended {
-            job: job.clone(),
-            event,
-        });
+    fn recorded(&self, _job: &Job, kind: &str, _payload: &Map<String, Value>) {
+        if events::ENDINGS.contains(&kind) || kind == events::JOB_APPROVAL_REQUESTED {
+            // The service gone (the server stopping): the outbox keeps it for the next.
+            let _ = self.0.send(());
+        }
     }
 }
 
 /// The observer to give the queue, and the receiving end for [`WebhookService::new`].
-pub fn inbox() -> (Arc<Inbox>, mpsc::UnboundedReceiver<Ended>) {
+pub fn inbox() -> (Arc<Inbox>, mpsc::UnboundedReceiver<()>) {
     let (tx, rx) = mpsc::unbounded_channel();
     (Arc::new(Inbox(tx)), rx)
 }
 
-/// Posts what the [`Inbox`] received. The River shape: `new`, then `start`; `run_once`
-/// posts one job's notifications (to every webhook at once) and returns when each is
-/// delivered or given up.
+/// Posts what the outbox holds. The River shape: `new`, then `start`. Each replica runs
+/// one; they share the outbox, each notification claimed by one at a time.
 pub struct WebhookService {
     config: Arc<WebhookConfig>,
     queue: queue::Queue,
     http: reqwest::Client,
-    inbox: mpsc::UnboundedReceiver<Ended>,
+    inbox: mpsc::UnboundedReceiver<()>,
+    /// What this replica's claims are leased to.
+    owner: String,
 }
+
+/// Notifications tried at once by one replica.
+const AT_ONCE: usize = 16;
 
 impl WebhookService {
     pub fn new(
         config: WebhookConfig,
         queue: queue::Queue,
-        inbox: mpsc::UnboundedReceiver<Ended>,
+        inbox: mpsc::UnboundedReceiver<()>,
     ) -> WebhookService {
         let http = reqwest::Client::builder()
             .timeout(config.timeout)
@@ -73,37 +74,69 @@ impl WebhookService {
             .user_agent(concat!("stepwise/", env!("CARGO_PKG_VERSION")))
             .build()
             .expect("an HTTP client with rustls and no redirects builds");
+        let mut nonce = [0u8; 6];
+        getrandom::fill(&mut nonce).unwrap_or_default();
+        let owner = format!("replica-{}-{}", std::process::id(), hex::encode(nonce));
         WebhookService {
             config: Arc::new(config),
             queue,
             http,
             inbox,
+            owner,
         }
     }
 
-    /// Posts each job as it comes, several at once, until `stop`; deliveries under way
-    /// are dropped then (each attempt made is recorded).
+    /// How long a claim is this replica's: a try posts to every webhook at once, each
+    /// within the timeout, and records each outcome. A replica that stops mid-try leaves
+    /// its claim to run out; one that stops between tries leaves nothing held.
+    fn lease(&self) -> Duration {
+        self.config.timeout.saturating_mul(2) + Duration::from_secs(5)
+    }
+
+    /// How often the outbox is looked at: as often as the shortest wait between tries, at
+    /// most every second. This replica's own ends are looked at as they come.
+    fn poll(&self) -> Duration {
+        self.config
+            .backoff
+            .clamp(Duration::from_millis(20), Duration::from_secs(1))
+    }
+
+    /// Posts what falls due until `stop`; a try under way then is dropped, and its claim
+    /// runs out for the next replica (or the next start) to take.
     pub fn start(mut self, stop: CancellationToken) -> tokio::task::JoinHandle<()> {
         tokio::spawn(async move {
             let mut running = tokio::task::JoinSet::new();
+            let mut inbox_open = true;
+            let poll = self.poll();
             loop {
+                let free = AT_ONCE.saturating_sub(running.len());
+                if free > 0 {
+                    match self
+                        .queue
+                        .claim_notifications(&self.owner, self.lease(), free as u32)
+                        .await
+                    {
+                        Ok(notices) => {
+                            for notice in notices {
+                                let once = self.once();
+                                let owner = self.owner.clone();
+                                running.spawn(async move { once.run(notice, &owner).await });
+                            }
+                        }
+                        Err(error) => {
+                            tracing::warn!(%error, "the webhook outbox could not be read")
+                        }
+                    }
+                }
                 tokio::select! {
                     _ = stop.cancelled() => break,
                     Some(_) = running.join_next(), if !running.is_empty() => {}
-                    ended = self.inbox.recv() => {
-                        let Some(ended) = ended else { break };
-                        let once = self.once();
-                        running.spawn(async move { once.run_once(ended).await });
-                    }
+                    ended = self.inbox.recv(), if inbox_open => inbox_open = ended.is_some(),
+                    _ = tokio::time::sleep(poll) => {}
                 }
             }
             running.abort_all();
         })
-    }
-
-    /// Posts one job's notifications now, returning when each delivered or gave up.
-    pub async fn run_once(&self, ended: Ended) {
-        self.once().run_once(ended).await;
     }
 
     fn once(&self) -> Deliveries {
@@ -111,6 +144,27 @@ impl WebhookService {
             config: self.config.clone(),
             queue: self.queue.clone(),
             http: self.http.clone(),
+        }
+    }
+}
+
+impl Deliveries {
+    /// Tries `notice` once and settles it under `owner`'s claim.
+    async fn run(&self, notice: queue::Notice, owner: &str) {
+        let settled = self.try_notice(&notice).await;
+        match self
+            .queue
+            .settle_notification(&notice, owner, &settled)
+            .await
+        {
+            Ok(true) => {}
+            Ok(false) => tracing::warn!(
+                job_id = %notice.job_id,
+                "a notification's try outlasted its claim; another replica has it now"
+            ),
+            Err(error) => {
+                tracing::warn!(job_id = %notice.job_id, %error, "a notification's try could not be settled")
+            }
         }
     }
 }

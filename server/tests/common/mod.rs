@@ -7,6 +7,8 @@ use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+pub mod receiver;
+
 pub const BIN: &str = env!("CARGO_BIN_EXE_stepwise");
 
 /// Kills the process when the test ends, however it ends.

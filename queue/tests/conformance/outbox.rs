@@ -1,0 +1,159 @@
+//! The webhook outbox: a notification exists exactly when a job's end (or its wait for an
+//! operator's approval) does, written with it; one replica at a time holds it; a try is
+//! settled only under its own claim.
+
+use std::time::Duration;
+
+use contract::JobState;
+use queue::{Notice, Settled, events};
+
+use crate::harness::*;
+
+const LEASE: Duration = Duration::from_secs(30);
+
+async fn claim(h: &Harness, owner: &str) -> Vec<Notice> {
+    h.queue.claim_notifications(owner, LEASE, 10).await.unwrap()
+}
+
+async fn pending(h: &Harness) -> i64 {
+    h.queue.notifications_pending().await.unwrap()
+}
+
+pub async fn a_job_s_end_is_in_the_outbox_with_its_event_and_nothing_else_is(h: Harness) {
+    let job = h.create(Spec::default()).await;
+    let claimed = h.claim_exactly("w1", &job).await;
+    // A failed attempt that is tried again has not ended.
+    h.queue
+        .fail(&job.id, &fence(&claimed), "flaky".into(), true)
+        .await
+        .unwrap();
+    assert_eq!(pending(&h).await, 0);
+    h.advance(Duration::from_secs(3600));
+    let again = h.claim_exactly("w1", &job).await;
+    h.queue
+        .fail(&job.id, &fence(&again), "broken".into(), false)
+        .await
+        .unwrap();
+    assert_eq!(pending(&h).await, 1);
+    let notices = claim(&h, "r1").await;
+    assert_eq!(notices.len(), 1, "{notices:#?}");
+    let notice = &notices[0];
+    let failed = h
+        .queue
+        .list_events(&job.id, 0, 100)
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|e| e.kind == events::JOB_FAILED)
+        .unwrap();
+    assert_eq!(notice.job_id, job.id);
+    assert_eq!(notice.event_id, failed.id);
+    assert_eq!(notice.event, "job.ended");
+    assert_eq!(notice.status, JobState::Failed);
+    assert_eq!(notice.attempt, 1);
+    assert!(notice.settled.is_empty());
+
+    // A queued job cancelled ends at once, and a wait for approval is told as such.
+    let cancelled = h.create(Spec::default()).await;
+    h.queue
+        .request_cancel(&cancelled.id, Some("alice"), None)
+        .await
+        .unwrap();
+    let waiting = h.create(Spec::default()).await;
+    let running = h.claim_exactly("w1", &waiting).await;
+    h.queue
+        .request_approval(&waiting.id, &fence(&running))
+        .await
+        .unwrap();
+    let told: Vec<(String, JobState)> = claim(&h, "r1")
+        .await
+        .into_iter()
+        .map(|n| (n.event, n.status))
+        .collect();
+    assert_eq!(
+        told,
+        [
+            ("job.ended".to_string(), JobState::Cancelled),
+            (
+                "job.awaiting_approval".to_string(),
+                JobState::AwaitingApproval
+            ),
+        ]
+    );
+}
+
+pub async fn a_notification_is_held_by_one_replica_and_settled_only_under_its_claim(h: Harness) {
+    let job = h.create(Spec::default()).await;
+    h.queue
+        .request_cancel(&job.id, Some("alice"), None)
+        .await
+        .unwrap();
+    let first = claim(&h, "r1").await.remove(0);
+    // Leased: nobody else gets it, and nobody else settles it.
+    assert!(claim(&h, "r2").await.is_empty());
+    assert!(
+        !h.queue
+            .settle_notification(&first, "r2", &Settled::Done)
+            .await
+            .unwrap()
+    );
+    // One webhook done with, the rest tried again in ten seconds.
+    let later = Settled::Later {
+        settled: vec!["server:aa".into()],
+        next_at: h.queue.now() + chrono::Duration::seconds(10),
+    };
+    assert!(
+        h.queue
+            .settle_notification(&first, "r1", &later)
+            .await
+            .unwrap()
+    );
+    assert!(claim(&h, "r2").await.is_empty(), "not due yet");
+    h.advance(Duration::from_secs(10));
+    let second = claim(&h, "r2").await.remove(0);
+    assert_eq!(second.id, first.id);
+    assert_eq!(second.attempt, 2);
+    assert_eq!(second.settled, ["server:aa"]);
+    // The first claim is spent: its late word changes nothing.
+    assert!(
+        !h.queue
+            .settle_notification(&first, "r1", &Settled::Done)
+            .await
+            .unwrap()
+    );
+    assert_eq!(pending(&h).await, 1);
+    assert!(
+        h.queue
+            .settle_notification(&second, "r2", &Settled::Done)
+            .await
+            .unwrap()
+    );
+    assert_eq!(pending(&h).await, 0);
+    assert!(claim(&h, "r1").await.is_empty());
+}
+
+pub async fn a_claim_whose_holder_went_silent_is_taken_over_when_its_lease_ends(h: Harness) {
+    let job = h.create(Spec::default()).await;
+    h.queue
+        .request_cancel(&job.id, Some("alice"), None)
+        .await
+        .unwrap();
+    let lost = claim(&h, "r1").await.remove(0);
+    h.advance(LEASE - Duration::from_secs(1));
+    assert!(claim(&h, "r2").await.is_empty());
+    h.advance(Duration::from_secs(1));
+    let taken = claim(&h, "r2").await.remove(0);
+    assert_eq!((taken.id, taken.attempt), (lost.id, 2));
+    assert!(
+        !h.queue
+            .settle_notification(&lost, "r1", &Settled::Done)
+            .await
+            .unwrap()
+    );
+    assert!(
+        h.queue
+            .settle_notification(&taken, "r2", &Settled::Done)
+            .await
+            .unwrap()
+    );
+}
