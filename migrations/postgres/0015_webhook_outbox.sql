@@ -1,6 +1,7 @@
 -- The webhook outbox (PostgreSQL): one row per notification of a job's end or of its wait
 -- for approval, written by the trigger below in the statement that stored the event (the
--- lock-free swap included), so a notification exists exactly when its event does. A
+-- lock-free swap included), so a notification exists exactly when its event does (while a replica that posts
+-- webhooks is listening, below). A
 -- replica claims rows with a lease (SKIP LOCKED), posts each to every webhook once, and
 -- either settles it or leaves it for the next try: a replica that stops between tries
 -- leaves a row another (or the next start) picks up once the lease ends.
@@ -25,8 +26,19 @@ CREATE TABLE webhook_outbox (
 -- What is left to post, by when it is due.
 CREATE INDEX webhook_outbox_due ON webhook_outbox (next_at);
 
+-- The replicas that post webhooks, each seen within the last few minutes: with none, no
+-- notification is written, and a queue without webhooks pays one empty lookup per end.
+CREATE TABLE webhook_listeners (
+    replica text PRIMARY KEY,
+    seen_at timestamptz NOT NULL
+);
+
 CREATE FUNCTION webhook_outbox_on_event() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
+    IF NOT EXISTS (SELECT 1 FROM webhook_listeners
+                   WHERE seen_at > NEW.created_at - interval '10 minutes') THEN
+        RETURN NULL;
+    END IF;
     INSERT INTO webhook_outbox (job_id, event_id, event, status, next_at, created_at)
     VALUES (
         NEW.job_id,

@@ -24,9 +24,17 @@ CREATE TABLE webhook_outbox (
 -- What is left to post, by when it is due.
 CREATE INDEX webhook_outbox_due ON webhook_outbox (next_at);
 
+-- The replicas that post webhooks, each seen within the last few minutes: with none, no
+-- notification is written, and a queue without webhooks pays one empty lookup per end.
+CREATE TABLE webhook_listeners (
+    replica TEXT PRIMARY KEY NOT NULL,
+    seen_at INTEGER NOT NULL
+) STRICT;
+
 CREATE TRIGGER webhook_outbox_on_event AFTER INSERT ON job_events
 WHEN NEW.kind IN ('job.completed', 'job.failed', 'job.dead_lettered', 'job.cancelled',
                   'job.rejected', 'job.approval_requested')
+    AND EXISTS (SELECT 1 FROM webhook_listeners WHERE seen_at > NEW.created_at - 600000)
 BEGIN
     INSERT INTO webhook_outbox (job_id, event_id, event, status, next_at, created_at)
     VALUES (

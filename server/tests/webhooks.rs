@@ -47,7 +47,9 @@ async fn setup(backend: Backend, config: WebhookConfig) -> Setup {
     let queue = Queue::open(database, queue_config).await.unwrap();
     queue.migrate().await.unwrap();
     let stop = tokio_util::sync::CancellationToken::new();
-    WebhookService::new(config, queue.clone(), ended).start(stop.clone());
+    WebhookService::new(config, queue.clone(), ended)
+        .start(stop.clone())
+        .await;
     Setup {
         queue,
         _dir: dir,

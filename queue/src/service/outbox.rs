@@ -42,6 +42,19 @@ impl Queue {
             .await?)
     }
 
+    /// Says that `replica` posts webhooks: from now, and for ten minutes after the last
+    /// time it says so, every end (and wait for approval) is written to the outbox. A
+    /// replica that posts says so again every minute or so; with none listening, no
+    /// notification is written and an end pays one empty lookup.
+    pub async fn listen_for_notifications(&self, replica: &str) -> Result<(), QueueError> {
+        Ok(self.inner.db.listen_notices(replica, self.now()).await?)
+    }
+
+    /// `replica` posts no more (it stops); what is in the outbox stays for the others.
+    pub async fn stop_listening_for_notifications(&self, replica: &str) -> Result<(), QueueError> {
+        Ok(self.inner.db.unlisten_notices(replica).await?)
+    }
+
     /// How many notifications are still to be posted.
     pub async fn notifications_pending(&self) -> Result<i64, QueueError> {
         Ok(self.inner.db.count_notices().await?)

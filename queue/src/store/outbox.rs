@@ -104,6 +104,37 @@ impl Database {
         })
     }
 
+    /// Says that `replica` posts webhooks, as of `now`: while one has said so within the
+    /// last ten minutes, the database writes a notification for each end.
+    pub(crate) async fn listen_notices(
+        &self,
+        replica: &str,
+        now: DateTime<Utc>,
+    ) -> Result<(), sqlx::Error> {
+        on_pool!(self, p => {
+            sqlx::query(
+                "INSERT INTO webhook_listeners (replica, seen_at) VALUES ($1, $2) \
+                 ON CONFLICT (replica) DO UPDATE SET seen_at = excluded.seen_at",
+            )
+            .bind(replica)
+            .bind(Ts(now))
+            .execute(p)
+            .await?;
+            Ok(())
+        })
+    }
+
+    /// `replica` posts no more.
+    pub(crate) async fn unlisten_notices(&self, replica: &str) -> Result<(), sqlx::Error> {
+        on_pool!(self, p => {
+            sqlx::query("DELETE FROM webhook_listeners WHERE replica = $1")
+                .bind(replica)
+                .execute(p)
+                .await?;
+            Ok(())
+        })
+    }
+
     /// The notifications not yet settled.
     pub(crate) async fn count_notices(&self) -> Result<i64, sqlx::Error> {
         on_pool!(self, p => {

@@ -1,6 +1,6 @@
-//! The webhook outbox: a notification exists exactly when a job's end (or its wait for an
-//! operator's approval) does, written with it; one replica at a time holds it; a try is
-//! settled only under its own claim.
+//! The webhook outbox: while a replica that posts webhooks listens, a notification exists
+//! exactly when a job's end (or its wait for an operator's approval) does, written with it;
+//! one replica at a time holds it; a try is settled only under its own claim.
 
 use std::time::Duration;
 
@@ -19,7 +19,13 @@ async fn pending(h: &Harness) -> i64 {
     h.queue.notifications_pending().await.unwrap()
 }
 
+/// A replica that posts webhooks says so.
+async fn listening(h: &Harness) {
+    h.queue.listen_for_notifications("r1").await.unwrap();
+}
+
 pub async fn a_job_s_end_is_in_the_outbox_with_its_event_and_nothing_else_is(h: Harness) {
+    listening(&h).await;
     let job = h.create(Spec::default()).await;
     let claimed = h.claim_exactly("w1", &job).await;
     // A failed attempt that is tried again has not ended.
@@ -29,6 +35,8 @@ pub async fn a_job_s_end_is_in_the_outbox_with_its_event_and_nothing_else_is(h: 
         .unwrap();
     assert_eq!(pending(&h).await, 0);
     h.advance(Duration::from_secs(3600));
+    // The replica said again that it listens, as it does every minute.
+    listening(&h).await;
     let again = h.claim_exactly("w1", &job).await;
     h.queue
         .fail(&job.id, &fence(&again), "broken".into(), false)
@@ -83,6 +91,7 @@ pub async fn a_job_s_end_is_in_the_outbox_with_its_event_and_nothing_else_is(h: 
 }
 
 pub async fn a_notification_is_held_by_one_replica_and_settled_only_under_its_claim(h: Harness) {
+    listening(&h).await;
     let job = h.create(Spec::default()).await;
     h.queue
         .request_cancel(&job.id, Some("alice"), None)
@@ -133,6 +142,7 @@ pub async fn a_notification_is_held_by_one_replica_and_settled_only_under_its_cl
 }
 
 pub async fn a_claim_whose_holder_went_silent_is_taken_over_when_its_lease_ends(h: Harness) {
+    listening(&h).await;
     let job = h.create(Spec::default()).await;
     h.queue
         .request_cancel(&job.id, Some("alice"), None)
@@ -156,4 +166,31 @@ pub async fn a_claim_whose_holder_went_silent_is_taken_over_when_its_lease_ends(
             .await
             .unwrap()
     );
+}
+
+pub async fn with_no_replica_listening_an_end_writes_no_notification(h: Harness) {
+    let quiet = h.create(Spec::default()).await;
+    h.queue
+        .request_cancel(&quiet.id, Some("alice"), None)
+        .await
+        .unwrap();
+    assert_eq!(pending(&h).await, 0);
+    // Listening, then silent for longer than ten minutes: as good as gone.
+    listening(&h).await;
+    h.advance(Duration::from_secs(601));
+    let late = h.create(Spec::default()).await;
+    h.queue.request_cancel(&late.id, None, None).await.unwrap();
+    assert_eq!(pending(&h).await, 0);
+    // Said again: heard again. And one that stops is not heard.
+    listening(&h).await;
+    let heard = h.create(Spec::default()).await;
+    h.queue.request_cancel(&heard.id, None, None).await.unwrap();
+    assert_eq!(pending(&h).await, 1);
+    h.queue
+        .stop_listening_for_notifications("r1")
+        .await
+        .unwrap();
+    let after = h.create(Spec::default()).await;
+    h.queue.request_cancel(&after.id, None, None).await.unwrap();
+    assert_eq!(pending(&h).await, 1);
 }

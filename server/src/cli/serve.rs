@@ -69,8 +69,9 @@ pub async fn run(config: Config) -> Result<(), CliError> {
     let base = base_url(local);
     let mut webhooks = config.webhooks.clone();
     webhooks.public_url.get_or_insert_with(|| base.clone());
-    let notifier =
-        crate::webhooks::WebhookService::new(webhooks, queue.clone(), ended).start(stop.clone());
+    let notifier = crate::webhooks::WebhookService::new(webhooks, queue.clone(), ended)
+        .start(stop.clone())
+        .await;
     let login = session::login_url(&queue, &base)
         .await
         .map_err(CliError::Bootstrap)?;

@@ -176,16 +176,31 @@ impl Deliveries {
             if config.task_webhooks {
                 targets.push(task);
             } else if !settled.contains(&task.key) {
-                let why = format!(
-                    "not posted to the task's webhook {}: this server posts to no task's webhook (--task-webhooks)",
-                    redacted(&url)
-                );
-                self.record(&ended.job, false, why, outcome(&url, ended, 0))
-                    .await;
+                self.tell_not_posted(ended, &url).await;
                 settled.push(task.key);
             }
         }
         targets
+    }
+
+    /// On a server that posts to no task's webhook, says so on `ended`'s job when its task
+    /// names one.
+    pub(super) async fn tell_task_webhook_off(&self, ended: &Ended) {
+        let own = NormalizedTask::from_job(&ended.job)
+            .ok()
+            .and_then(|t| t.payload.task.notify);
+        if let Some(notify) = own {
+            self.tell_not_posted(ended, &notify.webhook_url).await;
+        }
+    }
+
+    async fn tell_not_posted(&self, ended: &Ended, url: &str) {
+        let why = format!(
+            "not posted to the task's webhook {}: this server posts to no task's webhook (--task-webhooks)",
+            redacted(url)
+        );
+        self.record(&ended.job, false, why, outcome(url, ended, 0))
+            .await;
     }
 
     /// Posts `job` to `to` once; whether `to` is done with (delivered, refused, or out of

@@ -27,22 +27,29 @@ use tokio_util::sync::CancellationToken;
 pub use deliver::signature;
 pub use target::{Ended, Format, Target, WebhookConfig, redacted};
 
-/// The queue's observer: wakes the service when this replica wrote an end or a wait for
-/// approval (which the outbox now holds). Never blocks.
+/// The queue's observer: hands each end (or wait for approval) this replica wrote to the
+/// service, which looks at the outbox at once for it. Never blocks.
 #[derive(Debug)]
-pub struct Inbox(mpsc::UnboundedSender<()>);
+pub struct Inbox(mpsc::UnboundedSender<Ended>);
 
 impl queue::Observer for Inbox {
-    fn recorded(&self, _job: &Job, kind: &str, _payload: &Map<String, Value>) {
-        if events::ENDINGS.contains(&kind) || kind == events::JOB_APPROVAL_REQUESTED {
-            // The service gone (the server stopping): the outbox keeps it for the next.
-            let _ = self.0.send(());
-        }
+    fn recorded(&self, job: &Job, kind: &str, _payload: &Map<String, Value>) {
+        use contract::api::webhook::{JOB_AWAITING_APPROVAL, JOB_ENDED};
+        let event = match kind {
+            kind if events::ENDINGS.contains(&kind) => JOB_ENDED,
+            events::JOB_APPROVAL_REQUESTED => JOB_AWAITING_APPROVAL,
+            _ => return,
+        };
+        // The service gone (the server stopping): the outbox keeps it for the next.
+        let _ = self.0.send(Ended {
+            job: job.clone(),
+            event,
+        });
     }
 }
 
 /// The observer to give the queue, and the receiving end for [`WebhookService::new`].
-pub fn inbox() -> (Arc<Inbox>, mpsc::UnboundedReceiver<()>) {
+pub fn inbox() -> (Arc<Inbox>, mpsc::UnboundedReceiver<Ended>) {
     let (tx, rx) = mpsc::unbounded_channel();
     (Arc::new(Inbox(tx)), rx)
 }
@@ -53,7 +60,7 @@ pub struct WebhookService {
     config: Arc<WebhookConfig>,
     queue: queue::Queue,
     http: reqwest::Client,
-    inbox: mpsc::UnboundedReceiver<()>,
+    inbox: mpsc::UnboundedReceiver<Ended>,
     /// What this replica's claims are leased to.
     owner: String,
 }
@@ -61,11 +68,15 @@ pub struct WebhookService {
 /// Notifications tried at once by one replica.
 const AT_ONCE: usize = 16;
 
+/// How often a replica says again that it posts (the database listens to one for ten
+/// minutes).
+const LISTEN_EVERY: Duration = Duration::from_secs(60);
+
 impl WebhookService {
     pub fn new(
         config: WebhookConfig,
         queue: queue::Queue,
-        inbox: mpsc::UnboundedReceiver<()>,
+        inbox: mpsc::UnboundedReceiver<Ended>,
     ) -> WebhookService {
         let http = reqwest::Client::builder()
             .timeout(config.timeout)
@@ -101,14 +112,38 @@ impl WebhookService {
             .clamp(Duration::from_millis(20), Duration::from_secs(1))
     }
 
-    /// Posts what falls due until `stop`; a try under way then is dropped, and its claim
-    /// runs out for the next replica (or the next start) to take.
-    pub fn start(mut self, stop: CancellationToken) -> tokio::task::JoinHandle<()> {
+    /// Says that this replica posts, then posts what falls due until `stop`; a try under
+    /// way then is dropped, and its claim runs out for the next replica (or the next start)
+    /// to take. A replica with nothing to post (no webhook, and tasks' webhooks off) takes
+    /// no part in the outbox: it neither listens nor claims, so it never settles a
+    /// notification another replica would post. It only tells, on the jobs it ends, that
+    /// their task's own webhook is not posted to.
+    pub async fn start(mut self, stop: CancellationToken) -> tokio::task::JoinHandle<()> {
+        if self.config.targets.is_empty() && !self.config.task_webhooks {
+            let once = self.once();
+            return tokio::spawn(async move {
+                loop {
+                    tokio::select! {
+                        _ = stop.cancelled() => break,
+                        ended = self.inbox.recv() => match ended {
+                            Some(ended) => once.tell_task_webhook_off(&ended).await,
+                            None => break,
+                        },
+                    }
+                }
+            });
+        }
+        self.listen().await;
         tokio::spawn(async move {
             let mut running = tokio::task::JoinSet::new();
             let mut inbox_open = true;
             let poll = self.poll();
+            let mut listened = tokio::time::Instant::now();
             loop {
+                if listened.elapsed() >= LISTEN_EVERY {
+                    self.listen().await;
+                    listened = tokio::time::Instant::now();
+                }
                 let free = AT_ONCE.saturating_sub(running.len());
                 if free > 0 {
                     match self
@@ -136,7 +171,22 @@ impl WebhookService {
                 }
             }
             running.abort_all();
+            if let Err(error) = self
+                .queue
+                .stop_listening_for_notifications(&self.owner)
+                .await
+            {
+                tracing::warn!(%error, "could not say that this replica posts no more webhooks");
+            }
         })
+    }
+
+    /// Says (again) that this replica posts: the database writes notifications while one
+    /// has said so within ten minutes.
+    async fn listen(&self) {
+        if let Err(error) = self.queue.listen_for_notifications(&self.owner).await {
+            tracing::warn!(%error, "could not say that this replica posts webhooks; trying again in a minute");
+        }
     }
 
     fn once(&self) -> Deliveries {
