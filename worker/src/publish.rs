@@ -175,7 +175,13 @@ pub async fn publish(
         push.push("--force");
     }
     push.extend(["origin", &refspec]);
-    git_with_token(repo, &push, request.token, budget).await?;
+    // The token goes to where origin pushes, and nowhere else.
+    let remote = match request.token {
+        Some(_) => git(repo, &["remote", "get-url", "--push", "origin"], budget).await?,
+        None => String::new(),
+    };
+    let auth = request.token.map(|token| (token, remote.as_str()));
+    git_with_token(repo, &push, auth, budget).await?;
     result.branch = Some(request.working_branch.to_string());
     result.commit = Some(git(repo, &["rev-parse", "HEAD"], budget).await?);
     result.status = "pushed".into();

@@ -114,29 +114,49 @@ async fn run(mut command: Command, args: &[&str], budget: &Budget) -> Result<Vec
 /// The environment variable the credential helper of [`CREDENTIAL_HELPER`] reads.
 const TOKEN_ENV: &str = "STEPWISE_GIT_TOKEN";
 
-/// `git -c` settings that answer an HTTPS remote's credential request with the token in
-/// [`TOKEN_ENV`]. The token travels in the environment, never in argv (which any local user
-/// can read in /proc); the empty helper first drops the user's own helpers, so the token
-/// is neither stored by them nor mixed with their answers. `x-access-token` is the user
-/// name GitHub expects with a token; other hosts ignore it or accept any name.
-pub const CREDENTIAL_HELPER: [&str; 4] = [
-    "-c",
-    "credential.helper=",
-    "-c",
-    "credential.helper=!f() { test \"$1\" = get && echo username=x-access-token && echo \"password=$STEPWISE_GIT_TOKEN\"; }; f",
-];
+/// The credential helper that answers a request with the token in [`TOKEN_ENV`]. The token
+/// travels in the environment, never in argv (which any local user can read in /proc).
+/// `x-access-token` is the user name GitHub expects with a token; other hosts ignore it or
+/// accept any name.
+const TOKEN_HELPER: &str = "!f() { test \"$1\" = get && echo username=x-access-token && echo \"password=$STEPWISE_GIT_TOKEN\"; }; f";
 
-/// [`git`], authenticating HTTPS remotes with `token` when there is one (a task's resolved
-/// `repoAuthRef` or `publishAuthRef`).
+/// `git -c` settings that give the token to `url`'s own scheme and host, and to no other:
+/// the empty helper first drops the user's own helpers (so the token is neither stored by
+/// them nor mixed with their answers), then the helper is set for that address only, so
+/// a redirect or a submodule pointing elsewhere is not handed the token. `None` for an
+/// address that is not http(s) (ssh, a path), which takes no token.
+pub fn credential_helper(url: &str) -> Option<[String; 4]> {
+    let (scheme, rest) = url.split_once("://")?;
+    let scheme = scheme.to_ascii_lowercase();
+    if scheme != "https" && scheme != "http" {
+        return None;
+    }
+    let authority = rest.split(['/', '?', '#']).next()?;
+    let host = authority.rsplit('@').next()?;
+    if host.is_empty() || host.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return None;
+    }
+    Some([
+        "-c".into(),
+        "credential.helper=".into(),
+        "-c".into(),
+        format!("credential.{scheme}://{host}.helper={TOKEN_HELPER}"),
+    ])
+}
+
+/// [`git`], authenticating `url` (the remote the command talks to) with `token` when there
+/// is one (a task's resolved `repoAuthRef` or `publishAuthRef`).
 pub async fn git_with_token(
     dir: &Path,
     args: &[&str],
-    token: Option<&str>,
+    auth: Option<(&str, &str)>,
     budget: &Budget,
 ) -> Result<String, GitError> {
     let mut command = Command::new("git");
-    if let Some(token) = token {
-        command.args(CREDENTIAL_HELPER).env(TOKEN_ENV, token);
+    if let Some((token, url)) = auth
+        && let Some(helper) = credential_helper(url)
+    {
+        command.args(helper).env(TOKEN_ENV, token);
     }
     command.args(args).current_dir(dir);
     let stdout = run(command, args, budget).await?;
@@ -224,7 +244,7 @@ impl MirrorCache {
             git_with_token(
                 &path,
                 &["fetch", "--quiet", "--prune", "origin"],
-                token,
+                token.map(|t| (t, url)),
                 budget,
             )
             .await?;
@@ -245,7 +265,7 @@ impl MirrorCache {
         let cloned = git_with_token(
             &self.root,
             &["clone", "--quiet", "--mirror", url, &target],
-            token,
+            token.map(|t| (t, url)),
             budget,
         )
         .await;
@@ -363,32 +383,57 @@ pub fn generated_branch(id: &JobId, objective: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    #[test]
-    fn the_credential_helper_answers_with_the_token_from_the_environment() {
+    /// What `git credential fill` answers for `host` with the helper for `url`.
+    fn filled(url: &str, host: &str) -> (bool, String) {
         use std::io::Write;
         let mut child = std::process::Command::new("git")
-            .args(CREDENTIAL_HELPER)
+            .args(credential_helper(url).unwrap())
             .args(["credential", "fill"])
             .env(TOKEN_ENV, "tok-from-env-42")
             .env("GIT_TERMINAL_PROMPT", "0")
+            .env("GIT_ASKPASS", "")
+            .env("SSH_ASKPASS", "")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
             .spawn()
             .unwrap();
         child
             .stdin
             .take()
             .unwrap()
-            .write_all(b"protocol=https\nhost=git.example.com\n\n")
+            .write_all(format!("protocol=https\nhost={host}\n\n").as_bytes())
             .unwrap();
         let out = child.wait_with_output().unwrap();
-        let answer = String::from_utf8_lossy(&out.stdout);
-        assert!(out.status.success(), "{answer}");
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    }
+
+    #[test]
+    fn the_credential_helper_gives_the_token_to_its_remote_s_host_only() {
+        let url = "https://git.example.com/octo/repo.git";
+        let (ok, answer) = filled(url, "git.example.com");
+        assert!(ok, "{answer}");
         assert!(answer.contains("username=x-access-token\n"), "{answer}");
         assert!(answer.contains("password=tok-from-env-42\n"), "{answer}");
+        // A redirect or a submodule elsewhere gets nothing.
+        let (_, elsewhere) = filled(url, "evil.example.net");
+        assert!(!elsewhere.contains("tok-from-env-42"), "{elsewhere}");
         assert!(
-            !CREDENTIAL_HELPER.concat().contains("tok-from-env"),
+            !credential_helper(url)
+                .unwrap()
+                .concat()
+                .contains("tok-from-env"),
             "the token must travel in the environment, not argv"
+        );
+        // An address that takes no token gets no helper.
+        assert_eq!(credential_helper("git@github.com:octo/repo.git"), None);
+        assert_eq!(credential_helper("/srv/repo.git"), None);
+        assert_eq!(
+            credential_helper("https://user@Host.example:8443/x").unwrap()[3],
+            format!("credential.https://Host.example:8443.helper={TOKEN_HELPER}")
         );
     }
 
