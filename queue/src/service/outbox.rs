@@ -50,11 +50,6 @@ impl Queue {
         Ok(self.inner.db.listen_notices(replica, self.now()).await?)
     }
 
-    /// `replica` posts no more (it stops); what is in the outbox stays for the others.
-    pub async fn stop_listening_for_notifications(&self, replica: &str) -> Result<(), QueueError> {
-        Ok(self.inner.db.unlisten_notices(replica).await?)
-    }
-
     /// How many notifications are still to be posted.
     pub async fn notifications_pending(&self) -> Result<i64, QueueError> {
         Ok(self.inner.db.count_notices().await?)

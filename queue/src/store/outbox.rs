@@ -111,6 +111,9 @@ impl Database {
         replica: &str,
         now: DateTime<Utc>,
     ) -> Result<(), sqlx::Error> {
+        // Replicas that stopped saying so (each start is a replica of its own) go, so the
+        // trigger's lookup stays a glance at the live few.
+        let lapsed = now - chrono::Duration::minutes(10);
         on_pool!(self, p => {
             sqlx::query(
                 "INSERT INTO webhook_listeners (replica, seen_at) VALUES ($1, $2) \
@@ -120,15 +123,8 @@ impl Database {
             .bind(Ts(now))
             .execute(p)
             .await?;
-            Ok(())
-        })
-    }
-
-    /// `replica` posts no more.
-    pub(crate) async fn unlisten_notices(&self, replica: &str) -> Result<(), sqlx::Error> {
-        on_pool!(self, p => {
-            sqlx::query("DELETE FROM webhook_listeners WHERE replica = $1")
-                .bind(replica)
+            sqlx::query("DELETE FROM webhook_listeners WHERE seen_at <= $1")
+                .bind(Ts(lapsed))
                 .execute(p)
                 .await?;
             Ok(())

@@ -175,22 +175,60 @@ pub async fn with_no_replica_listening_an_end_writes_no_notification(h: Harness)
         .await
         .unwrap();
     assert_eq!(pending(&h).await, 0);
-    // Listening, then silent for longer than ten minutes: as good as gone.
+    // Listening, then silent for longer than ten minutes (stopped, or dead): as good as gone.
     listening(&h).await;
     h.advance(Duration::from_secs(601));
     let late = h.create(Spec::default()).await;
     h.queue.request_cancel(&late.id, None, None).await.unwrap();
     assert_eq!(pending(&h).await, 0);
-    // Said again: heard again. And one that stops is not heard.
+    // Said again: heard again.
     listening(&h).await;
     let heard = h.create(Spec::default()).await;
     h.queue.request_cancel(&heard.id, None, None).await.unwrap();
     assert_eq!(pending(&h).await, 1);
+}
+
+pub async fn every_way_a_job_ends_is_told_with_the_state_it_ended_in(h: Harness) {
+    listening(&h).await;
+    let succeeded = h.create(Spec::default()).await;
+    let running = h.claim_exactly("w1", &succeeded).await;
     h.queue
-        .stop_listening_for_notifications("r1")
+        .complete(&succeeded.id, &fence(&running), None)
         .await
         .unwrap();
-    let after = h.create(Spec::default()).await;
-    h.queue.request_cancel(&after.id, None, None).await.unwrap();
-    assert_eq!(pending(&h).await, 1);
+    let dead = h.create(Spec::attempts(1)).await;
+    let running = h.claim_exactly("w1", &dead).await;
+    h.queue
+        .fail(&dead.id, &fence(&running), "again".into(), true)
+        .await
+        .unwrap();
+    let rejected = h.create(Spec::default()).await;
+    let running = h.claim_exactly("w1", &rejected).await;
+    h.queue
+        .request_approval(&rejected.id, &fence(&running))
+        .await
+        .unwrap();
+    h.queue
+        .reject(&rejected.id, Some("bob"), None)
+        .await
+        .unwrap();
+    let told: Vec<(contract::JobId, String, JobState)> = claim(&h, "r1")
+        .await
+        .into_iter()
+        .map(|n| (n.job_id, n.event, n.status))
+        .collect();
+    let ended = |id, state| (id, "job.ended".to_string(), state);
+    assert_eq!(
+        told,
+        [
+            ended(succeeded.id, JobState::Succeeded),
+            ended(dead.id, JobState::DeadLetter),
+            (
+                rejected.id,
+                "job.awaiting_approval".to_string(),
+                JobState::AwaitingApproval
+            ),
+            ended(rejected.id, JobState::Failed),
+        ]
+    );
 }

@@ -40,9 +40,6 @@ pub async fn run(config: Config) -> Result<(), CliError> {
     .await?;
     let admin = bootstrap_admin(&queue).await.map_err(CliError::Bootstrap)?;
     let stop = tokio_util::sync::CancellationToken::new();
-    let rescuer =
-        queue::Rescuer::new(queue.clone(), queue::RescuerConfig::default()).start(stop.clone());
-    let retention = queue::Retention::new(queue.clone(), config.retention).start(stop.clone());
 
     // Stops the HTTP server; its streams end at once (the rest drains gracefully).
     let http_stop = CancellationToken::new();
@@ -72,6 +69,11 @@ pub async fn run(config: Config) -> Result<(), CliError> {
     let notifier = crate::webhooks::WebhookService::new(webhooks, queue.clone(), ended)
         .start(stop.clone())
         .await;
+    // After the webhooks listen: the rescuer's first pass may end jobs (expired leases),
+    // and their notifications are written only while a replica that posts listens.
+    let rescuer =
+        queue::Rescuer::new(queue.clone(), queue::RescuerConfig::default()).start(stop.clone());
+    let retention = queue::Retention::new(queue.clone(), config.retention).start(stop.clone());
     let login = session::login_url(&queue, &base)
         .await
         .map_err(CliError::Bootstrap)?;

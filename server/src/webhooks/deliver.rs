@@ -53,7 +53,12 @@ struct Addressed {
 
 impl Addressed {
     fn new(target: Target, secret: Option<String>, task: bool) -> Addressed {
-        let digest = Sha256::digest(target.url.as_bytes());
+        // One address given as JSON and as Slack is two webhooks.
+        let format = match target.format {
+            Format::Json => "json",
+            Format::Slack => "slack",
+        };
+        let digest = Sha256::digest(format!("{format} {}", target.url).as_bytes());
         let key = format!(
             "{}:{}",
             if task { "task" } else { "server" },
@@ -85,9 +90,13 @@ impl Deliveries {
         let job = match self.queue.get_job(&notice.job_id).await {
             Ok(job) => job,
             Err(queue::QueueError::NotFound { .. }) => return Settled::Done,
-            Err(error) => {
-                tracing::warn!(job_id = %notice.job_id, %error, "a notification's job could not be read");
+            Err(error) if notice.attempt < self.config.attempts.max(1) => {
+                tracing::warn!(job_id = %notice.job_id, %error, "a notification's job could not be read; trying again later");
                 return self.later(notice, notice.settled.clone());
+            }
+            Err(error) => {
+                tracing::error!(job_id = %notice.job_id, %error, "a notification's job could not be read on its last try; its notification is dropped");
+                return Settled::Done;
             }
         };
         // Told as the event left it, whatever the job did since.

@@ -170,14 +170,10 @@ impl WebhookService {
                     _ = tokio::time::sleep(poll) => {}
                 }
             }
+            // The listening stays: it lapses by itself in ten minutes. Ends written while
+            // this replica restarts (a rescuer's pass on another replica, say) are kept for
+            // it, rather than lost.
             running.abort_all();
-            if let Err(error) = self
-                .queue
-                .stop_listening_for_notifications(&self.owner)
-                .await
-            {
-                tracing::warn!(%error, "could not say that this replica posts no more webhooks");
-            }
         })
     }
 
