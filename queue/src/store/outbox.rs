@@ -9,6 +9,10 @@ use super::{Id, Ts};
 use crate::outbox::{Notice, Settled};
 use crate::store::Database;
 
+/// How long a replica's word that it posts is heard: the trigger of migration 0015 says
+/// the same (`10 minutes`, `600000` ms).
+const LISTENING_LAPSES: chrono::Duration = chrono::Duration::minutes(10);
+
 const CLAIMED: &str = "RETURNING id, job_id, event_id, event, status, attempt, settled, created_at";
 
 impl Database {
@@ -113,7 +117,7 @@ impl Database {
     ) -> Result<(), sqlx::Error> {
         // Replicas that stopped saying so (each start is a replica of its own) go, so the
         // trigger's lookup stays a glance at the live few.
-        let lapsed = now - chrono::Duration::minutes(10);
+        let lapsed = now - LISTENING_LAPSES;
         on_pool!(self, p => {
             sqlx::query(
                 "INSERT INTO webhook_listeners (replica, seen_at) VALUES ($1, $2) \

@@ -169,11 +169,7 @@ impl Deliveries {
             .iter()
             .map(|target| Addressed::new(target.clone(), config.secret.clone(), false))
             .collect();
-        let own = NormalizedTask::from_job(&ended.job)
-            .ok()
-            .and_then(|t| t.payload.task.notify)
-            .map(|n| n.webhook_url);
-        if let Some(url) = own {
+        if let Some(url) = task_webhook(&ended.job) {
             let task = Addressed::new(
                 Target {
                     url: url.clone(),
@@ -195,11 +191,8 @@ impl Deliveries {
     /// On a server that posts to no task's webhook, says so on `ended`'s job when its task
     /// names one.
     pub(super) async fn tell_task_webhook_off(&self, ended: &Ended) {
-        let own = NormalizedTask::from_job(&ended.job)
-            .ok()
-            .and_then(|t| t.payload.task.notify);
-        if let Some(notify) = own {
-            self.tell_not_posted(ended, &notify.webhook_url).await;
+        if let Some(url) = task_webhook(&ended.job) {
+            self.tell_not_posted(ended, &url).await;
         }
     }
 
@@ -334,6 +327,14 @@ impl Deliveries {
             tracing::warn!(job_id = %job.id, %error, "a webhook's outcome could not be recorded");
         }
     }
+}
+
+/// The webhook the job's task names of its own (`task.notify.webhookUrl`), if any.
+fn task_webhook(job: &Job) -> Option<String> {
+    NormalizedTask::from_job(job)
+        .ok()
+        .and_then(|t| t.payload.task.notify)
+        .map(|n| n.webhook_url)
 }
 
 /// What an attempt's event says, before its outcome.

@@ -40,6 +40,8 @@ fn cards_shape(view: &JobView) -> (Option<JobState>, bool) {
         JobState::Queued | JobState::Running => None,
         other => Some(other),
     };
+    // Whether, not where: `published_artifact` would bring its address parsing into the
+    // bundle for nothing.
     let published = view
         .artifacts
         .iter()
