@@ -69,4 +69,30 @@ pub struct PauseRequest {
     /// than at the next step or iteration boundary.
     #[serde(default)]
     pub immediate: bool,
+    /// Why: an operator asked (left out), or the job's budget is spent.
+    #[serde(default, skip_serializing_if = "PauseReason::is_operator")]
+    pub reason: PauseReason,
+}
+
+/// Why a job pauses (`pauseReason`).
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PauseReason {
+    /// Someone asked for it.
+    #[default]
+    Operator,
+    /// Its budget (`task.budget`) is spent: raise it, then resume.
+    Budget,
+}
+
+crate::wire_names!(PauseReason, "pause reason", exact {
+    Operator = "operator",
+    Budget = "budget",
+});
+
+impl PauseReason {
+    pub fn is_operator(&self) -> bool {
+        *self == PauseReason::Operator
+    }
 }

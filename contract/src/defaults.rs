@@ -16,7 +16,7 @@ pub struct RuntimeDefaults {
 }
 
 /// Serializable so the server can hand them to the UI to prefill the submit form.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Defaults {
     pub runtime: RuntimeMode,
@@ -25,6 +25,10 @@ pub struct Defaults {
     /// approval before publishing.
     #[serde(default)]
     pub approval_required: bool,
+    /// The price limit (`task.budget.maxCostUsd`) of a task that sets none, where its
+    /// runtime reports a price (`--default-budget-usd`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget_usd: Option<f64>,
     pub codex: RuntimeDefaults,
     pub claude: RuntimeDefaults,
     pub gemini: RuntimeDefaults,

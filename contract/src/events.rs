@@ -151,6 +151,9 @@ pub struct StepCancelled {
     pub stop_ms: u64,
     /// Whether SIGKILL was needed after the grace period.
     pub killed: bool,
+    /// What the agent used before it was stopped, and how long it ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<StepUsage>,
 }
 
 /// A line (or a batch of lines) of a running step's output, for the live tail; the text is
@@ -215,6 +218,7 @@ pub fn reported_usage(
     if ![
         task::STEP_FINISHED,
         task::STEP_FAILED,
+        task::STEP_CANCELLED,
         task::ITERATION_FINISHED,
     ]
     .contains(&kind)

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::JobId;
-use crate::checkpoint::{CheckpointSaved, PauseRequest};
+use crate::checkpoint::{CheckpointSaved, PauseReason, PauseRequest};
 pub use crate::usage::StepUsage;
 use crate::wire::JobType;
 use crate::wire_names;
@@ -152,9 +152,14 @@ pub struct Job {
     #[serde(default)]
     pub usage: Option<StepUsage>,
     /// A pause asked of the running job: its worker stops at the next step or iteration
-    /// boundary, or at once when `immediate`, and the job becomes `paused`.
+    /// boundary, or at once when `immediate`, and the job becomes `paused`. A paused job
+    /// keeps the request it obeyed.
     #[serde(default)]
     pub pause_requested: Option<PauseRequest>,
+    /// Why a paused job paused: `operator` or `budget` (then its budget must be raised
+    /// before it resumes). Absent unless paused; read from `pauseRequested`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pause_reason: Option<PauseReason>,
     /// Where the job's next attempt starts: the checkpoint its prepare stage restores, the
     /// steps and iterations before it not run again. `null`: from the start.
     #[serde(default)]
@@ -213,9 +218,30 @@ impl Job {
             updated_at: now,
             usage: None,
             pause_requested: None,
+            pause_reason: None,
             resume_from: None,
             approval: None,
         }
+    }
+
+    /// `pauseReason` from the state and the request a paused job obeyed.
+    pub fn with_pause_reason(mut self) -> Job {
+        self.pause_reason = (self.status == JobState::Paused).then(|| {
+            self.pause_requested
+                .as_ref()
+                .map_or(PauseReason::Operator, |p| p.reason)
+        });
+        self
+    }
+
+    /// The job's budget (`task.budget`), when its task sets one.
+    pub fn budget(&self) -> Option<crate::budget::JobBudget> {
+        serde_json::from_value(self.payload.get("task")?.get("budget")?.clone()).ok()
+    }
+
+    /// The limit of its budget its usage has reached, if any.
+    pub fn budget_overrun(&self) -> Option<crate::budget::Overrun> {
+        self.budget()?.overrun(&self.usage.unwrap_or_default())
     }
 
     /// A running job whose cancel was requested: the worker should stop and acknowledge.
@@ -362,6 +388,7 @@ mod tests {
                 ..StepUsage::default()
             }),
             pause_requested: None,
+            pause_reason: None,
             resume_from: None,
             approval: None,
         };

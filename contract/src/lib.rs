@@ -27,6 +27,7 @@
 //!   [`normalize`](mod@normalize) for the rest.
 
 pub mod api;
+pub mod budget;
 pub mod capabilities;
 pub mod checklist;
 pub mod checkpoint;
@@ -50,6 +51,7 @@ pub mod timeline;
 pub mod usage;
 pub mod wire;
 
+pub use budget::{BudgetLimit, JobBudget, Overrun};
 pub use capabilities::derive_capabilities;
 pub use checklist::{ChecklistItem, ChecklistLabel, parse_checklist, render_checklist};
 pub use defaults::{Defaults, RuntimeDefaults};

@@ -55,6 +55,9 @@ pub struct TaskSpec {
     /// Who hears of the task's end. Left out of the JSON when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub notify: Option<Notify>,
+    /// What the job may spend in all before it pauses and asks. Left out when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<crate::budget::JobBudget>,
 }
 
 /// Who hears of a task's end, beside the server's own webhooks.

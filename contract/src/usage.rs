@@ -28,6 +28,10 @@ pub struct StepUsage {
     pub reasoning_tokens: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost_usd: Option<f64>,
+    /// How long the agent ran, in milliseconds, as the worker timed it (not the CLI): what
+    /// a budget's `maxMinutes` counts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<u64>,
 }
 
 impl StepUsage {
@@ -60,6 +64,7 @@ impl StepUsage {
             ),
         }
         parts.extend(self.cost_usd.map(dollars));
+        parts.extend(self.duration_ms.map(|ms| format!("{} of agent time", duration(ms))));
         parts.join(" · ")
     }
 
@@ -78,8 +83,18 @@ impl StepUsage {
     }
 }
 
+/// `45s`, `3m 07s`, `2h 05m`.
+fn duration(ms: u64) -> String {
+    let s = ms / 1000;
+    match s {
+        0..=59 => format!("{s}s"),
+        60..=3599 => format!("{}m {:02}s", s / 60, s % 60),
+        _ => format!("{}h {:02}m", s / 3600, s / 60 % 60),
+    }
+}
+
 /// `1,234,567`.
-fn grouped(n: u64) -> String {
+pub(crate) fn grouped(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::with_capacity(digits.len() + digits.len() / 3);
     for (i, c) in digits.chars().enumerate() {
@@ -132,6 +147,7 @@ impl std::ops::Add for StepUsage {
             output_tokens: tokens(self.output_tokens, other.output_tokens),
             reasoning_tokens: tokens(self.reasoning_tokens, other.reasoning_tokens),
             cost_usd: sum(self.cost_usd, other.cost_usd, |a, b| a + b),
+            duration_ms: tokens(self.duration_ms, other.duration_ms),
         }
     }
 }
@@ -150,6 +166,7 @@ mod tests {
             output_tokens: Some(45),
             reasoning_tokens: Some(12),
             cost_usd: None,
+            duration_ms: None,
         };
         assert_eq!(
             serde_json::to_value(codex).unwrap(),
@@ -187,10 +204,11 @@ mod tests {
             output_tokens: Some(51),
             reasoning_tokens: Some(12),
             cost_usd: Some(0.25),
+            duration_ms: Some(187_400),
         };
         assert_eq!(
             all.summary(),
-            "1,234,567 in (300 cached) · 51 out (12 reasoning) · $0.25"
+            "1,234,567 in (300 cached) · 51 out (12 reasoning) · $0.25 · 3m 07s of agent time"
         );
         assert_eq!(all.compact(), "1.2M in · 51 out · $0.25");
         let codex = StepUsage {

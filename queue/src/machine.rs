@@ -327,6 +327,7 @@ fn cancelled_after<C>(cause: C, job: &Job, by: CancelledBy) -> Cancelled<WithRea
 pub(super) fn finish_cancelled(job: &mut Job, now: DateTime<Utc>) {
     job.status = JobState::Cancelled;
     job.pause_requested = None;
+    job.pause_reason = None;
     job.claimed_by = None;
     job.lease_expires_at = None;
     job.finished_at = Some(now);
@@ -411,12 +412,14 @@ pub(crate) fn expire_lease(
 mod append;
 mod approval;
 mod cancel;
+mod budget;
 mod pauses;
 pub(crate) use append::{append_steps, check_appendable, check_steps_pending};
 mod recorded;
 pub(crate) use approval::{approve, reject, request_approval};
 pub(crate) use cancel::{ack_cancel, acknowledged_by, request_cancel};
 use pauses::pause_now;
+pub(crate) use budget::{pause_for_budget, set_budget};
 pub(crate) use pauses::{ack_pause, paused_by, request_pause, resume, retry_from_step};
 pub(crate) use recorded::{claimed_event, claimed_event_template, created_event};
 

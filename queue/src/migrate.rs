@@ -68,6 +68,11 @@ const SQLITE: &[Embedded] = &[
         "webhook outbox",
         include_str!("../../migrations/sqlite/0015_webhook_outbox.sql"),
     ),
+    (
+        16,
+        "budget notifications",
+        include_str!("../../migrations/sqlite/0016_budget_notifications.sql"),
+    ),
 ];
 
 const POSTGRES: &[Embedded] = &[
@@ -145,6 +150,11 @@ const POSTGRES: &[Embedded] = &[
         15,
         "webhook outbox",
         include_str!("../../migrations/postgres/0015_webhook_outbox.sql"),
+    ),
+    (
+        16,
+        "budget notifications",
+        include_str!("../../migrations/postgres/0016_budget_notifications.sql"),
     ),
 ];
 

@@ -15,7 +15,7 @@ pub struct Notice {
     pub job_id: JobId,
     /// The event it tells of.
     pub event_id: i64,
-    /// What it is posted as: `job.ended` or `job.awaiting_approval`.
+    /// What it is posted as: one of `contract::api::webhook::EVENTS`.
     pub event: String,
     /// The job's state as that event left it.
     pub status: JobState,

@@ -159,9 +159,12 @@ async fn end_to_end(runtime: Runtime, usage: fn(&[Recorded]) -> StepUsage) {
         );
         let tokens = StepUsage {
             cost_usd: None,
+            duration_ms: None,
             ..got
         };
         assert_eq!(tokens, expected, "{mode} step {}", index + 1);
+        // The worker timed the agent, for a budget's minutes.
+        assert!(got.duration_ms.is_some_and(|ms| ms > 0), "{got:?}");
         reported = reported + expected;
         // Only claude prices a run (from its own table); nobody else's cost is made up.
         assert_eq!(
@@ -176,6 +179,7 @@ async fn end_to_end(runtime: Runtime, usage: fn(&[Recorded]) -> StepUsage) {
     assert_eq!(
         StepUsage {
             cost_usd: None,
+            duration_ms: None,
             ..total
         },
         reported,
@@ -362,6 +366,7 @@ async fn codex_runs_a_task_end_to_end() {
                 output_tokens: Some(u.output),
                 reasoning_tokens: Some(u.reasoning),
                 cost_usd: None,
+                duration_ms: None,
             }
         })
     })
@@ -396,6 +401,7 @@ async fn claude_runs_a_task_end_to_end() {
                 // claude counts thinking from the thinking blocks it got: none here.
                 reasoning_tokens: Some(0),
                 cost_usd: None,
+                duration_ms: None,
             }
         })
     })
@@ -426,6 +432,7 @@ async fn gemini_runs_a_task_end_to_end() {
                 output_tokens: Some(u.output - u.reasoning),
                 reasoning_tokens: Some(u.reasoning),
                 cost_usd: None,
+                duration_ms: None,
             }
         })
     })

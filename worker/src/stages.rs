@@ -37,6 +37,7 @@ mod invoke;
 mod iterate;
 mod prepare;
 mod publish;
+mod spend;
 
 /// Something the run reports, in the order it happened.
 #[derive(Debug, Clone, PartialEq)]
@@ -232,6 +233,8 @@ pub struct Warrant<'a> {
     pub pause: &'a Pause,
     /// An operator approved the work (restored from `restore`): publish it, run nothing.
     pub approved: bool,
+    /// What the job had used when this run began (its `usage`), which its budget counts.
+    pub spent: contract::StepUsage,
 }
 
 /// Runs `task` (job `job_id`) through its three stages.
@@ -251,6 +254,8 @@ pub async fn run_task(
         restore: warrant.restore,
         pause: warrant.pause,
         approved: warrant.approved,
+        spent: std::sync::Mutex::new(warrant.spent),
+        budget: task.payload.task.budget,
         task: Cow::Borrowed(task),
         cancel,
         reports,
@@ -271,6 +276,10 @@ struct Run<'a> {
     restore: Option<&'a Restore>,
     pause: &'a Pause,
     approved: bool,
+    /// What the job has used, this run's reports included (`spend.rs`).
+    spent: std::sync::Mutex<contract::StepUsage>,
+    /// The task's budget, as last read from the queue (an operator may raise it).
+    budget: Option<contract::JobBudget>,
     config: &'a StageConfig,
     /// The task as claimed, or with the steps appended since (`execute.rs`).
     task: Cow<'a, NormalizedTask>,
@@ -354,6 +363,7 @@ impl Run<'_> {
     fn event<E: TaskEvent>(&self, level: EventLevel, message: &str, event: &E) {
         let mut payload = Value::Object(event.payload());
         self.redactor.redact_json(&mut payload);
+        self.count_spent(E::KIND, &payload);
         let _ = self.reports.send(Report::Event {
             kind: E::KIND.into(),
             level,

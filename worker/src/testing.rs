@@ -97,6 +97,7 @@ pub async fn run_stages_from(
         restore,
         pause,
         approved: false,
+        spent: Default::default(),
     };
     let outcome = run_task(config, &job_id, task, warrant, cancel, tx).await;
     let mut reports = Vec::new();

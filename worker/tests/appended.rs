@@ -70,6 +70,7 @@ async fn run(
         restore: None,
         pause: &Pause::default(),
         approved: false,
+        spent: Default::default(),
     };
     let cancel = CancellationToken::new();
     let outcome = run_task(config, &JOB.parse().unwrap(), task, warrant, &cancel, tx).await;

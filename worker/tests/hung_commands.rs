@@ -50,6 +50,7 @@ fn start(config: &StageConfig, task: NormalizedTask, cancel: &CancellationToken)
                 restore: None,
                 pause: &worker::stages::Pause::default(),
                 approved: false,
+                spent: Default::default(),
             },
             &cancel,
             tx,

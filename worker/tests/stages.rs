@@ -293,6 +293,7 @@ async fn cancelling_a_running_step_stops_it_and_skips_the_rest() {
                 restore: None,
                 pause: &worker::stages::Pause::default(),
                 approved: false,
+                spent: Default::default(),
             },
             &stopper,
             tx,

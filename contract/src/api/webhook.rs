@@ -20,6 +20,12 @@ pub const DELIVERY_HEADER: &str = "Stepwise-Delivery";
 pub const JOB_ENDED: &str = "job.ended";
 /// `event`: the job's steps are done and it waits for an operator's approval to publish.
 pub const JOB_AWAITING_APPROVAL: &str = "job.awaiting_approval";
+/// `event`: the job's usage reached a limit of its budget; it pauses for an operator to
+/// raise the budget (and resume) or cancel it.
+pub const JOB_BUDGET_EXCEEDED: &str = "job.budget_exceeded";
+
+/// The events a webhook is posted, as the outbox names them.
+pub const EVENTS: [&str; 3] = [JOB_ENDED, JOB_AWAITING_APPROVAL, JOB_BUDGET_EXCEEDED];
 
 /// The text that is signed: the timestamp, a dot, the raw body.
 pub fn signed_text(timestamp: i64, body: &str) -> String {
@@ -30,7 +36,7 @@ pub fn signed_text(timestamp: i64, body: &str) -> String {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct WebhookBody {
-    /// [`JOB_ENDED`] or [`JOB_AWAITING_APPROVAL`].
+    /// One of [`EVENTS`].
     pub event: String,
     /// One delivery's id, the same on its retries: a receiver can drop a repeat.
     pub delivery_id: String,
@@ -71,6 +77,9 @@ pub struct WebhookJob {
     /// Everything its steps reported they used.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<StepUsage>,
+    /// Its budget (`task.budget`), when it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<crate::budget::JobBudget>,
     /// Its page on the dashboard.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,

@@ -127,7 +127,7 @@ wire_names!(CancelledBy, "canceller", exact {
     Rescuer = "rescuer",
 });
 
-pub use crate::checkpoint::PauseRequest;
+pub use crate::checkpoint::{PauseReason, PauseRequest};
 
 /// `job.paused`: who stopped it (the worker, or a user before any worker claimed it, or
 /// the rescuer when the lease ran out after the request), the worker's call when it was
@@ -190,4 +190,24 @@ pub struct HistoryDeleted {
     pub events: u64,
     /// How many artifacts were deleted.
     pub artifacts: u64,
+}
+
+/// `job.budget_exceeded`: the limit the job's usage reached, and the budget it reached it
+/// in. The job pauses at the next boundary (at once for `maxMinutes`).
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BudgetExceeded {
+    #[serde(flatten)]
+    pub overrun: crate::budget::Overrun,
+    pub budget: crate::budget::JobBudget,
+}
+
+/// `job.budget_changed`: an operator set the job's budget; `was` is the one before.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BudgetChanged {
+    pub requested_by: Option<String>,
+    pub budget: crate::budget::JobBudget,
+    pub was: Option<crate::budget::JobBudget>,
 }

@@ -77,6 +77,7 @@ fn payloads_carry_the_seed_keys() {
                 step: step(),
                 stop_ms: 40,
                 killed: false,
+                usage: None,
             }
             .payload(),
             json!({ "stepIndex": 1, "stepId": "tests", "effectiveSkill": "auto",

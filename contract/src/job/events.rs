@@ -18,6 +18,10 @@ pub const JOB_APPROVAL_REQUESTED: &str = "job.approval_requested";
 pub const JOB_APPROVED: &str = "job.approved";
 pub const JOB_REJECTED: &str = "job.rejected";
 pub const JOB_STEPS_APPENDED: &str = "job.steps_appended";
+/// The job's usage reached a limit of its budget; it pauses (`pauseReason: "budget"`).
+pub const JOB_BUDGET_EXCEEDED: &str = "job.budget_exceeded";
+/// An operator set the job's budget.
+pub const JOB_BUDGET_CHANGED: &str = "job.budget_changed";
 /// The server posted the job's end (or its wait for approval) to a webhook, which took it.
 pub const JOB_NOTIFICATION_DELIVERED: &str = "job.notification_delivered";
 /// A webhook did not take it: the attempt's status or error, and whether it is tried again.
@@ -39,7 +43,7 @@ pub const ENDINGS: [&str; 5] = [
 /// The prefix reserved for the kinds above.
 pub const RESERVED_PREFIX: &str = "job.";
 
-pub const ALL: [&str; 20] = [
+pub const ALL: [&str; 22] = [
     JOB_CREATED,
     JOB_CLAIMED,
     JOB_COMPLETED,
@@ -57,6 +61,8 @@ pub const ALL: [&str; 20] = [
     JOB_APPROVED,
     JOB_REJECTED,
     JOB_STEPS_APPENDED,
+    JOB_BUDGET_EXCEEDED,
+    JOB_BUDGET_CHANGED,
     JOB_NOTIFICATION_DELIVERED,
     JOB_NOTIFICATION_FAILED,
     JOB_HISTORY_DELETED,

@@ -25,6 +25,7 @@
 //!   are errors.
 
 mod append;
+mod budget;
 mod container;
 mod envelope;
 mod payload;
@@ -43,6 +44,7 @@ use crate::model::NormalizedTask;
 use crate::wire::JobRequest;
 
 pub use append::append_steps;
+pub use budget::budget;
 pub use schedule::{MAX_DAYS_AHEAD, not_before};
 
 /// Validates `raw` (the request envelope) and fills in everything it leaves to `defaults`.

@@ -2,6 +2,7 @@
 
 use serde_json::{Map, Value};
 
+use super::budget::task_budget;
 use super::container::container;
 use super::settings::{git, publish, runtime};
 use super::skill::skill;
@@ -24,6 +25,7 @@ const FIELDS: &[&str] = &[
     "container",
     "completion",
     "notify",
+    "budget",
 ];
 const COMPLETION_FIELDS: &[&str] = &[
     "criteria",
@@ -58,6 +60,7 @@ pub fn task(
     let container = container(w, field(map, "container"));
     let completion = completion(w, field(map, "completion"));
     let notify = notify(w, field(map, "notify"));
+    let budget = task_budget(w, field(map, "budget"), runtime.mode, defaults);
     if container.enabled && has_steps(field(map, "steps")) {
         w.error(
             "task.steps",
@@ -75,6 +78,7 @@ pub fn task(
         container,
         completion,
         notify,
+        budget,
     })
 }
 

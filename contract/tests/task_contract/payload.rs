@@ -494,7 +494,7 @@ fn unknown_fields_are_rejected_everywhere() {
         (
             task_with("title", json!("x")),
             "task.title",
-            "instructions, skill, runtime, git, publish, steps, container, completion, notify",
+            "instructions, skill, runtime, git, publish, steps, container, completion, notify, budget",
         ),
         (
             task_with("runtime", json!({ "modle": "x" })),
@@ -528,6 +528,11 @@ fn unknown_fields_are_rejected_everywhere() {
             ),
             "task.notify.email",
             "webhookUrl",
+        ),
+        (
+            task_with("budget", json!({ "maxTokens": 10, "maxDollars": 1 })),
+            "task.budget.maxDollars",
+            "maxCostUsd, maxTokens, maxMinutes",
         ),
     ];
     for (raw, path, accepted) in cases {

@@ -282,6 +282,7 @@ fn arb_defaults() -> impl Strategy<Value = Defaults> {
             runtime,
             publish_mode,
             approval_required: false,
+            budget_usd: None,
             codex,
             claude,
             gemini,

@@ -3,10 +3,11 @@
 //! a step. A paused job holds no lease, so the claim and the rescuer never see it.
 
 use chrono::{DateTime, Utc};
-use contract::events::{CancelledBy, CheckpointSaved, PauseRequest, Paused, Requeued};
+use contract::events::{CancelledBy, CheckpointSaved, PauseReason, PauseRequest, Paused, Requeued};
 use contract::job::events;
 use contract::{EventLevel, Job, JobState};
 
+use super::budget::budget_spent;
 use super::{Outcome, PendingEvent, ack_cancel, changed, check_fence};
 use crate::error::QueueError;
 use crate::lease::Fence;
@@ -23,7 +24,11 @@ pub(super) fn pause_now(
     job.status = JobState::Paused;
     job.claimed_by = None;
     job.lease_expires_at = None;
-    job.pause_requested = None;
+    // Kept: the request a paused job obeyed says why it paused.
+    job.pause_reason = Some(job.pause_requested.as_ref().map_or_else(
+        PauseReason::default,
+        |p| p.reason,
+    ));
     if checkpoint.is_some() {
         job.resume_from = checkpoint;
     }
@@ -77,6 +82,7 @@ pub(crate) fn request_pause(
                 requested_at: now,
                 requested_by: user_id.map(str::to_string),
                 immediate,
+                reason: PauseReason::Operator,
             };
             job.pause_requested = Some(request.clone());
             job.updated_at = now;
@@ -94,6 +100,12 @@ pub(crate) fn request_pause(
         }
         JobState::Queued => {
             job.updated_at = now;
+            job.pause_requested = Some(PauseRequest {
+                requested_at: now,
+                requested_by: user_id.map(str::to_string),
+                immediate,
+                reason: PauseReason::Operator,
+            });
             let paused = pause_now(job, CancelledBy::User, None, None);
             Ok(changed(vec![paused]))
         }
@@ -157,9 +169,13 @@ pub(crate) fn resume(
     match job.status {
         JobState::Queued => Ok(Outcome::Unchanged),
         JobState::Running if job.pause_requested.is_none() => Ok(Outcome::Unchanged),
+        JobState::Running | JobState::Paused if job.budget_overrun().is_some() => {
+            Err(budget_spent(job))
+        }
         JobState::Running | JobState::Paused => {
             let paused = job.status == JobState::Paused;
             job.pause_requested = None;
+            job.pause_reason = None;
             job.updated_at = now;
             if paused {
                 if checkpoint.is_some() {
@@ -225,6 +241,9 @@ pub(crate) fn retry_from_step(
         };
         return Err(QueueError::conflict(&job.id, job.status, why));
     }
+    if job.budget_overrun().is_some() {
+        return Err(budget_spent(job));
+    }
     job.status = JobState::Queued;
     job.claimed_by = None;
     job.lease_expires_at = None;
@@ -236,6 +255,7 @@ pub(crate) fn retry_from_step(
     job.cancel_requested_by_user_id = None;
     job.cancel_reason = None;
     job.pause_requested = None;
+    job.pause_reason = None;
     job.resume_from = checkpoint;
     // The steps run again, so their work is reviewed again.
     job.approval = None;
@@ -273,3 +293,4 @@ pub(crate) fn paused_by(payload: &serde_json::Map<String, serde_json::Value>) ->
         _ => None,
     }
 }
+

@@ -10,7 +10,7 @@ use contract::{JobEvent, JobId, NewEvent, limits};
 use super::Queue;
 use crate::error::QueueError;
 use crate::lease::Fence;
-use crate::machine::PendingEvent;
+use crate::machine::{self, Outcome, PendingEvent};
 use crate::notify::NotificationKind;
 use crate::store::{EventOrder, EventPage};
 
@@ -57,17 +57,24 @@ impl Queue {
             payload: event.payload,
         };
         let appended = tx.insert_event(&job.id, &pending, now).await?;
+        let mut budget = Outcome::Unchanged;
         if let Some(usage) = usage {
             // Every attempt's steps count: a retried step was paid for twice.
             let total = job.usage.unwrap_or_default() + usage;
             tx.set_usage(&job.id, &total).await?;
             job.usage = Some(total);
+            budget = machine::pause_for_budget(&mut job, now);
         }
         // Step ends are progress kinds, so lists learn of new totals from this one.
         if contract::job::task::is_progress(&appended.kind) {
             tx.notify(&job.id, NotificationKind::StepProgress);
         }
-        self.commit(tx).await?;
+        // A budget reached asks for the pause in the same transaction, so the worker that
+        // reported the usage finds the request when it stops.
+        match budget {
+            Outcome::Unchanged => self.commit(tx).await?,
+            budget => self.write_outcome(tx, &job, budget, now).await?,
+        }
         self.observe(&job, [(appended.kind.as_str(), &appended.payload)]);
         if let (Some(recent), Some(_)) = (&self.inner.last_written, usage) {
             // So the job a later transition answers from its remembered row has the

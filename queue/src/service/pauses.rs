@@ -169,6 +169,32 @@ impl Queue {
         Ok(locked)
     }
 
+    /// Sets the job's budget from `raw` (`{maxCostUsd?, maxTokens?, maxMinutes?}`, checked
+    /// for the job's runtime), replacing the one it had. A job paused for its budget can be
+    /// resumed once the new one is not spent.
+    pub async fn set_budget(
+        &self,
+        id: &JobId,
+        user_id: Option<&str>,
+        raw: &serde_json::Value,
+    ) -> Result<Job, QueueError> {
+        let job = self.get_job(id).await?;
+        let runtime = NormalizedTask::from_job(&job)
+            .map(|task| task.payload.task.runtime.mode)
+            .map_err(|_| {
+                QueueError::conflict(&job.id, job.status, "the job's payload is not a task")
+            })?;
+        let budget = contract::normalize::budget(raw, runtime).map_err(QueueError::Invalid)?;
+        let now = self.now();
+        let (mut tx, mut locked) = self.lock(id).await?;
+        let outcome = machine::set_budget(&mut locked, user_id, budget, now)?;
+        if outcome != machine::Outcome::Unchanged {
+            tx.save_payload(&locked).await?;
+        }
+        self.write_outcome(tx, &locked, outcome, now).await?;
+        Ok(locked.with_pause_reason())
+    }
+
     /// The patch of the checkpoint the worker's attempt resumes from (`resumeFrom`), for
     /// its prepare stage to apply: only while it holds the lease.
     pub async fn resume_patch(

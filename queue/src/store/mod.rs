@@ -118,7 +118,9 @@ macro_rules! job_from_row {
                 approval: row
                     .try_get::<Option<::sqlx::types::Json<::contract::Approval>>, _>("approval")?
                     .map(|j| j.0),
-            })
+                pause_reason: None,
+            }
+            .with_pause_reason())
         })()
     }};
 }

@@ -8,6 +8,7 @@ mod harness;
 
 mod artifacts;
 mod batches;
+mod budget;
 mod cancel;
 mod claim;
 mod concurrency;
@@ -205,4 +206,8 @@ conformance! {
     usage::a_jobs_usage_totals_the_usage_of_its_finished_steps,
     usage::usage_keeps_counting_across_attempts,
     usage::a_malformed_step_usage_is_refused_by_field_and_adds_nothing,
+    budget::a_budget_reached_asks_the_running_job_to_pause_once_and_its_ack_pauses_it_for_the_budget,
+    budget::minutes_reached_ask_for_an_immediate_pause_and_tokens_count_input_and_output,
+    budget::a_budget_is_checked_by_name_and_a_spent_one_keeps_a_retry_from_running,
+    budget::a_budget_reached_is_in_the_webhook_outbox_as_its_own_event,
 }

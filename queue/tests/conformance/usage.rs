@@ -58,6 +58,7 @@ pub async fn a_jobs_usage_totals_the_usage_of_its_finished_steps(h: Harness) {
         // No step reported reasoning tokens, so the job does not say 0.
         reasoning_tokens: None,
         cost_usd: Some(0.75),
+        duration_ms: None,
     };
     assert_eq!(h.get(&job).await.usage, Some(expected));
     let listed = h.queue.list_jobs(&JobFilter::default()).await.unwrap();

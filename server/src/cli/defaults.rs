@@ -106,6 +106,16 @@ pub struct DefaultsArgs {
         value_parser = effort(RuntimeMode::Gemini)
     )]
     gemini_effort: Option<Given<String>>,
+    /// The price limit, in US dollars, of a task that sets no `task.budget.maxCostUsd`,
+    /// where its runtime reports a price (claude): reached, the job pauses for an operator
+    /// to raise it [default: none].
+    #[arg(
+        long,
+        env = "STEPWISE_DEFAULT_BUDGET_USD",
+        value_name = "USD",
+        value_parser = dollars()
+    )]
+    default_budget_usd: Option<Given<f64>>,
 }
 
 impl DefaultsArgs {
@@ -141,6 +151,7 @@ impl DefaultsArgs {
             codex: runtime_defaults(self.codex_model, self.codex_effort),
             claude: runtime_defaults(self.claude_model, self.claude_effort),
             gemini: runtime_defaults(self.gemini_model, self.gemini_effort),
+            budget_usd: self.default_budget_usd.and_then(|g| g.value),
         })
     }
 
@@ -208,6 +219,19 @@ fn switch() -> DefaultParser<bool> {
 fn model() -> DefaultParser<String> {
     DefaultParser {
         check: Arc::new(|v| rules::model(v).map(|()| v.to_string())),
+        accepted: &[],
+    }
+}
+
+/// A price limit: what `task.budget.maxCostUsd` takes.
+fn dollars() -> DefaultParser<f64> {
+    DefaultParser {
+        check: Arc::new(|v| {
+            let budget = serde_json::json!({ "maxCostUsd": v.parse::<f64>().map_err(|_| format!("{v:?} is not a number of dollars"))? });
+            contract::normalize::budget(&budget, RuntimeMode::Claude)
+                .map(|b| b.max_cost_usd.unwrap_or_default())
+                .map_err(|errors| errors.iter().map(|e| e.message.clone()).collect::<Vec<_>>().join("; "))
+        }),
         accepted: &[],
     }
 }

@@ -1,7 +1,7 @@
 //! What a notification tells of a job: the body's `job` (the contract's `WebhookJob`) and,
 //! for Slack, one line of text.
 
-use contract::api::webhook::{JOB_AWAITING_APPROVAL, WebhookJob};
+use contract::api::webhook::{JOB_AWAITING_APPROVAL, JOB_BUDGET_EXCEEDED, WebhookJob};
 use contract::job::{PublishResult, task};
 use contract::{Job, NormalizedTask};
 
@@ -45,6 +45,7 @@ pub async fn build(queue: &queue::Queue, ended: &Ended, public_url: Option<&str>
             .map(|start| (end - start).num_milliseconds().max(0) as f64 / 1000.0),
         cost_usd: job.usage.and_then(|u| u.cost_usd),
         usage: job.usage.filter(|u| !u.is_empty()),
+        budget: job.budget(),
         url: public_url
             .map(|base| format!("{}/tasks/queue/{}", base.trim_end_matches('/'), job.id)),
     }
@@ -67,10 +68,10 @@ pub fn slack_text(event: &str, job: &WebhookJob) -> String {
             .replace('<', "&lt;")
             .replace('>', "&gt;")
     };
-    let what = if event == JOB_AWAITING_APPROVAL {
-        "waits for approval".to_string()
-    } else {
-        job.state.as_str().to_string()
+    let what = match event {
+        JOB_AWAITING_APPROVAL => "waits for approval".to_string(),
+        JOB_BUDGET_EXCEEDED => "reached its budget and pauses".to_string(),
+        _ => job.state.as_str().to_string(),
     };
     let mut text = format!("stepwise: *{}* {what}", escape(&job.title));
     if let Some(seconds) = job.duration_seconds {
@@ -124,6 +125,7 @@ mod tests {
             duration_seconds: Some(187.2),
             cost_usd: Some(0.754),
             usage: None,
+            budget: None,
             url: Some("http://127.0.0.1:3000/tasks/queue/j".into()),
         };
         assert_eq!(

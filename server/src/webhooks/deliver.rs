@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use contract::api::webhook::{
-    DELIVERY_HEADER, EVENT_HEADER, JOB_AWAITING_APPROVAL, JOB_ENDED, SIGNATURE_HEADER, WebhookBody,
+    DELIVERY_HEADER, EVENT_HEADER, EVENTS, JOB_ENDED, SIGNATURE_HEADER, WebhookBody,
     WebhookJob, signed_text,
 };
 use contract::events::NotificationOutcome;
@@ -105,11 +105,10 @@ impl Deliveries {
                 status: notice.status,
                 ..job
             },
-            event: if notice.event == JOB_AWAITING_APPROVAL {
-                JOB_AWAITING_APPROVAL
-            } else {
-                JOB_ENDED
-            },
+            event: EVENTS
+                .into_iter()
+                .find(|&event| event == notice.event)
+                .unwrap_or(JOB_ENDED),
         };
         let mut settled = notice.settled.clone();
         let targets: Vec<Addressed> = self

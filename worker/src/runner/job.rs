@@ -240,6 +240,7 @@ async fn run_and_settle(
                 .approval
                 .as_ref()
                 .is_some_and(contract::Approval::is_approved),
+            spent: job.usage.unwrap_or_default(),
         },
         &stop_run,
         reports,
@@ -345,16 +346,25 @@ where
 }
 
 /// Tells the server the run stopped for its pause. The job ends cancelled instead when a
-/// cancel came too, which the answer says.
+/// cancel came too, which the answer says. A pause the server no longer asks for (it was
+/// withdrawn, or the budget raised, while the run stopped) hands the job back to the queue,
+/// to run again from its latest checkpoint's attempt.
 async fn acknowledge_pause(client: &QueueClient, lease: &Lease, job: &Job) -> Settled {
-    settle(lease, || async {
+    let acked = settle(lease, || async {
         let done = client.ack_pause(&job.id, job.attempt).await?;
         Ok(match done.status {
             contract::JobState::Cancelled => Settled::Cancelled,
             _ => Settled::Paused,
         })
-    })
-    .await
+    });
+    match acked.await {
+        Settled::Lost if lease.is_held() => {
+            tracing::warn!(job = %job.id, "pause/ack refused; handing the job back instead");
+            let message = "stopped for a pause the server no longer asked for";
+            settle(lease, || fail(client, job, message, true)).await
+        }
+        settled => settled,
+    }
 }
 
 async fn fail(

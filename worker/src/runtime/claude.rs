@@ -120,6 +120,7 @@ fn usage(event: &Value) -> Option<StepUsage> {
                 output_tokens: count(m, "/outputTokens"),
                 reasoning_tokens: count(m, "/thinkingTokens"),
                 cost_usd: None,
+                duration_ms: None,
             }
         }),
         None => {
@@ -137,6 +138,7 @@ fn usage(event: &Value) -> Option<StepUsage> {
                 output_tokens: count(u, "/output_tokens"),
                 reasoning_tokens: count(u, "/output_tokens_details/thinking_tokens"),
                 cost_usd: None,
+                duration_ms: None,
             }
         }
     };

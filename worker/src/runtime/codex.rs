@@ -119,6 +119,7 @@ fn usage(event: &Value) -> Option<StepUsage> {
         output_tokens: count(usage, "/output_tokens"),
         reasoning_tokens: count(usage, "/reasoning_output_tokens"),
         cost_usd: None,
+        duration_ms: None,
     };
     (!found.is_empty()).then_some(found)
 }
@@ -216,6 +217,7 @@ mod tests {
                     output_tokens: Some(45),
                     reasoning_tokens: Some(12),
                     cost_usd: None,
+                    duration_ms: None,
                 }),
                 Progress::Finished {
                     ok: true,

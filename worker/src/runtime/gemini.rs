@@ -145,6 +145,7 @@ fn usage(event: &Value) -> Option<StepUsage> {
         output_tokens,
         reasoning_tokens: thoughts,
         cost_usd: None,
+        duration_ms: None,
     };
     (!found.is_empty()).then_some(found)
 }
@@ -311,6 +312,7 @@ mod tests {
                     // 14 thoughts: the total beyond input and output.
                     reasoning_tokens: Some(14),
                     cost_usd: None,
+                    duration_ms: None,
                 }),
                 Progress::Finished {
                     ok: true,

@@ -62,6 +62,10 @@ impl Run<'_> {
             let Some(step) = steps.get(next).cloned() else {
                 break;
             };
+            if !self.cancel.is_cancelled() {
+                // A budget spent pauses the run here, as the queue asks on the usage so far.
+                self.budget_spent(&mut log);
+            }
             if self.pause.is_requested() && !self.cancel.is_cancelled() {
                 return Err(self.pause_here(log, started));
             }
@@ -132,6 +136,8 @@ impl Run<'_> {
         let Some(latest) = self.hold.latest_task(settled).await else {
             return Ok(());
         };
+        // An operator may have raised it meanwhile.
+        self.budget = latest.payload.task.budget;
         let now = latest.resolved_steps();
         // The queue only ever appends; a task that reads otherwise is not taken.
         let appended_only = now.len() > steps.len()
@@ -207,6 +213,7 @@ impl Run<'_> {
                     step: step.into(),
                     stop_ms: 0,
                     killed: false,
+                    usage: None,
                 };
                 let message = "stopped before the agent started";
                 self.event(EventLevel::Warn, message, &cancelled);
@@ -220,6 +227,7 @@ impl Run<'_> {
         } else {
             self.config.limits.timeout.as_secs()
         };
+        let clock = self.agent_clock();
         let invoked = if container {
             match self.run_container(ws, step, stage_log).await {
                 Ok(invoked) => invoked,
@@ -236,7 +244,8 @@ impl Run<'_> {
             )
             .await
         };
-        usage = invoked.usage;
+        usage = super::spend::timed(invoked.usage, &clock);
+        drop(clock);
         // Before any git of the worker's looks at what the step left (its patch first).
         if let Err(nested) = crate::git::refuse_nested_repositories(&ws.repo) {
             return failed(self, nested.to_string(), &usage);
@@ -267,6 +276,7 @@ impl Run<'_> {
                         step: step.into(),
                         stop_ms: stop.as_millis() as u64,
                         killed,
+                        usage: Some(usage),
                     },
                 );
                 StepEnded::Cancelled(stop)

@@ -57,6 +57,9 @@ impl Run<'_> {
                     stop: Duration::ZERO,
                 });
             }
+            if n > start && !self.cancel.is_cancelled() {
+                self.budget_spent(stage_log);
+            }
             if n > start && self.pause.is_requested() {
                 stage_log.line(self.redactor, "paused on request before the next iteration");
                 return Err(TaskOutcome::Paused { stage: STAGE });
@@ -175,13 +178,15 @@ impl Run<'_> {
             Err(e) => return Err((Stopped::Failed(e.to_string()), none)),
         };
         let prompt = contract::iteration_prompt(&self.task, completion, n, check_tail);
+        let clock = self.agent_clock();
         let invoked = self
             .invoke(ws, &prompt, task::iteration_log(n), None, stage_log)
             .await;
+        let usage = super::spend::timed(invoked.usage, &clock);
+        drop(clock);
         let budget = self.publish_budget(false);
         self.patch_artifact(ws, &task::iteration_patch(n), &before, &budget)
             .await;
-        let usage = invoked.usage;
         let failed = |why: String| {
             let why = self
                 .redactor

@@ -5,7 +5,7 @@
 use axum::extract::State;
 use axum::routing::post;
 use axum::{Json, Router};
-use contract::Job;
+use contract::{Job, JobBudget};
 use contract::api::{AppendStepsBody, ErrorBody, PauseBody, RejectBody, ResumeBody, RetryBody};
 
 use super::extract::JobPath;
@@ -22,6 +22,7 @@ pub fn router() -> Router<AppState> {
         .route("/jobs/{id}/approve", post(approve))
         .route("/jobs/{id}/reject", post(reject))
         .route("/jobs/{id}/steps", post(append_steps))
+        .route("/jobs/{id}/budget", post(set_budget))
 }
 
 #[utoipa::path(post, path = "/api/queue/jobs/{id}/pause", tag = "jobs", params(("id" = String, Path, description = "the job id")),
@@ -128,6 +129,24 @@ async fn append_steps(
     let job = state
         .queue
         .append_steps(&id, Some(user.user_id()), &body.steps)
+        .await?;
+    Ok(Json(job))
+}
+
+#[utoipa::path(post, path = "/api/queue/jobs/{id}/budget", tag = "jobs", params(("id" = String, Path, description = "the job id")),
+    request_body(content = JobBudget, description = "the job's new budget, replacing the one it had: each limit a positive number; at least one"),
+    responses((status = 200, description = "the job with its budget set (`payload.task.budget`); one paused for its budget can then be resumed, if the new one is not spent", body = Job),
+        (status = 422, description = "each invalid limit, by name (a price limit for a runtime that reports no price is one)", body = ErrorBody), (status = 404, body = ErrorBody), (status = 401, description = "no valid token", body = ErrorBody), (status = 403, description = "the token may not do this", body = ErrorBody)))]
+async fn set_budget(
+    State(state): State<AppState>,
+    user: User,
+    JobPath(id): JobPath,
+    ApiJson(body): ApiJson<serde_json::Value>,
+) -> Result<Json<Job>, ApiError> {
+    user.require_operator()?;
+    let job = state
+        .queue
+        .set_budget(&id, Some(user.user_id()), &body)
         .await?;
     Ok(Json(job))
 }
