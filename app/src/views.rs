@@ -50,6 +50,8 @@ pub struct JobView {
     pub steps: Vec<StepView>,
     /// What every step used in all, over every attempt (empty when no step reported).
     pub usage: String,
+    /// Its budget, when it has one or could take one.
+    pub budget: Option<BudgetView>,
     /// prepare, execute and publish, each with its state.
     pub stages: Vec<(String, StageState)>,
     /// Why a queued job waits with no worker able to run it.
@@ -70,6 +72,21 @@ pub struct JobView {
     /// and checkpoints are facts). An iteration reads as a step does, one row shape and
     /// one piece of code in the bundle: its `verdict` is what its check said.
     pub iterations: Vec<StepView>,
+}
+
+/// A job's budget as the page shows it and its form edits it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BudgetView {
+    /// Each limit with what is used of it (`$0.40 of $1.00 · …`); empty for no limit.
+    pub used: String,
+    /// A limit is reached: the job pauses, and resumes only once it is raised.
+    pub spent: bool,
+    /// The limits as the form shows them (empty: none).
+    pub cost_usd: String,
+    pub tokens: String,
+    pub minutes: String,
+    /// The runtime reports prices, so a cost limit can be set.
+    pub priced: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

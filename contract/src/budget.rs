@@ -75,6 +75,11 @@ fn minutes(n: f64) -> String {
     text.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
+/// Whether `runtime`'s CLI reports what its turns cost, so a price limit can be reached.
+pub fn priced(runtime: crate::modes::RuntimeMode) -> bool {
+    runtime == crate::modes::RuntimeMode::Claude
+}
+
 /// The tokens a budget counts of `usage`: input and output.
 pub fn tokens(usage: &StepUsage) -> u64 {
     usage
@@ -100,19 +105,21 @@ impl JobBudget {
             max.filter(|&max| spent >= max)
                 .map(|max| Overrun { limit, spent, max })
         };
-        reached(
-            BudgetLimit::Minutes,
-            agent_minutes(spent),
-            self.max_minutes,
-        )
-        .or_else(|| reached(BudgetLimit::CostUsd, spent.cost_usd.unwrap_or(0.0), self.max_cost_usd))
-        .or_else(|| {
-            reached(
-                BudgetLimit::Tokens,
-                tokens(spent) as f64,
-                self.max_tokens.map(|n| n as f64),
-            )
-        })
+        reached(BudgetLimit::Minutes, agent_minutes(spent), self.max_minutes)
+            .or_else(|| {
+                reached(
+                    BudgetLimit::CostUsd,
+                    spent.cost_usd.unwrap_or(0.0),
+                    self.max_cost_usd,
+                )
+            })
+            .or_else(|| {
+                reached(
+                    BudgetLimit::Tokens,
+                    tokens(spent) as f64,
+                    self.max_tokens.map(|n| n as f64),
+                )
+            })
     }
 
     /// How much agent time is left before `maxMinutes`, when the budget has one.
@@ -127,16 +134,37 @@ impl JobBudget {
         let mut parts = Vec::new();
         if let Some(max) = self.max_cost_usd {
             let spent = spent.cost_usd.unwrap_or(0.0);
-            parts.push(Overrun { limit: BudgetLimit::CostUsd, spent, max }.describe());
+            parts.push(
+                Overrun {
+                    limit: BudgetLimit::CostUsd,
+                    spent,
+                    max,
+                }
+                .describe(),
+            );
         }
         if let Some(max) = self.max_tokens {
             let spent = tokens(spent) as f64;
             let max = max as f64;
-            parts.push(Overrun { limit: BudgetLimit::Tokens, spent, max }.describe());
+            parts.push(
+                Overrun {
+                    limit: BudgetLimit::Tokens,
+                    spent,
+                    max,
+                }
+                .describe(),
+            );
         }
         if let Some(max) = self.max_minutes {
             let spent = agent_minutes(spent);
-            parts.push(Overrun { limit: BudgetLimit::Minutes, spent, max }.describe());
+            parts.push(
+                Overrun {
+                    limit: BudgetLimit::Minutes,
+                    spent,
+                    max,
+                }
+                .describe(),
+            );
         }
         parts.join(" · ")
     }
@@ -165,7 +193,10 @@ mod tests {
         };
         assert_eq!(budget.overrun(&used(0.99, 500, 499, 119_999)), None);
         let cost = budget.overrun(&used(1.0, 10, 10, 0)).unwrap();
-        assert_eq!((cost.limit, cost.spent, cost.max), (BudgetLimit::CostUsd, 1.0, 1.0));
+        assert_eq!(
+            (cost.limit, cost.spent, cost.max),
+            (BudgetLimit::CostUsd, 1.0, 1.0)
+        );
         let tokens = budget.overrun(&used(0.0, 600, 400, 0)).unwrap();
         assert_eq!(tokens.limit, BudgetLimit::Tokens);
         assert_eq!(tokens.describe(), "1,000 of 1,000 tokens");
@@ -193,7 +224,13 @@ mod tests {
         };
         let left = budget.time_left(&used(0.0, 0, 0, 10_000)).unwrap();
         assert_eq!(left.as_millis(), 20_000);
-        assert_eq!(budget.time_left(&used(0.0, 0, 0, 40_000)).unwrap().as_millis(), 0);
+        assert_eq!(
+            budget
+                .time_left(&used(0.0, 0, 0, 40_000))
+                .unwrap()
+                .as_millis(),
+            0
+        );
         assert_eq!(JobBudget::default().time_left(&StepUsage::default()), None);
     }
 
@@ -204,8 +241,11 @@ mod tests {
                 .unwrap();
         assert_eq!(budget.max_tokens, Some(100));
         assert_eq!(
-            serde_json::to_value(JobBudget { max_tokens: Some(7), ..JobBudget::default() })
-                .unwrap(),
+            serde_json::to_value(JobBudget {
+                max_tokens: Some(7),
+                ..JobBudget::default()
+            })
+            .unwrap(),
             serde_json::json!({ "maxTokens": 7 })
         );
         assert!(serde_json::from_str::<JobBudget>(r#"{"maxDollars": 1}"#).is_err());

@@ -64,7 +64,10 @@ impl StepUsage {
             ),
         }
         parts.extend(self.cost_usd.map(dollars));
-        parts.extend(self.duration_ms.map(|ms| format!("{} of agent time", duration(ms))));
+        parts.extend(
+            self.duration_ms
+                .map(|ms| format!("{} of agent time", duration(ms))),
+        );
         parts.join(" · ")
     }
 

@@ -411,15 +411,15 @@ pub(crate) fn expire_lease(
 
 mod append;
 mod approval;
-mod cancel;
 mod budget;
+mod cancel;
 mod pauses;
 pub(crate) use append::{append_steps, check_appendable, check_steps_pending};
 mod recorded;
 pub(crate) use approval::{approve, reject, request_approval};
+pub(crate) use budget::{pause_for_budget, set_budget};
 pub(crate) use cancel::{ack_cancel, acknowledged_by, request_cancel};
 use pauses::pause_now;
-pub(crate) use budget::{pause_for_budget, set_budget};
 pub(crate) use pauses::{ack_pause, paused_by, request_pause, resume, retry_from_step};
 pub(crate) use recorded::{claimed_event, claimed_event_template, created_event};
 

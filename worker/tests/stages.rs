@@ -143,7 +143,7 @@ async fn every_step_runs_in_order_then_the_task_is_published_once() {
         plan,
         &json!({ "count": 3, "stepIds": ["step-1", "step-2", "step-3"] })
     );
-    let second = reports.iter().find_map(|r| match r {
+    let mut second = reports.iter().find_map(|r| match r {
         Report::Event { kind, payload, .. }
             if kind == task::STEP_FINISHED && payload["stepIndex"] == 1 =>
         {
@@ -151,6 +151,13 @@ async fn every_step_runs_in_order_then_the_task_is_published_once() {
         }
         _ => None,
     });
+    // The worker timed the agent (a budget's minutes count it); nothing else is in usage.
+    let usage = second
+        .as_mut()
+        .and_then(|p| p.as_object_mut()?.remove("usage"));
+    let usage = usage.expect("the agent's time");
+    assert!(usage["durationMs"].is_u64(), "{usage}");
+    assert_eq!(usage.as_object().unwrap().len(), 1, "{usage}");
     assert_eq!(
         second,
         Some(

@@ -266,6 +266,11 @@ fn JobTop(view: JobView, live: RwSignal<Vec<LiveEvent>>) -> impl IntoView {
             {(!view.usage.is_empty()).then(|| view! {
                 <p class="muted" data-testid="usage-total">"Used in all: " {view.usage.clone()}</p>
             })}
+            {view.budget.as_ref().filter(|b| !b.used.is_empty()).map(|b| view! {
+                <p class=if b.spent { "notice-text" } else { "muted" } data-testid="budget">
+                    "Budget: " {b.used.clone()} {b.spent.then_some(" (spent)")}
+                </p>
+            })}
             <ol class="stages" aria-label="Stages">
                 {view.stages.into_iter().map(|(name, state)| view! {
                     <li class=format!("status {}", state.as_str())>{format!("{name}: {}", state.as_str())}</li>

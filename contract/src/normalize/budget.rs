@@ -5,7 +5,7 @@
 use serde_json::Value;
 
 use super::walk::{Walker, field, join};
-use crate::budget::JobBudget;
+use crate::budget::{JobBudget, priced};
 use crate::defaults::Defaults;
 use crate::error::FieldError;
 use crate::modes::RuntimeMode;
@@ -28,7 +28,7 @@ pub(super) fn task_budget(
         None | Some(Value::Null) => JobBudget::default(),
         Some(v) => read(w, v, "task.budget", runtime)?,
     };
-    if budget.max_cost_usd.is_none() && prices(runtime) {
+    if budget.max_cost_usd.is_none() && priced(runtime) {
         budget.max_cost_usd = defaults.budget_usd;
     }
     Some(budget).filter(|b| !b.is_empty())
@@ -48,11 +48,6 @@ pub fn budget(v: &Value, runtime: RuntimeMode) -> Result<JobBudget, Vec<FieldErr
         Some(budget) if w.errors.is_empty() => Ok(budget),
         _ => Err(w.errors),
     }
-}
-
-/// Whether `runtime`'s CLI reports what its turns cost.
-fn prices(runtime: RuntimeMode) -> bool {
-    runtime == RuntimeMode::Claude
 }
 
 fn read(w: &mut Walker, v: &Value, path: &str, runtime: RuntimeMode) -> Option<JobBudget> {
@@ -75,7 +70,7 @@ fn read(w: &mut Walker, v: &Value, path: &str, runtime: RuntimeMode) -> Option<J
         }
     };
     let max_cost_usd = positive(w, "maxCostUsd", MAX_COST_USD);
-    if max_cost_usd.is_some() && !prices(runtime) {
+    if max_cost_usd.is_some() && !priced(runtime) {
         w.error(
             at("maxCostUsd"),
             format!(
@@ -84,16 +79,18 @@ fn read(w: &mut Walker, v: &Value, path: &str, runtime: RuntimeMode) -> Option<J
             ),
         );
     }
-    let max_tokens = field(map, "maxTokens").filter(|v| !v.is_null()).and_then(|v| {
-        let path = at("maxTokens");
-        let n = w.integer(v, &path).ok()?;
-        if (1..=MAX_TOKENS).contains(&n) {
-            Some(n as u64)
-        } else {
-            w.error(path, format!("must be between 1 and {MAX_TOKENS}"));
-            None
-        }
-    });
+    let max_tokens = field(map, "maxTokens")
+        .filter(|v| !v.is_null())
+        .and_then(|v| {
+            let path = at("maxTokens");
+            let n = w.integer(v, &path).ok()?;
+            if (1..=MAX_TOKENS).contains(&n) {
+                Some(n as u64)
+            } else {
+                w.error(path, format!("must be between 1 and {MAX_TOKENS}"));
+                None
+            }
+        });
     let max_minutes = positive(w, "maxMinutes", MAX_MINUTES);
     Some(JobBudget {
         max_cost_usd,
@@ -114,10 +111,20 @@ mod tests {
 
     #[test]
     fn a_budget_takes_positive_limits_and_names_each_field_it_refuses() {
-        let ok = budget(&json!({ "maxCostUsd": 2.5, "maxTokens": 900, "maxMinutes": 0.25 }), RuntimeMode::Claude).unwrap();
-        assert_eq!((ok.max_cost_usd, ok.max_tokens, ok.max_minutes), (Some(2.5), Some(900), Some(0.25)));
+        let ok = budget(
+            &json!({ "maxCostUsd": 2.5, "maxTokens": 900, "maxMinutes": 0.25 }),
+            RuntimeMode::Claude,
+        )
+        .unwrap();
         assert_eq!(
-            paths(budget(&json!({ "maxCostUsd": -1, "maxTokens": 1.5, "maxMinutes": "ten", "cap": 1 }), RuntimeMode::Claude)),
+            (ok.max_cost_usd, ok.max_tokens, ok.max_minutes),
+            (Some(2.5), Some(900), Some(0.25))
+        );
+        assert_eq!(
+            paths(budget(
+                &json!({ "maxCostUsd": -1, "maxTokens": 1.5, "maxMinutes": "ten", "cap": 1 }),
+                RuntimeMode::Claude
+            )),
             ["cap", "maxCostUsd", "maxTokens", "maxMinutes"]
         );
         assert_eq!(paths(budget(&json!({}), RuntimeMode::Codex)), [""]);
@@ -128,7 +135,11 @@ mod tests {
     fn a_price_limit_is_refused_where_the_cli_reports_no_price() {
         let refused = budget(&json!({ "maxCostUsd": 1 }), RuntimeMode::Codex).unwrap_err();
         assert_eq!(refused[0].path, "maxCostUsd");
-        assert!(refused[0].message.contains("maxTokens"), "{}", refused[0].message);
+        assert!(
+            refused[0].message.contains("maxTokens"),
+            "{}",
+            refused[0].message
+        );
     }
 
     #[test]
@@ -140,10 +151,23 @@ mod tests {
         let mut w = Walker::default();
         let claude = task_budget(&mut w, None, RuntimeMode::Claude, &defaults).unwrap();
         assert_eq!(claude.max_cost_usd, Some(5.0));
-        let own = task_budget(&mut w, Some(&json!({ "maxCostUsd": 1 })), RuntimeMode::Claude, &defaults);
+        let own = task_budget(
+            &mut w,
+            Some(&json!({ "maxCostUsd": 1 })),
+            RuntimeMode::Claude,
+            &defaults,
+        );
         assert_eq!(own.unwrap().max_cost_usd, Some(1.0));
-        assert_eq!(task_budget(&mut w, None, RuntimeMode::Codex, &defaults), None);
-        let tokens = task_budget(&mut w, Some(&json!({ "maxTokens": 10 })), RuntimeMode::Gemini, &defaults);
+        assert_eq!(
+            task_budget(&mut w, None, RuntimeMode::Codex, &defaults),
+            None
+        );
+        let tokens = task_budget(
+            &mut w,
+            Some(&json!({ "maxTokens": 10 })),
+            RuntimeMode::Gemini,
+            &defaults,
+        );
         assert_eq!(tokens.unwrap().max_cost_usd, None);
         assert!(w.errors.is_empty(), "{:?}", w.errors);
     }

@@ -90,7 +90,8 @@ pub(crate) fn set_budget(
             "the job's payload is not a task; it has no budget",
         ));
     };
-    let value = serde_json::to_value(budget).map_err(|e| QueueError::invalid("budget", e.to_string()))?;
+    let value =
+        serde_json::to_value(budget).map_err(|e| QueueError::invalid("budget", e.to_string()))?;
     task.insert("budget".into(), value);
     job.updated_at = now;
     let left = match job.budget_overrun() {

@@ -25,10 +25,11 @@ pub(super) fn pause_now(
     job.claimed_by = None;
     job.lease_expires_at = None;
     // Kept: the request a paused job obeyed says why it paused.
-    job.pause_reason = Some(job.pause_requested.as_ref().map_or_else(
-        PauseReason::default,
-        |p| p.reason,
-    ));
+    job.pause_reason = Some(
+        job.pause_requested
+            .as_ref()
+            .map_or_else(PauseReason::default, |p| p.reason),
+    );
     if checkpoint.is_some() {
         job.resume_from = checkpoint;
     }
@@ -293,4 +294,3 @@ pub(crate) fn paused_by(payload: &serde_json::Map<String, serde_json::Value>) ->
         _ => None,
     }
 }
-

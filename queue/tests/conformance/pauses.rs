@@ -77,8 +77,19 @@ pub async fn pausing_a_queued_job_pauses_it_at_once_and_no_claim_takes_it(h: Har
         .unwrap();
     assert_eq!(paused.status, JobState::Paused);
     // The request it obeyed stays, and says why it paused.
-    assert_eq!(paused.pause_requested.as_ref().unwrap().requested_by.as_deref(), Some("bob"));
-    assert_eq!(paused.pause_reason, Some(contract::events::PauseReason::Operator));
+    assert_eq!(
+        paused
+            .pause_requested
+            .as_ref()
+            .unwrap()
+            .requested_by
+            .as_deref(),
+        Some("bob")
+    );
+    assert_eq!(
+        paused.pause_reason,
+        Some(contract::events::PauseReason::Operator)
+    );
     assert_eq!(h.claim("w1").await, None);
     assert_eq!(
         h.event_kinds(&job).await.last().map(String::as_str),
@@ -123,7 +134,10 @@ pub async fn a_running_job_pauses_at_its_latest_checkpoint_and_releases_its_leas
     assert_eq!(paused.claimed_by, None);
     assert_eq!(paused.lease_expires_at, None);
     assert!(paused.pause_requested.as_ref().unwrap().immediate);
-    assert_eq!(h.get(&job).await.pause_reason, Some(contract::events::PauseReason::Operator));
+    assert_eq!(
+        h.get(&job).await.pause_reason,
+        Some(contract::events::PauseReason::Operator)
+    );
     assert_eq!(paused.resume_from, Some(saved_after(1)));
     // The same attempt acknowledging again gets the job back; the rescuer never sees it.
     let again = h.queue.ack_pause(&job.id, &fence(&claimed)).await.unwrap();

@@ -230,7 +230,13 @@ fn dollars() -> DefaultParser<f64> {
             let budget = serde_json::json!({ "maxCostUsd": v.parse::<f64>().map_err(|_| format!("{v:?} is not a number of dollars"))? });
             contract::normalize::budget(&budget, RuntimeMode::Claude)
                 .map(|b| b.max_cost_usd.unwrap_or_default())
-                .map_err(|errors| errors.iter().map(|e| e.message.clone()).collect::<Vec<_>>().join("; "))
+                .map_err(|errors| {
+                    errors
+                        .iter()
+                        .map(|e| e.message.clone())
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                })
         }),
         accepted: &[],
     }

@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use contract::api::webhook::{
-    DELIVERY_HEADER, EVENT_HEADER, EVENTS, JOB_ENDED, SIGNATURE_HEADER, WebhookBody,
-    WebhookJob, signed_text,
+    DELIVERY_HEADER, EVENT_HEADER, EVENTS, JOB_ENDED, SIGNATURE_HEADER, WebhookBody, WebhookJob,
+    signed_text,
 };
 use contract::events::NotificationOutcome;
 use contract::{Job, NormalizedTask};

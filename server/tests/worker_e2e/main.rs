@@ -13,6 +13,7 @@ use worker::testing::{alive, remote, stage_config};
 
 use stepwise::testing::server::{TestServer, start};
 
+mod budget;
 mod course;
 mod hung;
 mod lease;

@@ -48,6 +48,13 @@ impl QueueClient {
             .await
     }
 
+    /// `POST /jobs/{id}/budget`: sets the job's budget, replacing the one it had.
+    pub async fn set_budget(&self, id: &JobId, budget: &contract::JobBudget) -> Result<Job> {
+        let url = self.job_url(id, &["budget"]);
+        self.fetch(self.request(Method::POST, &url).json(budget), &url)
+            .await
+    }
+
     /// `POST /jobs/{id}/approve`: queues a job awaiting approval to publish.
     pub async fn approve_job(&self, id: &JobId) -> Result<Job> {
         let url = self.job_url(id, &["approve"]);

@@ -245,6 +245,7 @@ mod tests {
                 output_tokens: Some(42),
                 reasoning_tokens: Some(7),
                 cost_usd: Some(0.0123),
+                duration_ms: None,
             })
         );
     }

@@ -1,6 +1,6 @@
 //! The job's course, as an operator steers it: pause a queued or running job, resume a
 //! paused one, retry one that ended from a step, approve or reject one at the gate beside
-//! its diff, add a step to one that has not ended. Plain form posts to the server functions
+//! its diff, add a step to one that has not ended, set its budget. Plain form posts to the server functions
 //! below (the server answers with a redirect back to the page), rendered on the server
 //! outside the live island, so they cost the browser bundle nothing; the page shows the
 //! job as it is after each.
@@ -104,6 +104,69 @@ pub async fn add_step(id: String, instructions: String) -> Result<(), AppError> 
     Ok(())
 }
 
+/// Sets the job's budget from the form's limits (blank: no limit of that kind), replacing
+/// the one it had.
+#[server]
+pub async fn set_budget(
+    id: String,
+    max_cost_usd: Option<String>,
+    max_tokens: String,
+    max_minutes: String,
+) -> Result<(), AppError> {
+    use crate::ssr;
+    let user = ssr::operator()?;
+    let id = ssr::job_id(&id)?;
+    let mut budget = serde_json::Map::new();
+    let fields = [
+        ("maxCostUsd", max_cost_usd.unwrap_or_default()),
+        ("maxTokens", max_tokens),
+        ("maxMinutes", max_minutes),
+    ];
+    for (key, text) in fields {
+        let text = text.trim();
+        if text.is_empty() {
+            continue;
+        }
+        // The queue checks the number; text that is not one is named here.
+        let number: serde_json::Value = serde_json::from_str(text)
+            .ok()
+            .filter(serde_json::Value::is_number)
+            .ok_or_else(|| ssr::invalid(key, "must be a number"))?;
+        budget.insert(key.to_string(), number);
+    }
+    ssr::queue()?
+        .set_budget(&id, Some(&user.name), &serde_json::Value::Object(budget))
+        .await
+        .map_err(ssr::refused)?;
+    Ok(())
+}
+
+/// The form that sets the job's budget, prefilled with the one it has.
+fn budget_form(id: String, budget: crate::views::BudgetView) -> impl IntoView {
+    let action = <SetBudget as leptos::server_fn::ServerFn>::url();
+    let cost = budget.priced.then(|| view! {
+        <label for="budget-usd">"Cost (US dollars)"</label>
+        <input id="budget-usd" type="number" name="max_cost_usd" min="0" step="any" value=budget.cost_usd/>
+    });
+    let said = if budget.spent {
+        "Its budget is spent: the job waits until a limit is raised."
+    } else {
+        "What the job may spend in all, every step, iteration and attempt counted. Blank: no limit."
+    };
+    view! {
+        <form method="post" action=action class="budget" data-testid="budget-form">
+            <input type="hidden" name="id" value=id/>
+            <p class="muted">{said}</p>
+            {cost}
+            <label for="budget-tokens">"Tokens (input and output)"</label>
+            <input id="budget-tokens" type="number" name="max_tokens" min="1" step="1" value=budget.tokens/>
+            <label for="budget-minutes">"Agent minutes"</label>
+            <input id="budget-minutes" type="number" name="max_minutes" min="0" step="any" value=budget.minutes/>
+            <button type="submit" data-testid="set-budget">"Set budget"</button>
+        </form>
+    }
+}
+
 /// The form that adds a step, for a job that may still take one.
 fn add_step_form(id: String, status: JobState) -> impl IntoView {
     let action = <AddStep as leptos::server_fn::ServerFn>::url();
@@ -158,6 +221,12 @@ pub fn CourseSection(view: JobView) -> impl IntoView {
     }
     let id = view.id.clone();
     let add = (!view.status.is_terminal()).then(|| add_step_form(id.clone(), view.status));
+    // A job paused for its budget needs it raised first: that form leads.
+    let budget = view
+        .budget
+        .clone()
+        .filter(|_| view.status != JobState::Succeeded)
+        .map(|b| budget_form(id.clone(), b));
     let form = match view.status {
         JobState::Queued | JobState::Running => {
             let action = <PauseJob as leptos::server_fn::ServerFn>::url();
@@ -178,7 +247,7 @@ pub fn CourseSection(view: JobView) -> impl IntoView {
         JobState::Paused => {
             let action = <ResumeJob as leptos::server_fn::ServerFn>::url();
             view! {
-                <form method="post" action=action>
+                <form method="post" action=action class="inline">
                     <input type="hidden" name="id" value=id/>
                     <button type="submit" data-testid="resume">"Resume"</button>
                 </form>
@@ -254,6 +323,7 @@ pub fn CourseSection(view: JobView) -> impl IntoView {
         <section class="card" aria-labelledby="course-title">
             <h2 id="course-title">{title}</h2>
             {form}
+            {budget}
             {add}
         </section>
     })

@@ -1,5 +1,5 @@
-//! `stepwise jobs pause | resume | retry | approve | reject`: an operator's hold on a job's
-//! course.
+//! `stepwise jobs pause | resume | retry | approve | reject | budget`: an operator's hold on
+//! a job's course.
 
 use std::io::Write;
 
@@ -85,6 +85,27 @@ pub struct AppendArgs {
     /// A step's instructions, in order; repeat for more.
     #[arg(long = "step", value_name = "INSTRUCTIONS", required = true)]
     steps: Vec<String>,
+    /// Print the job as JSON.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    client: ClientArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct BudgetArgs {
+    /// The job's id.
+    id: JobId,
+    /// The most it may cost in all, in US dollars (claude reports prices; codex and
+    /// gemini do not).
+    #[arg(long, value_name = "USD")]
+    usd: Option<f64>,
+    /// The most input and output tokens it may use in all.
+    #[arg(long, value_name = "N")]
+    tokens: Option<u64>,
+    /// The most minutes its agent may run in all (fractions allowed).
+    #[arg(long, value_name = "N")]
+    minutes: Option<f64>,
     /// Print the job as JSON.
     #[arg(long)]
     json: bool,
@@ -207,6 +228,37 @@ pub async fn append(args: AppendArgs, out: &mut impl Write) -> Result<()> {
             job.id,
             job.status
         )?;
+    }
+    Ok(())
+}
+
+pub async fn budget(args: BudgetArgs, out: &mut impl Write) -> Result<()> {
+    let budget = contract::JobBudget {
+        max_cost_usd: args.usd,
+        max_tokens: args.tokens,
+        max_minutes: args.minutes,
+    };
+    let job = args.client.client()?.set_budget(&args.id, &budget).await?;
+    if args.json {
+        writeln!(out, "{}", pretty(&job))?;
+        return Ok(());
+    }
+    let set = job.budget().unwrap_or_default();
+    let used = set.summary(&job.usage.unwrap_or_default());
+    match job.budget_overrun() {
+        Some(overrun) => writeln!(
+            out,
+            "budget of {} set, and still spent: {} ({}); raise that limit to go on",
+            job.id,
+            overrun.describe(),
+            overrun.limit
+        )?,
+        None if job.status == JobState::Paused => writeln!(
+            out,
+            "budget of {} set: {used}; `stepwise jobs resume {}` continues it",
+            job.id, job.id
+        )?,
+        None => writeln!(out, "budget of {} set: {used}", job.id)?,
     }
     Ok(())
 }

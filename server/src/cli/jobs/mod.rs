@@ -134,6 +134,9 @@ pub enum JobsCommand {
     Approve(course::ApproveArgs),
     /// Reject a job awaiting approval: it fails with the reason, nothing is published.
     Reject(course::RejectArgs),
+    /// Set a job's budget (what it may spend in all), replacing the one it had: a job
+    /// paused for its budget can be resumed once the new one is not spent.
+    Budget(course::BudgetArgs),
     /// Print a job's events; with --follow, keep printing live ones until the job finishes.
     Events(EventsArgs),
     /// List a job's checkpoints: all its work after each step and iteration, as a patch.
@@ -235,6 +238,7 @@ impl JobsCommand {
             JobsCommand::Pause(args) => course::pause(args, out).await,
             JobsCommand::Resume(args) => course::resume(args, out).await,
             JobsCommand::Retry(args) => course::retry(args, out).await,
+            JobsCommand::Budget(args) => course::budget(args, out).await,
             JobsCommand::Append(args) => course::append(args, out).await,
             JobsCommand::Approve(args) => course::approve(args, out).await,
             JobsCommand::Reject(args) => course::reject(args, out).await,

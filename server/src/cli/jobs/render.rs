@@ -187,6 +187,20 @@ pub fn job_summary(job: &Job) -> String {
     if let Some(usage) = job.usage.filter(|u| !u.is_empty()) {
         rows.push(("usage", usage.summary()));
     }
+    if let Some(budget) = job.budget() {
+        let spent = if job.budget_overrun().is_some() {
+            " (spent)"
+        } else {
+            ""
+        };
+        rows.push((
+            "budget",
+            format!("{}{spent}", budget.summary(&job.usage.unwrap_or_default())),
+        ));
+    }
+    if let Some(reason) = job.pause_reason {
+        rows.push(("paused for", reason.to_string()));
+    }
     if let Some(objective) = text(&job.payload, &["task", "instructions"]) {
         rows.push(("objective", objective.trim().to_string()));
     }

@@ -5,8 +5,8 @@
 use axum::extract::State;
 use axum::routing::post;
 use axum::{Json, Router};
-use contract::{Job, JobBudget};
 use contract::api::{AppendStepsBody, ErrorBody, PauseBody, RejectBody, ResumeBody, RetryBody};
+use contract::{Job, JobBudget};
 
 use super::extract::JobPath;
 use super::json::ApiJson;
