@@ -402,3 +402,73 @@ async fn a_task_s_webhook_must_be_an_http_address() {
     };
     assert_eq!(errors[0].path, "task.notify.extra");
 }
+
+async fn a_budget_reached_is_posted_with_the_budget_and_what_was_used(backend: Backend) {
+    let dir = tempfile::tempdir().unwrap();
+    let receiver = Receiver::start(dir.path(), SECRET, &[]);
+    let targets = vec![
+        Target {
+            url: format!("{}/server/json", receiver.url),
+            format: Format::Json,
+        },
+        Target {
+            url: format!("{}/slack/text", receiver.url),
+            format: Format::Slack,
+        },
+    ];
+    let s = setup(backend, config(targets)).await;
+    let raw = json!({ "type": "task", "payload": { "repository": "octo/hello", "task": {
+        "instructions": "Spend a little",
+        "runtime": { "mode": "claude" },
+        "publish": { "mode": "none" },
+        "budget": { "maxCostUsd": 0.5 },
+    } } });
+    s.queue.create_job(&raw, Some("alice")).await.unwrap();
+    let request = ClaimRequest {
+        worker_id: "w1".into(),
+        capabilities: vec!["claude".into(), "git".into()],
+        allowed_types: None,
+        allowed_repositories: None,
+        lease: Duration::from_secs(60),
+        max_running_per_repository: None,
+    };
+    let job = s.queue.claim(&request).await.unwrap().expect("the job");
+    let fence = Fence::of(&job).unwrap();
+    let payload = json!({ "stepIndex": 0, "stepId": "step-1", "usage": { "outputTokens": 9, "costUsd": 0.75 } });
+    let event = contract::NewEvent {
+        kind: contract::job::task::STEP_FINISHED.into(),
+        payload: payload.as_object().cloned().unwrap(),
+        ..contract::NewEvent::default()
+    };
+    s.queue.append_event(&job.id, &fence, event).await.unwrap();
+
+    notifications(&s.queue, &job, 2).await;
+    let posts = receiver.posts();
+    assert_eq!(posts.len(), 2, "{posts:#?}");
+    let json_post = posts
+        .iter()
+        .find(|p| p["path"] == "/server/json")
+        .expect("the JSON post");
+    assert_eq!(json_post["verified"], true);
+    assert_eq!(json_post["event"], "job.budget_exceeded");
+    let told = &json_post["body"]["job"];
+    assert_eq!(told["state"], "running");
+    assert_eq!(told["budget"], json!({ "maxCostUsd": 0.5 }));
+    assert_eq!(told["costUsd"], 0.75);
+    let slack = posts.iter().find(|p| p["path"] == "/slack/text").unwrap();
+    let text = slack["body"]["text"].as_str().unwrap();
+    assert!(
+        text.contains("*Spend a little* reached its budget and pauses"),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn a_budget_reached_is_posted_with_the_budget_and_what_was_used_on_sqlite() {
+    a_budget_reached_is_posted_with_the_budget_and_what_was_used(Backend::Sqlite).await;
+}
+
+#[tokio::test]
+async fn a_budget_reached_is_posted_with_the_budget_and_what_was_used_on_postgres() {
+    a_budget_reached_is_posted_with_the_budget_and_what_was_used(Backend::Postgres).await;
+}

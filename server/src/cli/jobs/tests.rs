@@ -751,4 +751,24 @@ async fn jobs_pause_resume_and_retry_say_where_the_job_will_start() {
         refused.contains("only a job awaiting approval"),
         "{refused}"
     );
+    // A budget is set whole; a price limit where codex reports none is named.
+    let set = run(&["budget", &id, "--tokens", "5000", "--minutes", "1.5"])
+        .await
+        .unwrap();
+    assert_eq!(
+        set,
+        format!("budget of {id} set: 0 of 5,000 tokens · 0 of 1.5 minutes\n")
+    );
+    let refused = run(&["budget", &id, "--usd", "2"]).await.unwrap_err();
+    assert!(
+        refused.contains("maxCostUsd") && refused.contains("reports no price"),
+        "{refused}"
+    );
+    let empty = run(&["budget", &id]).await.unwrap_err();
+    assert!(empty.contains("at least one"), "{empty}");
+    let shown = run(&["show", &id]).await.unwrap();
+    assert!(
+        shown.contains("budget      0 of 5,000 tokens · 0 of 1.5 minutes"),
+        "{shown}"
+    );
 }
