@@ -39,6 +39,8 @@ mod prepare;
 mod publish;
 mod spend;
 
+pub use spend::Pause;
+
 /// Something the run reports, in the order it happened.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Report {
@@ -150,37 +152,6 @@ pub enum TaskOutcome {
 pub struct Restore {
     pub checkpoint: CheckpointSaved,
     pub patch: Vec<u8>,
-}
-
-/// An operator's pause as the run sees it: requested (stop at the next step or iteration
-/// boundary), and perhaps `now` too (the running step is stopped, through the run's
-/// cancel token, by whoever holds that).
-#[derive(Debug, Clone, Default)]
-pub struct Pause {
-    requested: CancellationToken,
-    now: CancellationToken,
-}
-
-impl Pause {
-    pub fn request(&self, immediate: bool) {
-        self.requested.cancel();
-        if immediate {
-            self.now.cancel();
-        }
-    }
-
-    pub fn is_requested(&self) -> bool {
-        self.requested.is_cancelled()
-    }
-
-    /// Fires when an immediate pause is requested.
-    pub async fn immediate(&self) {
-        self.now.cancelled().await
-    }
-
-    pub fn is_immediate(&self) -> bool {
-        self.now.is_cancelled()
-    }
 }
 
 /// What a task's auth refs resolved to, on this worker. Never stored, never reported: they

@@ -1,15 +1,48 @@
-//! What the job has spent, as the run sees it: the job's usage when it was claimed plus
-//! every usage this run reports, asked of the task's budget with the queue's own test
+//! The pause as the run sees it (an operator's, or the budget's), and what the job has
+//! spent: the job's usage when it was claimed plus every usage this run reports, asked of the task's budget with the queue's own test
 //! ([`contract::JobBudget::overrun`]). The queue decides the pause; this only keeps the run
 //! from starting more work before the queue's request reaches it, and stops a step whose
 //! agent time runs out (`maxMinutes`) at once, as an immediate pause.
 
 use std::time::Instant;
 
+use tokio_util::sync::CancellationToken;
+
 use contract::StepUsage;
 use serde_json::Value;
 
 use super::{Log, Run};
+
+/// An operator's pause as the run sees it: requested (stop at the next step or iteration
+/// boundary), and perhaps `now` too (the running step is stopped, through the run's
+/// cancel token, by whoever holds that).
+#[derive(Debug, Clone, Default)]
+pub struct Pause {
+    requested: CancellationToken,
+    now: CancellationToken,
+}
+
+impl Pause {
+    pub fn request(&self, immediate: bool) {
+        self.requested.cancel();
+        if immediate {
+            self.now.cancel();
+        }
+    }
+
+    pub fn is_requested(&self) -> bool {
+        self.requested.is_cancelled()
+    }
+
+    /// Fires when an immediate pause is requested.
+    pub async fn immediate(&self) {
+        self.now.cancelled().await
+    }
+
+    pub fn is_immediate(&self) -> bool {
+        self.now.is_cancelled()
+    }
+}
 
 /// A timer that asks for an immediate pause when the budget's minutes run out; dropping
 /// it (the agent ended first) disarms it.
