@@ -21,19 +21,28 @@ pub struct CheckpointSaved {
     /// The patch's artifact name (`checkpoints/step-0000.patch`).
     pub artifact: String,
     /// After an iteration: how many steps had run. Steps appended later still run when
-    /// the job resumes from here.
+    /// the job resumes from here. A round's start: the steps of the rounds before it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub steps_done: Option<usize>,
+    /// The start of follow-up round `round`: the work of the rounds before it (the queue
+    /// makes this one; no worker saves it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub round: Option<u32>,
+    /// A round's start: the branch the job last pushed. The round starts from its tip
+    /// when it is still there (so what others pushed to it is kept), else from the patch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub branch: Option<String>,
 }
 
 impl CheckpointSaved {
     /// Its id: `step-1` after the first step (1-based, as the page numbers steps),
     /// `iteration-2` after iteration 2.
     pub fn id(&self) -> String {
-        match (self.after_step, self.after_iteration) {
-            (Some(index), _) => format!("step-{}", index.saturating_add(1)),
-            (None, Some(n)) => format!("iteration-{n}"),
-            (None, None) => "start".into(),
+        match (self.after_step, self.after_iteration, self.round) {
+            (Some(index), _, _) => format!("step-{}", index.saturating_add(1)),
+            (None, Some(n), _) => format!("iteration-{n}"),
+            (None, None, Some(round)) => format!("round-{round}"),
+            (None, None, None) => "start".into(),
         }
     }
 
@@ -49,10 +58,11 @@ impl CheckpointSaved {
 
     /// "after step 1", "after iteration 2".
     pub fn label(&self) -> String {
-        match (self.after_step, self.after_iteration) {
-            (Some(index), _) => format!("after step {}", index.saturating_add(1)),
-            (None, Some(n)) => format!("after iteration {n}"),
-            (None, None) => "at the start".into(),
+        match (self.after_step, self.after_iteration, self.round) {
+            (Some(index), _, _) => format!("after step {}", index.saturating_add(1)),
+            (None, Some(n), _) => format!("after iteration {n}"),
+            (None, None, Some(round)) => format!("at the start of round {round}"),
+            (None, None, None) => "at the start".into(),
         }
     }
 }

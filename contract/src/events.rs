@@ -87,6 +87,9 @@ pub struct StepRef {
     pub step_id: String,
     pub effective_skill: String,
     pub has_step_instructions: bool,
+    /// The follow-up round that added the step; absent for the job's own (round 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub round: Option<u32>,
 }
 
 impl From<&ResolvedStep> for StepRef {
@@ -96,8 +99,27 @@ impl From<&ResolvedStep> for StepRef {
             step_id: step.id.clone(),
             effective_skill: step.effective_skill.clone(),
             has_step_instructions: step.has_step_instructions,
+            round: (step.round > 1).then_some(step.round),
         }
     }
+}
+
+/// `task.round.started`: a follow-up round's run began at its first step.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RoundStarted {
+    pub round: u32,
+    pub from_step_index: usize,
+    /// How many steps the round added.
+    pub steps: usize,
+}
+
+/// `task.round.finished`: how a follow-up round's run ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RoundFinished {
+    pub round: u32,
+    pub outcome: crate::states::StepState,
 }
 
 /// A step's agent invocation is about to start.
@@ -262,6 +284,8 @@ kind! {
     StepFinished = task::STEP_FINISHED,
     StepFailed = task::STEP_FAILED,
     StepCancelled = task::STEP_CANCELLED,
+    RoundStarted = task::ROUND_STARTED,
+    RoundFinished = task::ROUND_FINISHED,
     StepLog = task::STEP_LOG,
     Warning = task::WARNING,
     IterationStarted = task::ITERATION_STARTED,

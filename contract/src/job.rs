@@ -160,6 +160,10 @@ pub struct Job {
     /// before it resumes). Absent unless paused; read from `pauseRequested`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pause_reason: Option<PauseReason>,
+    /// Which round the job is in: 1, then 2 and on after each follow-up on it once it had
+    /// ended (`POST …/follow-up`). Read from its task's `rounds`.
+    #[serde(default = "first_round")]
+    pub round: u32,
     /// Where the job's next attempt starts: the checkpoint its prepare stage restores, the
     /// steps and iterations before it not run again. `null`: from the start.
     #[serde(default)]
@@ -168,6 +172,10 @@ pub struct Job {
     /// approved it. An approved job's next attempt only publishes.
     #[serde(default)]
     pub approval: Option<Approval>,
+}
+
+fn first_round() -> u32 {
+    1
 }
 
 /// A job's approval gate (`task.publish.approval: required`).
@@ -219,18 +227,30 @@ impl Job {
             usage: None,
             pause_requested: None,
             pause_reason: None,
+            round: 1,
             resume_from: None,
             approval: None,
         }
     }
 
-    /// `pauseReason` from the state and the request a paused job obeyed.
-    pub fn with_pause_reason(mut self) -> Job {
+    /// The fields read from others: `pauseReason` from the state and the request a paused
+    /// job obeyed, `round` from the task's rounds.
+    pub fn with_derived(mut self) -> Job {
         self.pause_reason = (self.status == JobState::Paused).then(|| {
             self.pause_requested
                 .as_ref()
                 .map_or(PauseReason::Operator, |p| p.reason)
         });
+        self.round = self
+            .payload
+            .get("task")
+            .and_then(|t| t.get("rounds"))
+            .and_then(|r| r.as_array())
+            .and_then(|r| r.last())
+            .and_then(|r| r.get("round"))
+            .and_then(serde_json::Value::as_u64)
+            .and_then(|r| u32::try_from(r).ok())
+            .unwrap_or(1);
         self
     }
 
@@ -389,6 +409,7 @@ mod tests {
             }),
             pause_requested: None,
             pause_reason: None,
+            round: 1,
             resume_from: None,
             approval: None,
         };
@@ -412,6 +433,7 @@ mod tests {
             "cancelRequestedAt",
             "cancelRequestedByUserId",
             "pauseRequested",
+            "round",
             "resumeFrom",
             "approval",
             "cancelReason",

@@ -59,7 +59,8 @@ pub use error::FieldError;
 pub use job::{Approval, Artifact, EventLevel, Job, JobEvent, JobState, NewEvent, StepUsage};
 pub use job_id::{JobId, ParseJobIdError};
 pub use model::{
-    Completion, NormalizedTask, Notify, Payload, PublishSettings, RuntimeSettings, Step, TaskSpec,
+    Completion, NormalizedTask, Notify, Payload, PublishSettings, Round, RuntimeSettings, Step,
+    TaskSpec,
 };
 pub use modes::{ParseModeError, PublishMode, RuntimeMode};
 pub use normalize::{append_steps, normalize, normalize_request, not_before};

@@ -58,6 +58,35 @@ pub struct TaskSpec {
     /// What the job may spend in all before it pauses and asks. Left out when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub budget: Option<crate::budget::JobBudget>,
+    /// The follow-up rounds after the job's first, in order: set by the queue when an
+    /// operator follows up on an ended job. Left out while there are none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rounds: Vec<Round>,
+}
+
+/// A follow-up round: its number (2 for the first follow-up) and the first of the steps it
+/// added; the steps from there to the next round's are its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Round {
+    pub round: u32,
+    pub from_step: usize,
+}
+
+impl TaskSpec {
+    /// The round the job is in: 1 until a follow-up.
+    pub fn round(&self) -> u32 {
+        self.rounds.last().map_or(1, |r| r.round)
+    }
+
+    /// The round step `index` belongs to.
+    pub fn round_of(&self, index: usize) -> u32 {
+        self.rounds
+            .iter()
+            .rev()
+            .find(|r| index >= r.from_step)
+            .map_or(1, |r| r.round)
+    }
 }
 
 /// Who hears of a task's end, beside the server's own webhooks.

@@ -18,6 +18,8 @@ pub struct ResolvedStep {
     pub has_step_instructions: bool,
     /// Arguments of whichever skill selection won (the step's own, else the task's).
     pub skill_args: Map<String, Value>,
+    /// The round that added it: 1 for the task's own steps, 2 and on for follow-ups.
+    pub round: u32,
 }
 
 impl NormalizedTask {
@@ -35,7 +37,14 @@ pub fn generated_step_id(index: usize) -> String {
 /// An empty step list is the implicit single step (FR-003): objective only, task skill.
 pub fn resolve_steps(task: &TaskSpec) -> Vec<ResolvedStep> {
     if task.steps.is_empty() {
-        return vec![resolved(0, generated_step_id(0), None, None, &task.skill)];
+        return vec![resolved(
+            0,
+            generated_step_id(0),
+            None,
+            None,
+            &task.skill,
+            1,
+        )];
     }
     task.steps
         .iter()
@@ -49,6 +58,7 @@ pub fn resolve_steps(task: &TaskSpec) -> Vec<ResolvedStep> {
                 step.title.clone(),
                 step.instructions.clone(),
                 skill,
+                task.round_of(index),
             )
         })
         .collect()
@@ -60,8 +70,10 @@ fn resolved(
     title: Option<String>,
     instructions: Option<String>,
     skill: &SkillSelection,
+    round: u32,
 ) -> ResolvedStep {
     ResolvedStep {
+        round,
         index,
         id,
         title,

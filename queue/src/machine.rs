@@ -414,6 +414,7 @@ mod approval;
 mod budget;
 mod cancel;
 mod pauses;
+mod rounds;
 pub(crate) use append::{append_steps, check_appendable, check_steps_pending};
 mod recorded;
 pub(crate) use approval::{approve, reject, request_approval};
@@ -422,6 +423,7 @@ pub(crate) use cancel::{ack_cancel, acknowledged_by, request_cancel};
 use pauses::pause_now;
 pub(crate) use pauses::{ack_pause, paused_by, request_pause, resume, retry_from_step};
 pub(crate) use recorded::{claimed_event, claimed_event_template, created_event};
+pub(crate) use rounds::{check_follow_up, follow_up};
 
 #[cfg(test)]
 mod tests;

@@ -235,6 +235,7 @@ pub async fn run_task(
         login_copies: Vec::new(),
     };
     let outcome = run.go(job_id).await;
+    run.round_finished(&outcome);
     // Never left behind, even in a workspace kept to look into.
     if let Some(ws) = &run.ws {
         logins::remove(&ws.home, &run.login_copies);
@@ -405,6 +406,8 @@ impl Run<'_> {
             base_commit: self.base_commit.clone()?,
             artifact: contract::job::task::step_checkpoint(index),
             steps_done: None,
+            round: None,
+            branch: None,
         })
     }
 
@@ -416,6 +419,8 @@ impl Run<'_> {
             base_commit: self.base_commit.clone()?,
             artifact: contract::job::task::iteration_checkpoint(n),
             steps_done: Some(self.task.resolved_steps().len()),
+            round: None,
+            branch: None,
         })
     }
 

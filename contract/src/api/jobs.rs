@@ -55,6 +55,22 @@ pub struct AppendStepsBody {
     pub steps: serde_json::Value,
 }
 
+/// `POST /api/queue/jobs/{id}/follow-up`: the next round's steps, or one step's
+/// instructions (exactly one of the two).
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct FollowUpBody {
+    /// The steps the round runs: an array of step objects (as at submit) or a markdown
+    /// checklist string.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
+    pub steps: Option<serde_json::Value>,
+    /// One step's instructions, for a round of one step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instructions: Option<String>,
+}
+
 /// `POST /api/queue/jobs/{id}/reject`.
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -10,6 +10,7 @@ fn step() -> StepRef {
         step_id: "tests".into(),
         effective_skill: "auto".into(),
         has_step_instructions: true,
+        round: None,
     }
 }
 

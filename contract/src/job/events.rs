@@ -22,6 +22,9 @@ pub const JOB_STEPS_APPENDED: &str = "job.steps_appended";
 pub const JOB_BUDGET_EXCEEDED: &str = "job.budget_exceeded";
 /// An operator set the job's budget.
 pub const JOB_BUDGET_CHANGED: &str = "job.budget_changed";
+/// An operator followed up on the ended job: its next round is queued (`round`,
+/// `fromStepIndex`, `resumeFrom`, `requestedBy`).
+pub const JOB_FOLLOW_UP_REQUESTED: &str = "job.follow_up_requested";
 /// The server posted the job's end (or its wait for approval) to a webhook, which took it.
 pub const JOB_NOTIFICATION_DELIVERED: &str = "job.notification_delivered";
 /// A webhook did not take it: the attempt's status or error, and whether it is tried again.
@@ -43,7 +46,7 @@ pub const ENDINGS: [&str; 5] = [
 /// The prefix reserved for the kinds above.
 pub const RESERVED_PREFIX: &str = "job.";
 
-pub const ALL: [&str; 22] = [
+pub const ALL: [&str; 23] = [
     JOB_CREATED,
     JOB_CLAIMED,
     JOB_COMPLETED,
@@ -63,6 +66,7 @@ pub const ALL: [&str; 22] = [
     JOB_STEPS_APPENDED,
     JOB_BUDGET_EXCEEDED,
     JOB_BUDGET_CHANGED,
+    JOB_FOLLOW_UP_REQUESTED,
     JOB_NOTIFICATION_DELIVERED,
     JOB_NOTIFICATION_FAILED,
     JOB_HISTORY_DELETED,

@@ -39,6 +39,11 @@ pub const ITERATION_FINISHED: &str = "task.iteration.finished";
 /// a step (`afterStep`) or an iteration (`afterIteration`), with `baseCommit` and the
 /// patch's `artifact`.
 pub const CHECKPOINT: &str = "task.checkpoint";
+/// A follow-up round (the job's second or later, after it had ended) began at its first
+/// step (`round`, `fromStepIndex`, `steps`), or ended (`round`, `outcome`). The round's steps
+/// say their `round` on every step event.
+pub const ROUND_STARTED: &str = "task.round.started";
+pub const ROUND_FINISHED: &str = "task.round.finished";
 
 /// A worker's message of no kind above: what the seed system's worker posts as free text
 /// (its events name their kind in `message`; one that names none of these is kept as
@@ -47,7 +52,7 @@ pub const MESSAGE: &str = "task.message";
 
 /// Every task event kind above, for a client that listens to them by name (the event
 /// stream names each event by its kind).
-pub const ALL: [&str; 13] = [
+pub const ALL: [&str; 15] = [
     STAGE_STARTED,
     STAGE_FINISHED,
     STEPS_PLAN,
@@ -60,6 +65,8 @@ pub const ALL: [&str; 13] = [
     ITERATION_STARTED,
     ITERATION_FINISHED,
     CHECKPOINT,
+    ROUND_STARTED,
+    ROUND_FINISHED,
     MESSAGE,
 ];
 

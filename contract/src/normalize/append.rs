@@ -39,6 +39,13 @@ pub fn append_steps(
         }
     };
     let mut merged = payload.clone();
+    // A stored task with criteria and no check keeps the loop's default limit in its
+    // canonical form; sent again, that limit would be refused as belonging to a check.
+    if let Some(completion) = merged["task"]["completion"].as_object_mut()
+        && completion.get("command").is_none_or(Value::is_null)
+    {
+        completion.remove("maxIterations");
+    }
     // A task submitted without steps ran its objective as its one step: that step stays
     // first, under the id it had, and the added ones follow it.
     let existing = match merged["task"]["steps"].as_array() {

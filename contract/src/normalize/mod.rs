@@ -29,6 +29,7 @@ mod budget;
 mod container;
 mod envelope;
 mod payload;
+mod rounds;
 mod schedule;
 mod settings;
 mod skill;

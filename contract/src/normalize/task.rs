@@ -4,6 +4,7 @@ use serde_json::{Map, Value};
 
 use super::budget::task_budget;
 use super::container::container;
+use super::rounds::rounds;
 use super::settings::{git, publish, runtime};
 use super::skill::skill;
 use super::step_list::{has_steps, steps};
@@ -26,6 +27,7 @@ const FIELDS: &[&str] = &[
     "completion",
     "notify",
     "budget",
+    "rounds",
 ];
 const COMPLETION_FIELDS: &[&str] = &[
     "criteria",
@@ -61,6 +63,7 @@ pub fn task(
     let completion = completion(w, field(map, "completion"));
     let notify = notify(w, field(map, "notify"));
     let budget = task_budget(w, field(map, "budget"), runtime.mode, defaults);
+    let rounds = rounds(w, field(map, "rounds"), steps.len().max(1));
     if container.enabled && has_steps(field(map, "steps")) {
         w.error(
             "task.steps",
@@ -79,6 +82,7 @@ pub fn task(
         completion,
         notify,
         budget,
+        rounds,
     })
 }
 

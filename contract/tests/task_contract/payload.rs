@@ -494,7 +494,7 @@ fn unknown_fields_are_rejected_everywhere() {
         (
             task_with("title", json!("x")),
             "task.title",
-            "instructions, skill, runtime, git, publish, steps, container, completion, notify, budget",
+            "instructions, skill, runtime, git, publish, steps, container, completion, notify, budget, rounds",
         ),
         (
             task_with("runtime", json!({ "modle": "x" })),

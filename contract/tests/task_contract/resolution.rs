@@ -48,6 +48,7 @@ fn empty_steps_resolve_to_one_implicit_step() {
             effective_skill: "speckit".into(),
             has_step_instructions: false,
             skill_args: json!({ "k": 1 }).as_object().unwrap().clone(),
+            round: 1,
         }]
     );
     assert_eq!(

@@ -11,6 +11,7 @@ mod lifecycle;
 mod outbox;
 mod pauses;
 mod retention;
+mod rounds;
 #[cfg(feature = "seed")]
 mod seed;
 mod sessions;

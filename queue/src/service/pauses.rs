@@ -192,7 +192,7 @@ impl Queue {
             tx.save_payload(&locked).await?;
         }
         self.write_outcome(tx, &locked, outcome, now).await?;
-        Ok(locked.with_pause_reason())
+        Ok(locked.with_derived())
     }
 
     /// The patch of the checkpoint the worker's attempt resumes from (`resumeFrom`), for

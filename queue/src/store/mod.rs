@@ -119,8 +119,9 @@ macro_rules! job_from_row {
                     .try_get::<Option<::sqlx::types::Json<::contract::Approval>>, _>("approval")?
                     .map(|j| j.0),
                 pause_reason: None,
+                round: 1,
             }
-            .with_pause_reason())
+            .with_derived())
         })()
     }};
 }

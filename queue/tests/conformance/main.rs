@@ -25,6 +25,7 @@ mod pauses;
 mod rescuer;
 mod retention;
 mod retry;
+mod rounds;
 mod schedule;
 mod text;
 mod tokens;
@@ -210,4 +211,6 @@ conformance! {
     budget::minutes_reached_ask_for_an_immediate_pause_and_tokens_count_input_and_output,
     budget::a_budget_is_checked_by_name_and_a_spent_one_keeps_a_retry_from_running,
     budget::a_budget_reached_is_in_the_webhook_outbox_as_its_own_event,
+    rounds::a_follow_up_queues_the_ended_job_as_its_next_round_to_run_only_its_steps,
+    rounds::only_a_job_that_succeeded_or_failed_takes_a_follow_up_and_its_steps_are_checked,
 }

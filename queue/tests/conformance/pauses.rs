@@ -40,6 +40,8 @@ fn saved_after(index: usize) -> CheckpointSaved {
         base_commit: "0123abcd".into(),
         artifact: task::step_checkpoint(index),
         steps_done: None,
+        round: None,
+        branch: None,
     }
 }
 

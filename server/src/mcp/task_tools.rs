@@ -156,6 +156,29 @@ pub struct TaskAppendArgs {
     pub steps: StepsArg,
 }
 
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TaskFollowUpArgs {
+    /// The task's id: one that completed or failed.
+    pub task_id: String,
+    /// What to do next, as the round's steps: a list of instructions or a markdown
+    /// checklist. The round runs only these, from the work the task last pushed.
+    pub steps: StepsArg,
+}
+
+/// A tool's steps as the API takes them: one object per instruction, or the checklist.
+fn steps_value(steps: StepsArg) -> serde_json::Value {
+    match steps {
+        StepsArg::List(items) => json!(
+            items
+                .into_iter()
+                .map(|instructions| json!({ "instructions": instructions }))
+                .collect::<Vec<_>>()
+        ),
+        StepsArg::Checklist(text) => json!(text),
+    }
+}
+
 #[tool_router(router = task_tools, vis = "pub(super)")]
 impl Stepwise {
     /// Start a task (seed 003): an objective with its completion criteria, as a job in
@@ -394,16 +417,27 @@ impl Stepwise {
         reply(
             async {
                 let id = parse_id(&args.task_id)?;
-                let steps = match args.steps {
-                    StepsArg::List(items) => json!(
-                        items
-                            .into_iter()
-                            .map(|instructions| json!({ "instructions": instructions }))
-                            .collect::<Vec<_>>()
-                    ),
-                    StepsArg::Checklist(text) => json!(text),
-                };
-                let job = desk.append_steps(&id, &steps).await?;
+                let job = desk.append_steps(&id, &steps_value(args.steps)).await?;
+                show_task(task_resource(&desk, &job, false).await?).map_err(internal)
+            }
+            .await,
+        )
+    }
+
+    /// Follow up on a task that completed or failed, as the same task: its next round runs
+    /// only these steps, from the work it last pushed (or its latest checkpoint), and
+    /// publishes to the same branch and pull request. Its progress says the round.
+    #[tool(name = "tasks.follow_up")]
+    async fn follow_up_task_tool(
+        &self,
+        Parameters(args): Parameters<TaskFollowUpArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let desk = self.desk(&ctx)?;
+        reply(
+            async {
+                let id = parse_id(&args.task_id)?;
+                let job = desk.follow_up(&id, &steps_value(args.steps)).await?;
                 show_task(task_resource(&desk, &job, false).await?).map_err(internal)
             }
             .await,

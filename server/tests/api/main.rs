@@ -1237,6 +1237,7 @@ async fn the_openapi_document_describes_every_route() {
         ("post", "/api/queue/jobs/{id}/reject"),
         ("post", "/api/queue/jobs/{id}/steps"),
         ("post", "/api/queue/jobs/{id}/budget"),
+        ("post", "/api/queue/jobs/{id}/follow-up"),
         ("post", "/api/queue/jobs/{id}/pause/ack"),
         ("post", "/api/queue/jobs/{id}/resume/patch"),
         ("post", "/api/queue/jobs/{id}/approval/request"),

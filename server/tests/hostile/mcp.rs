@@ -76,6 +76,10 @@ fn tool_calls(site: &Site) -> Vec<(&'static str, Value)> {
         ("tasks.reject", json!({ "taskId": job, "reason": "no" })),
         ("tasks.append", json!({ "taskId": job, "steps": ["more"] })),
         (
+            "tasks.follow_up",
+            json!({ "taskId": job, "steps": ["again"] }),
+        ),
+        (
             "queue.claim",
             json!({ "capabilities": ["codex"], "waitSeconds": 0 }),
         ),

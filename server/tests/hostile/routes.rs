@@ -108,6 +108,7 @@ fn valid_body(route: &Route) -> Option<Value> {
         _ if path.ends_with("/retry") => json!({ "fromStepIndex": 1 }),
         _ if path.ends_with("/reject") => json!({ "reason": "no" }),
         _ if path.ends_with("/steps") => json!({ "steps": [{ "instructions": "more" }] }),
+        _ if path.ends_with("/follow-up") => json!({ "steps": [{ "instructions": "once more" }] }),
         _ if path.ends_with("/budget") => json!({ "maxTokens": 1000, "maxMinutes": 0.5 }),
         _ if path.ends_with("/approval/request") || path.ends_with("/resume/patch") => {
             fence.clone()

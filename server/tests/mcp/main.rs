@@ -24,7 +24,7 @@ use client::McpClient;
 use stepwise::testing::server::{TestServer, start};
 
 /// Every tool a user token reaches.
-const QUEUE_TOOLS: [&str; 17] = [
+const QUEUE_TOOLS: [&str; 18] = [
     "tasks.start",
     "tasks.status",
     "tasks.list",
@@ -35,6 +35,7 @@ const QUEUE_TOOLS: [&str; 17] = [
     "tasks.approve",
     "tasks.reject",
     "tasks.append",
+    "tasks.follow_up",
     "queue.enqueue",
     "queue.get",
     "queue.list",

@@ -278,6 +278,33 @@ async fn tasks_pause_and_resume_stop_a_task_at_a_step_and_continue_it_there() {
     assert!(!is_error(&resumed), "{resumed}");
     let done = until_status(&mut client, &id, "completed").await;
     assert_eq!(done["state"]["status"], "completed", "{done}");
+
+    // Completed, it takes a follow-up as the same task: round 2 runs only its step.
+    let followed = client
+        .call(
+            "tasks.follow_up",
+            json!({ "taskId": id, "steps": ["@fake write c.txt z"] }),
+        )
+        .await;
+    assert!(!is_error(&followed), "{followed}");
+    let user = s.server.user(queue::Role::Operator).await;
+    let job_id: contract::JobId = id.parse().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let job = user.get_job(&job_id).await.unwrap();
+        if job.round == 2 && job.status == contract::JobState::Succeeded {
+            break;
+        }
+        assert!(Instant::now() < deadline, "round 2 never ended: {job:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let again = client
+        .call(
+            "tasks.follow_up",
+            json!({ "taskId": "not-a-task", "steps": ["x"] }),
+        )
+        .await;
+    assert!(is_error(&again), "{again}");
 }
 
 #[tokio::test]

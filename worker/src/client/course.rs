@@ -48,6 +48,18 @@ impl QueueClient {
             .await
     }
 
+    /// `POST /jobs/{id}/follow-up`: queues an ended job again as its next round, to run
+    /// `steps` (an array of step objects or a markdown checklist).
+    pub async fn follow_up(&self, id: &JobId, steps: &serde_json::Value) -> Result<Job> {
+        let url = self.job_url(id, &["follow-up"]);
+        let body = contract::api::FollowUpBody {
+            steps: Some(steps.clone()),
+            instructions: None,
+        };
+        self.fetch(self.request(Method::POST, &url).json(&body), &url)
+            .await
+    }
+
     /// `POST /jobs/{id}/budget`: sets the job's budget, replacing the one it had.
     pub async fn set_budget(&self, id: &JobId, budget: &contract::JobBudget) -> Result<Job> {
         let url = self.job_url(id, &["budget"]);

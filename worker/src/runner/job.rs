@@ -152,6 +152,12 @@ async fn run_and_settle(
     // it the run would redo work or, worse, publish without it.
     let restore = match &job.resume_from {
         None => None,
+        // A round's start that kept no patch (nothing was saved before it): only where the
+        // steps start, and the branch to start from.
+        Some(checkpoint) if checkpoint.artifact.is_empty() => Some(Restore {
+            checkpoint: checkpoint.clone(),
+            patch: Vec::new(),
+        }),
         Some(checkpoint) => match client.resume_patch(&job.id, attempt).await {
             Ok(patch) => Some(Restore {
                 checkpoint: checkpoint.clone(),

@@ -39,6 +39,7 @@ impl Run<'_> {
         let mut log = Log::open(&ws, task::stage_log(STAGE));
         let mut steps = self.task.resolved_steps();
         self.plan(&steps);
+        self.round_started(from);
         if from > 0 {
             log.line(
                 self.redactor,
@@ -111,6 +112,47 @@ impl Run<'_> {
         };
         self.stage_finished(STAGE, state, started);
         looped
+    }
+
+    /// `task.round.started`, when a follow-up round's run begins at its first step.
+    fn round_started(&self, from: usize) {
+        let rounds = &self.task.payload.task.rounds;
+        let Some(round) = rounds.last().filter(|r| r.from_step == from) else {
+            return;
+        };
+        let steps = self.task.resolved_steps().len().saturating_sub(from);
+        let started = contract::events::RoundStarted {
+            round: round.round,
+            from_step_index: from,
+            steps,
+        };
+        let message = format!(
+            "round {}: {steps} step(s) from step {}",
+            round.round,
+            from + 1
+        );
+        self.event(EventLevel::Info, &message, &started);
+    }
+
+    /// `task.round.finished`, when a follow-up round's run ended (not when it paused, waits
+    /// for approval or was stopped: the round goes on).
+    pub(super) fn round_finished(&self, outcome: &TaskOutcome) {
+        let round = self.task.payload.task.round();
+        let state = match outcome {
+            _ if round < 2 => return,
+            TaskOutcome::Succeeded { .. } => contract::StepState::Succeeded,
+            TaskOutcome::Failed { .. } => contract::StepState::Failed,
+            _ => return,
+        };
+        let finished = contract::events::RoundFinished {
+            round,
+            outcome: state,
+        };
+        self.event(
+            EventLevel::Info,
+            &format!("round {round} {}", state.as_str()),
+            &finished,
+        );
     }
 
     /// `task.steps.plan`: the steps the stage runs, again whenever steps are appended.

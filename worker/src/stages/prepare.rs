@@ -112,7 +112,23 @@ impl Run<'_> {
         budget: &crate::process::Budget,
     ) -> Result<(), Stop> {
         let saved = &restore.checkpoint;
+        if self
+            .round_from_branch(ws, checkout, saved, log, budget)
+            .await?
+        {
+            return Ok(());
+        }
         let base = saved.base_commit.as_str();
+        if base.is_empty() && saved.round.is_some() {
+            log.line(
+                self.redactor,
+                &format!(
+                    "round {}: nothing was kept from the rounds before; it starts afresh",
+                    saved.round.unwrap_or_default()
+                ),
+            );
+            return Ok(());
+        }
         if !base.bytes().all(|b| b.is_ascii_hexdigit()) || base.is_empty() {
             return Err(Stop::Failed(format!(
                 "the checkpoint {} names no commit ({base:?})",
@@ -162,6 +178,55 @@ impl Run<'_> {
             ),
         );
         Ok(())
+    }
+
+    /// A follow-up round's start from the branch the job pushed: the working branch at its
+    /// tip, which is what the round's work is measured against and pushed on top of (so
+    /// the branch, and a pull request of it, only move forward). `false` when the start is
+    /// not a round's, or the branch is gone (merged and deleted, say): then the patch of
+    /// the job's latest checkpoint is restored instead.
+    async fn round_from_branch(
+        &self,
+        ws: &Workspace,
+        checkout: &mut git::Checkout,
+        saved: &contract::events::CheckpointSaved,
+        log: &mut Log,
+        budget: &crate::process::Budget,
+    ) -> Result<bool, Stop> {
+        let (Some(round), Some(branch)) = (saved.round, saved.branch.as_deref()) else {
+            return Ok(false);
+        };
+        let pushed = format!("refs/remotes/origin/{branch}");
+        let tip = match git::git(
+            &ws.repo,
+            &["rev-parse", "--verify", "--quiet", &pushed],
+            budget,
+        )
+        .await
+        {
+            Ok(tip) => tip,
+            Err(e) if e.is_cancelled() => return Err(Stop::Cancelled),
+            Err(_) => {
+                log.line(
+                    self.redactor,
+                    &format!("round {round}: branch {branch} is not in the repository any more; the round starts from the job's latest checkpoint"),
+                );
+                return Ok(false);
+            }
+        };
+        let working = checkout.working_branch.clone();
+        git::git(
+            &ws.repo,
+            &["checkout", "--quiet", "-B", &working, &tip],
+            budget,
+        )
+        .await?;
+        checkout.base_commit = tip.clone();
+        log.line(
+            self.redactor,
+            &format!("round {round}: on {working} from the tip of {branch} ({tip}), as the job last pushed it"),
+        );
+        Ok(true)
     }
 
     /// The prepare stage's work, logged as it goes; the first failure ends it.

@@ -1,5 +1,5 @@
-//! `stepwise jobs pause | resume | retry | approve | reject | budget`: an operator's hold on
-//! a job's course.
+//! `stepwise jobs pause | resume | retry | approve | reject | budget | follow-up`: an
+//! operator's hold on a job's course.
 
 use std::io::Write;
 
@@ -83,6 +83,20 @@ pub struct AppendArgs {
     /// The job's id.
     id: JobId,
     /// A step's instructions, in order; repeat for more.
+    #[arg(long = "step", value_name = "INSTRUCTIONS", required = true)]
+    steps: Vec<String>,
+    /// Print the job as JSON.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    client: ClientArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct FollowUpArgs {
+    /// The job's id.
+    id: JobId,
+    /// A step of the round's, its instructions, in order; repeat for more.
     #[arg(long = "step", value_name = "INSTRUCTIONS", required = true)]
     steps: Vec<String>,
     /// Print the job as JSON.
@@ -259,6 +273,36 @@ pub async fn budget(args: BudgetArgs, out: &mut impl Write) -> Result<()> {
             job.id, job.id
         )?,
         None => writeln!(out, "budget of {} set: {used}", job.id)?,
+    }
+    Ok(())
+}
+
+pub async fn follow_up(args: FollowUpArgs, out: &mut impl Write) -> Result<()> {
+    let steps: Vec<serde_json::Value> = args
+        .steps
+        .iter()
+        .map(|s| serde_json::json!({ "instructions": s }))
+        .collect();
+    let client = args.client.client()?;
+    let job = client
+        .follow_up(&args.id, &serde_json::Value::Array(steps))
+        .await?;
+    if args.json {
+        writeln!(out, "{}", pretty(&job))?;
+    } else {
+        let branch = job
+            .resume_from
+            .as_ref()
+            .and_then(|c| c.branch.clone())
+            .map(|b| format!(" from the tip of {b}"))
+            .unwrap_or_else(|| format!(" {}", start_of(&job)));
+        writeln!(
+            out,
+            "round {} of {}: queued to run {} new step(s){branch}",
+            job.round,
+            job.id,
+            args.steps.len()
+        )?;
     }
     Ok(())
 }

@@ -134,6 +134,10 @@ pub enum JobsCommand {
     Approve(course::ApproveArgs),
     /// Reject a job awaiting approval: it fails with the reason, nothing is published.
     Reject(course::RejectArgs),
+    /// Follow up on a job that succeeded or failed: its next round runs these steps from
+    /// what it last pushed, and publishes to the same branch and pull request.
+    #[command(name = "follow-up")]
+    FollowUp(course::FollowUpArgs),
     /// Set a job's budget (what it may spend in all), replacing the one it had: a job
     /// paused for its budget can be resumed once the new one is not spent.
     Budget(course::BudgetArgs),
@@ -239,6 +243,7 @@ impl JobsCommand {
             JobsCommand::Resume(args) => course::resume(args, out).await,
             JobsCommand::Retry(args) => course::retry(args, out).await,
             JobsCommand::Budget(args) => course::budget(args, out).await,
+            JobsCommand::FollowUp(args) => course::follow_up(args, out).await,
             JobsCommand::Append(args) => course::append(args, out).await,
             JobsCommand::Approve(args) => course::approve(args, out).await,
             JobsCommand::Reject(args) => course::reject(args, out).await,

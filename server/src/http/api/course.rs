@@ -5,7 +5,9 @@
 use axum::extract::State;
 use axum::routing::post;
 use axum::{Json, Router};
-use contract::api::{AppendStepsBody, ErrorBody, PauseBody, RejectBody, ResumeBody, RetryBody};
+use contract::api::{
+    AppendStepsBody, ErrorBody, FollowUpBody, PauseBody, RejectBody, ResumeBody, RetryBody,
+};
 use contract::{Job, JobBudget};
 
 use super::extract::JobPath;
@@ -23,6 +25,7 @@ pub fn router() -> Router<AppState> {
         .route("/jobs/{id}/reject", post(reject))
         .route("/jobs/{id}/steps", post(append_steps))
         .route("/jobs/{id}/budget", post(set_budget))
+        .route("/jobs/{id}/follow-up", post(follow_up))
 }
 
 #[utoipa::path(post, path = "/api/queue/jobs/{id}/pause", tag = "jobs", params(("id" = String, Path, description = "the job id")),
@@ -147,6 +150,24 @@ async fn set_budget(
     let job = state
         .queue
         .set_budget(&id, Some(user.user_id()), &body)
+        .await?;
+    Ok(Json(job))
+}
+
+#[utoipa::path(post, path = "/api/queue/jobs/{id}/follow-up", tag = "jobs", params(("id" = String, Path, description = "the job id")),
+    request_body(content = FollowUpBody, description = "the next round's steps (checked as at submit), or one step's instructions"),
+    responses((status = 200, description = "queued again as its next round (`round`), to run only the new steps from what it last pushed (or its latest checkpoint), publishing to the same branch and pull request", body = Job),
+        (status = 409, description = "the job has not ended (add steps instead), was cancelled or dead-lettered (retry it), or its budget is spent", body = ErrorBody), (status = 422, description = "each invalid step field, as `steps[i]…`", body = ErrorBody), (status = 404, body = ErrorBody), (status = 401, description = "no valid token", body = ErrorBody), (status = 403, description = "the token may not do this", body = ErrorBody)))]
+async fn follow_up(
+    State(state): State<AppState>,
+    user: User,
+    JobPath(id): JobPath,
+    ApiJson(body): ApiJson<serde_json::Value>,
+) -> Result<Json<Job>, ApiError> {
+    user.require_operator()?;
+    let job = state
+        .queue
+        .follow_up(&id, Some(user.user_id()), &body)
         .await?;
     Ok(Json(job))
 }

@@ -15,7 +15,7 @@ use crate::http::state::AppState;
 #[openapi(
     info(title = "stepwise queue API", description = "A queue for coding-agent tasks. Every route but the two probes needs `Authorization: Bearer <token>`."),
     paths(
-        jobs::create, jobs::list, jobs::show, jobs::cancel, jobs::events, jobs::checkpoints, course::pause, course::resume, course::retry, course::approve, course::reject, course::append_steps, course::set_budget, stream::stream_events, stream::stream_jobs,
+        jobs::create, jobs::list, jobs::show, jobs::cancel, jobs::events, jobs::checkpoints, course::pause, course::resume, course::retry, course::approve, course::reject, course::append_steps, course::set_budget, course::follow_up, stream::stream_events, stream::stream_jobs,
         artifacts::list, artifacts::download, artifacts::upload,
         crate::http::health::healthz, crate::http::health::readyz, crate::http::metrics::metrics,
         worker::claim, worker::heartbeat, worker::complete, worker::fail, worker::append_event, worker::ack_cancel, worker::ack_pause, worker::resume_patch, worker::request_approval,

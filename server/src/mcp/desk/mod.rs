@@ -264,6 +264,22 @@ impl Desk {
         }
     }
 
+    /// Queues an ended job again as its next round, to run `steps`.
+    pub async fn follow_up(&self, id: &JobId, steps: &serde_json::Value) -> Result<Job> {
+        match self {
+            Desk::Local { state, token, .. } => {
+                user(token)?.require_operator().map_err(refusal)?;
+                let body = serde_json::json!({ "steps": steps });
+                state
+                    .queue
+                    .follow_up(id, Some(&token.name), &body)
+                    .await
+                    .map_err(refusal)
+            }
+            Desk::Remote(client) => client.follow_up(id, steps).await.map_err(remote),
+        }
+    }
+
     pub async fn artifacts(&self, id: &JobId) -> Result<Vec<Artifact>> {
         match self {
             Desk::Local { state, token, .. } => {

@@ -1,0 +1,53 @@
+//! `task.rounds`: the follow-up rounds the queue recorded on a job's task (see
+//! [`crate::Round`]), read back when a stored task is normalized again. Each round is the
+//! one after the last, from 2, and starts at a step of the task after the last's.
+
+use serde_json::Value;
+
+use super::walk::{Walker, at, field, join};
+use crate::model::Round;
+
+pub(super) fn rounds(w: &mut Walker, v: Option<&Value>, steps: usize) -> Vec<Round> {
+    const PATH: &str = "task.rounds";
+    let Some(v) = v else { return Vec::new() };
+    let Some(items) = v.as_array() else {
+        w.expected(PATH, "an array", v);
+        return Vec::new();
+    };
+    let mut read: Vec<Round> = Vec::new();
+    for (n, item) in items.iter().enumerate() {
+        let path = at(PATH, n);
+        let Some(map) = w.object(item, &path) else {
+            continue;
+        };
+        w.reject_unknown(map, &path, &["round", "fromStep"]);
+        let number = |w: &mut Walker, key: &str| {
+            field(map, key).and_then(|v| w.integer(v, &join(&path, key)).ok())
+        };
+        let (Some(round), Some(from)) = (number(w, "round"), number(w, "fromStep")) else {
+            w.error(path, "needs round and fromStep, whole numbers");
+            continue;
+        };
+        let expected = read.last().map_or(2, |r| i64::from(r.round) + 1);
+        let after = read.last().map_or(0, |r| r.from_step as i64);
+        if round != expected {
+            w.error(
+                join(&path, "round"),
+                format!("must be {expected}: rounds count up from 2"),
+            );
+            continue;
+        }
+        if from <= after || from >= steps as i64 {
+            w.error(
+                join(&path, "fromStep"),
+                format!("must be a step after the last round's, below {steps}"),
+            );
+            continue;
+        }
+        read.push(Round {
+            round: round as u32,
+            from_step: from as usize,
+        });
+    }
+    read
+}

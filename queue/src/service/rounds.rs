@@ -1,0 +1,112 @@
+//! A follow-up on an ended job: the steps it adds are checked as at submit, recorded as the
+//! job's next round, and the job is queued again to run them from what it last produced.
+
+use contract::events::CheckpointSaved;
+use contract::job::{PublishResult, task};
+use contract::{Job, JobId, NormalizedTask, Round};
+use serde_json::{Value, json};
+
+use super::Queue;
+use crate::error::QueueError;
+use crate::machine;
+
+/// The most of `publish_result.json` read: it is a few hundred bytes.
+const PUBLISH_RESULT_BYTES: u64 = 64 * 1024;
+
+impl Queue {
+    /// Follows up on a job that succeeded or failed with `body`: `{"steps": [...]}` (the
+    /// task's step shape, or a markdown checklist) or `{"instructions": "..."}` for one
+    /// step. The job becomes its next round, queued to run only the new steps: from the
+    /// tip of the branch it pushed when it pushed one (so the same branch and pull request
+    /// are updated), else from its latest checkpoint.
+    pub async fn follow_up(
+        &self,
+        id: &JobId,
+        user_id: Option<&str>,
+        body: &Value,
+    ) -> Result<Job, QueueError> {
+        let job = self.get_job(id).await?;
+        // The state is the first thing that can be wrong: said before the steps are judged.
+        machine::check_follow_up(&job)?;
+        let steps = round_steps(body)?;
+        let task = contract::append_steps(&job.payload, &steps, &self.inner.config.defaults)
+            .map_err(QueueError::Invalid)?;
+        let before = NormalizedTask::from_job(&job)
+            .map(|t| t.resolved_steps().len())
+            .unwrap_or(0);
+        let round = job.round + 1;
+        let mut task = task;
+        task.payload.task.rounds.push(Round {
+            round,
+            from_step: before,
+        });
+        let payload = serde_json::to_value(&task.payload)
+            .map_err(|e| QueueError::invalid("steps", e.to_string()))?;
+        let latest = self.timeline(id, before).await?.checkpoints.pop();
+        let start = CheckpointSaved {
+            after_step: None,
+            after_iteration: None,
+            base_commit: latest
+                .as_ref()
+                .map(|c| c.saved.base_commit.clone())
+                .unwrap_or_default(),
+            artifact: latest.map(|c| c.saved.artifact).unwrap_or_default(),
+            steps_done: Some(before),
+            round: Some(round),
+            branch: self.pushed_branch(&job).await,
+        };
+        let now = self.now();
+        let (mut tx, mut locked) = self.lock(id).await?;
+        let outcome = machine::follow_up(&mut locked, user_id, &job.payload, payload, start, now)?;
+        tx.save_payload(&locked).await?;
+        self.write_outcome(tx, &locked, outcome, now).await?;
+        Ok(locked.with_derived())
+    }
+
+    /// The branch the job's last publish pushed, if it pushed one.
+    async fn pushed_branch(&self, job: &Job) -> Option<String> {
+        let (_, content) = self
+            .open_artifact(&job.id, task::PUBLISH_RESULT)
+            .await
+            .ok()?;
+        let (bytes, _) = content.read_start(PUBLISH_RESULT_BYTES).await.ok()?;
+        let published: PublishResult = serde_json::from_slice(&bytes).ok()?;
+        published.branch.filter(|_| published.commit.is_some())
+    }
+}
+
+/// The round's steps from the request: `steps` as given, or one step of `instructions`.
+fn round_steps(body: &Value) -> Result<Value, QueueError> {
+    let Some(map) = body.as_object() else {
+        return Err(QueueError::invalid(
+            "",
+            "expected an object: {\"steps\": [...]} or {\"instructions\": \"...\"}",
+        ));
+    };
+    for key in map.keys() {
+        if key != "steps" && key != "instructions" {
+            return Err(QueueError::invalid(
+                key,
+                "unknown field; the accepted fields are steps, instructions",
+            ));
+        }
+    }
+    match (map.get("steps"), map.get("instructions")) {
+        (Some(steps), None) => Ok(steps.clone()),
+        (None, Some(Value::String(text))) if !text.trim().is_empty() => {
+            Ok(json!([{ "instructions": text }]))
+        }
+        (None, Some(_)) => Err(QueueError::invalid(
+            "instructions",
+            "must be text saying what the follow-up should do",
+        )),
+        (Some(_), Some(_)) => Err(QueueError::invalid(
+            "instructions",
+            "give steps or instructions, not both",
+        )),
+        (None, None) => Err(QueueError::invalid(
+            "steps",
+            "required: the steps of the follow-up (or instructions, for one step)",
+        )),
+    }
+}
