@@ -354,6 +354,14 @@ pub fn job_view(data: JobData<'_>, now_ms: i64, waiting: Option<String>) -> JobV
         "Attempt",
         format!("{} of {}{resumed}", job.attempt, job.max_attempts),
     );
+    if job.round > 1 {
+        let first = task
+            .as_ref()
+            .and_then(|t| t.payload.task.rounds.last())
+            .map(|r| format!(", from step {}", r.from_step + 1))
+            .unwrap_or_default();
+        fact("Round", format!("{} (a follow-up{first})", job.round));
+    }
     if let Some(reason) = job.pause_reason {
         let why = match reason {
             contract::events::PauseReason::Budget => {

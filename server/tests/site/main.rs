@@ -2,6 +2,7 @@
 //! dashboard's server functions, the login, and what the pages show of a job's usage.
 
 mod retention;
+mod rounds;
 mod session;
 mod usage_pages;
 

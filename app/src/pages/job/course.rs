@@ -1,6 +1,7 @@
 //! The job's course, as an operator steers it: pause a queued or running job, resume a
 //! paused one, retry one that ended from a step, approve or reject one at the gate beside
-//! its diff, add a step to one that has not ended, set its budget. Plain form posts to the server functions
+//! its diff, add a step to one that has not ended, follow up on one that ended, set its
+//! budget. Plain form posts to the server functions
 //! below (the server answers with a redirect back to the page), rendered on the server
 //! outside the live island, so they cost the browser bundle nothing; the page shows the
 //! job as it is after each.
@@ -167,6 +168,40 @@ fn budget_form(id: String, budget: crate::views::BudgetView) -> impl IntoView {
     }
 }
 
+/// Follows up on an ended job with one step of `instructions`: its next round.
+#[server]
+pub async fn follow_up(id: String, instructions: String) -> Result<(), AppError> {
+    use crate::ssr;
+    let user = ssr::operator()?;
+    let id = ssr::job_id(&id)?;
+    if instructions.trim().is_empty() {
+        return Err(ssr::invalid(
+            "instructions",
+            "write what the follow-up should do",
+        ));
+    }
+    let body = serde_json::json!({ "instructions": instructions });
+    ssr::queue()?
+        .follow_up(&id, Some(&user.name), &body)
+        .await
+        .map_err(ssr::refused)?;
+    Ok(())
+}
+
+/// The form that follows up on a job that succeeded or failed.
+fn follow_up_form(id: String) -> impl IntoView {
+    let action = <FollowUp as leptos::server_fn::ServerFn>::url();
+    view! {
+        <form method="post" action=action class="follow-up" data-testid="follow-up-form">
+            <input type="hidden" name="id" value=id/>
+            <label for="follow-up-instructions">"Follow up: what to do next"</label>
+            <textarea id="follow-up-instructions" name="instructions" rows="3" required></textarea>
+            <button type="submit" data-testid="follow-up">"Follow up"</button>
+            <p class="muted">"The job runs again as its next round: only this step, from the work it last pushed, published to the same branch and pull request."</p>
+        </form>
+    }
+}
+
 /// The form that adds a step, for a job that may still take one.
 fn add_step_form(id: String, status: JobState) -> impl IntoView {
     let action = <AddStep as leptos::server_fn::ServerFn>::url();
@@ -212,8 +247,7 @@ fn Changes(id: String, artifact: String) -> impl IntoView {
     }
 }
 
-/// The forms that fit the job's state, for an operator; nothing for a viewer or a job
-/// that succeeded.
+/// The forms that fit the job's state, for an operator; nothing for a viewer.
 #[component]
 pub fn CourseSection(view: JobView) -> impl IntoView {
     if !view.may_cancel {
@@ -221,12 +255,10 @@ pub fn CourseSection(view: JobView) -> impl IntoView {
     }
     let id = view.id.clone();
     let add = (!view.status.is_terminal()).then(|| add_step_form(id.clone(), view.status));
-    // A job paused for its budget needs it raised first: that form leads.
-    let budget = view
-        .budget
-        .clone()
-        .filter(|_| view.status != JobState::Succeeded)
-        .map(|b| budget_form(id.clone(), b));
+    let follow = matches!(view.status, JobState::Succeeded | JobState::Failed)
+        .then(|| follow_up_form(id.clone()));
+    // A job paused for its budget, or followed up on, may need it raised first.
+    let budget = view.budget.clone().map(|b| budget_form(id.clone(), b));
     let form = match view.status {
         JobState::Queued | JobState::Running => {
             let action = <PauseJob as leptos::server_fn::ServerFn>::url();
@@ -312,17 +344,18 @@ pub fn CourseSection(view: JobView) -> impl IntoView {
             }
             .into_any()
         }
-        JobState::Succeeded => return None,
+        JobState::Succeeded => view! {}.into_any(),
     };
-    let title = if view.status == JobState::AwaitingApproval {
-        "Approval"
-    } else {
-        "Pause, resume, retry"
+    let title = match view.status {
+        JobState::AwaitingApproval => "Approval",
+        JobState::Succeeded => "Follow up",
+        _ => "Pause, resume, retry",
     };
     Some(view! {
         <section class="card" aria-labelledby="course-title">
             <h2 id="course-title">{title}</h2>
             {form}
+            {follow}
             {budget}
             {add}
         </section>

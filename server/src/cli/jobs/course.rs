@@ -290,12 +290,16 @@ pub async fn follow_up(args: FollowUpArgs, out: &mut impl Write) -> Result<()> {
     if args.json {
         writeln!(out, "{}", pretty(&job))?;
     } else {
-        let branch = job
-            .resume_from
-            .as_ref()
-            .and_then(|c| c.branch.clone())
-            .map(|b| format!(" from the tip of {b}"))
-            .unwrap_or_else(|| format!(" {}", start_of(&job)));
+        let branch = match &job.resume_from {
+            Some(start) if start.branch.is_some() => {
+                format!(
+                    " from the tip of {}",
+                    start.branch.as_deref().unwrap_or_default()
+                )
+            }
+            Some(start) if !start.base_commit.is_empty() => " from its latest checkpoint".into(),
+            _ => ", nothing kept from before".into(),
+        };
         writeln!(
             out,
             "round {} of {}: queued to run {} new step(s){branch}",

@@ -198,6 +198,9 @@ pub fn job_summary(job: &Job) -> String {
             format!("{}{spent}", budget.summary(&job.usage.unwrap_or_default())),
         ));
     }
+    if job.round > 1 {
+        rows.push(("round", job.round.to_string()));
+    }
     if let Some(reason) = job.pause_reason {
         rows.push(("paused for", reason.to_string()));
     }

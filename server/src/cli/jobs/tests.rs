@@ -771,4 +771,44 @@ async fn jobs_pause_resume_and_retry_say_where_the_job_will_start() {
         shown.contains("budget      0 of 5,000 tokens · 0 of 1.5 minutes"),
         "{shown}"
     );
+
+    // A job under way is not followed up; one that ended is, as its next round.
+    let refused = run(&["follow-up", &id, "--step", "more"])
+        .await
+        .unwrap_err();
+    assert!(refused.contains("add the steps to it instead"), "{refused}");
+    let claim = queue::ClaimRequest {
+        worker_id: "w1".into(),
+        capabilities: vec!["codex".into(), "git".into(), "gh".into()],
+        allowed_types: None,
+        allowed_repositories: None,
+        lease: std::time::Duration::from_secs(60),
+        max_running_per_repository: None,
+    };
+    let claimed = server
+        .queue()
+        .claim(&claim)
+        .await
+        .unwrap()
+        .expect("the job");
+    let fence = queue::Fence::of(&claimed).unwrap();
+    server
+        .queue()
+        .complete(&claimed.id, &fence, None)
+        .await
+        .unwrap();
+    let followed = run(&[
+        "follow-up",
+        &id,
+        "--step",
+        "and the docs",
+        "--step",
+        "and the tests",
+    ])
+    .await
+    .unwrap();
+    assert_eq!(
+        followed,
+        format!("round 2 of {id}: queued to run 2 new step(s), nothing kept from before\n")
+    );
 }
