@@ -302,12 +302,13 @@ impl Timeline {
 }
 
 /// The queue's events that set where a job's next attempt starts.
-const RESUME_POINTS: [&str; 5] = [
+const RESUME_POINTS: [&str; 6] = [
     events::JOB_PAUSED,
     events::JOB_RESUMED,
     events::JOB_RETRY_REQUESTED,
     events::JOB_APPROVAL_REQUESTED,
     events::JOB_APPROVED,
+    events::JOB_FOLLOW_UP_REQUESTED,
 ];
 
 /// The state an event of `kind` moves its step into; `None` for a kind that does not

@@ -12,7 +12,7 @@ use contract::{Defaults, PublishMode, RuntimeDefaults, RuntimeMode};
 use stepwise::cli::Cli;
 use stepwise::cli::config::ServeArgs;
 
-const VARIABLES: [&str; 10] = [
+const VARIABLES: [&str; 11] = [
     "STEPWISE_DEFAULT_PUBLISH_MODE",
     "MOONMIND_DEFAULT_PUBLISH_MODE",
     "STEPWISE_REQUIRE_APPROVAL",
@@ -23,6 +23,7 @@ const VARIABLES: [&str; 10] = [
     "STEPWISE_CLAUDE_EFFORT",
     "STEPWISE_GEMINI_MODEL",
     "STEPWISE_GEMINI_EFFORT",
+    "STEPWISE_DEFAULT_BUDGET_USD",
 ];
 
 static ENVIRONMENT: Mutex<()> = Mutex::new(());
@@ -247,6 +248,18 @@ fn a_flag_wins_over_its_variable_and_a_refusal_names_the_flag() {
         err.starts_with("error: invalid value 'max' for '--gemini-effort'"),
         "{err}"
     );
+}
+
+#[test]
+fn a_default_price_limit_is_a_positive_number_of_dollars() {
+    let defaults = from(&[("STEPWISE_DEFAULT_BUDGET_USD", " 2.5 ")]).unwrap();
+    assert_eq!(defaults.budget_usd, Some(2.5));
+    let flag = serve(&["--default-budget-usd", "7"], &[]).unwrap();
+    assert_eq!(flag.budget_usd, Some(7.0));
+    for bad in ["0", "-1", "lots"] {
+        let err = refusal(&[("STEPWISE_DEFAULT_BUDGET_USD", bad)]);
+        assert!(err.contains("STEPWISE_DEFAULT_BUDGET_USD"), "{bad}: {err}");
+    }
 }
 
 #[test]

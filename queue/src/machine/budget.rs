@@ -18,7 +18,7 @@ pub(super) fn budget_spent(job: &Job) -> QueueError {
     QueueError::conflict(
         &job.id,
         job.status,
-        &format!(
+        format!(
             "its budget is spent: {spent}; raise it with POST /api/queue/jobs/{}/budget first",
             job.id
         ),

@@ -99,7 +99,16 @@ impl Queue {
         let job = self.get_job(id).await?;
         let steps = step_count(&job);
         let timeline = self.timeline(id, steps).await?;
-        let (from, checkpoint) = restore_point(&timeline, steps, from_step_index)?;
+        let rounds = NormalizedTask::from_job(&job)
+            .map(|t| t.payload.task.rounds)
+            .unwrap_or_default();
+        let firsts: Vec<usize> = rounds.iter().map(|r| r.from_step).collect();
+        let (from, mut checkpoint) = restore_point(&timeline, steps, from_step_index, &firsts)?;
+        // From a follow-up round's first step: where the round started (the branch the job
+        // pushed), not an earlier round's checkpoint, which would go back behind it.
+        if let Some(round) = rounds.iter().find(|r| r.from_step == from) {
+            checkpoint = Some(self.round_start(&job, round.round, from).await?);
+        }
         self.transition(id, |job, now| {
             machine::retry_from_step(job, user_id, checkpoint.clone(), from, now)
         })
@@ -230,10 +239,13 @@ fn step_count(job: &Job) -> usize {
 }
 
 /// Where a retry starts: the step, and the checkpoint that restores the work before it.
+/// A round's first step (of `round_firsts`) is answered with no checkpoint: the caller
+/// starts it where the round started.
 fn restore_point(
     timeline: &Timeline,
     steps: usize,
     asked: Option<usize>,
+    round_firsts: &[usize],
 ) -> Result<(usize, Option<CheckpointSaved>), QueueError> {
     let first_unfinished = timeline
         .steps
@@ -250,8 +262,8 @@ fn restore_point(
         Some(from) => from,
         None => first_unfinished,
     };
-    if from == 0 {
-        return Ok((0, None));
+    if from == 0 || round_firsts.contains(&from) {
+        return Ok((from, None));
     }
     let after = from - 1;
     let found = if from == steps && asked.is_none() {

@@ -42,8 +42,36 @@ impl Queue {
         });
         let payload = serde_json::to_value(&task.payload)
             .map_err(|e| QueueError::invalid("steps", e.to_string()))?;
-        let latest = self.timeline(id, before).await?.checkpoints.pop();
-        let start = CheckpointSaved {
+        let start = self.round_start(&job, round, before).await?;
+        let now = self.now();
+        let (mut tx, mut locked) = self.lock(id).await?;
+        let outcome = machine::follow_up(&mut locked, user_id, &job.payload, payload, start, now)?;
+        tx.save_payload(&locked).await?;
+        self.write_outcome(tx, &locked, outcome, now).await?;
+        Ok(locked.with_derived())
+    }
+
+    /// Where round `round`, whose first step is `first_step`, starts: the branch the job
+    /// pushed (its tip, when the worker finds it), and the job's latest checkpoint for when
+    /// it does not. A retry from the round's first step starts here again, so a round never
+    /// goes back behind what the job pushed.
+    pub(crate) async fn round_start(
+        &self,
+        job: &Job,
+        round: u32,
+        first_step: usize,
+    ) -> Result<CheckpointSaved, QueueError> {
+        let steps = NormalizedTask::from_job(job)
+            .map(|t| t.resolved_steps().len())
+            .unwrap_or(0);
+        let timeline = self.timeline(&job.id, steps).await?;
+        // Work of the steps before the round only: a retry of the round must not restore
+        // its own later steps.
+        let latest = timeline
+            .checkpoints
+            .into_iter()
+            .rfind(|c| c.saved.after_step.is_none_or(|index| index < first_step));
+        Ok(CheckpointSaved {
             after_step: None,
             after_iteration: None,
             base_commit: latest
@@ -51,16 +79,10 @@ impl Queue {
                 .map(|c| c.saved.base_commit.clone())
                 .unwrap_or_default(),
             artifact: latest.map(|c| c.saved.artifact).unwrap_or_default(),
-            steps_done: Some(before),
+            steps_done: Some(first_step),
             round: Some(round),
-            branch: self.pushed_branch(&job).await,
-        };
-        let now = self.now();
-        let (mut tx, mut locked) = self.lock(id).await?;
-        let outcome = machine::follow_up(&mut locked, user_id, &job.payload, payload, start, now)?;
-        tx.save_payload(&locked).await?;
-        self.write_outcome(tx, &locked, outcome, now).await?;
-        Ok(locked.with_derived())
+            branch: self.pushed_branch(job).await,
+        })
     }
 
     /// The branch the job's last publish pushed, if it pushed one.

@@ -43,6 +43,20 @@ async fn saved_after_step(h: &Harness, job: &Job, index: usize) {
 pub async fn a_follow_up_queues_the_ended_job_as_its_next_round_to_run_only_its_steps(h: Harness) {
     let job = with_completion(&h).await;
     let claimed = h.claim_exactly("w1", &job).await;
+    for index in 0..2 {
+        let finished = contract::NewEvent {
+            kind: task::STEP_FINISHED.into(),
+            payload: json!({ "stepIndex": index, "stepId": format!("step-{}", index + 1) })
+                .as_object()
+                .cloned()
+                .unwrap(),
+            ..contract::NewEvent::default()
+        };
+        h.queue
+            .append_event(&job.id, &fence(&claimed), finished)
+            .await
+            .unwrap();
+    }
     saved_after_step(&h, &claimed, 1).await;
     h.queue
         .complete(&job.id, &fence(&claimed), Some("done".into()))
@@ -99,6 +113,17 @@ pub async fn a_follow_up_queues_the_ended_job_as_its_next_round_to_run_only_its_
     );
     h.queue
         .fail(&job.id, &fence(&again), "broke".into(), false)
+        .await
+        .unwrap();
+    // Retried from its own first step, the round starts where it started, not behind it.
+    let retried = h.queue.retry_from_step(&job.id, None, None).await.unwrap();
+    let start = retried.resume_from.clone().unwrap();
+    assert_eq!((start.round, start.steps_done), (Some(2), Some(2)));
+    assert_eq!(start.artifact, task::step_checkpoint(1));
+    assert_eq!(retried.round, 2);
+    let again = h.claim_exactly("w3", &job).await;
+    h.queue
+        .fail(&job.id, &fence(&again), "broke again".into(), false)
         .await
         .unwrap();
     // A failed round takes one too, as round 3, its steps after round 2's.
