@@ -245,22 +245,7 @@ pub(crate) fn retry_from_step(
     if job.budget_overrun().is_some() {
         return Err(budget_spent(job));
     }
-    job.status = JobState::Queued;
-    job.claimed_by = None;
-    job.lease_expires_at = None;
-    job.next_attempt_at = now;
-    job.finished_at = None;
-    job.result_summary = None;
-    job.error_message = None;
-    job.cancel_requested_at = None;
-    job.cancel_requested_by_user_id = None;
-    job.cancel_reason = None;
-    job.pause_requested = None;
-    job.pause_reason = None;
-    job.resume_from = checkpoint;
-    // The steps run again, so their work is reviewed again.
-    job.approval = None;
-    job.updated_at = now;
+    queue_again(job, checkpoint, now);
     let requeued = Requeued {
         requested_by: user_id.map(str::to_string),
         from_step_index,
@@ -283,6 +268,27 @@ pub(crate) fn retry_from_step(
         )],
         available: true,
     })
+}
+
+/// An ended job queued again for a new attempt from `checkpoint`: what its last attempt
+/// ended with (its result, its error, a cancel, a pause) is cleared, and the approval too,
+/// since the steps that run again are reviewed again.
+pub(super) fn queue_again(job: &mut Job, checkpoint: Option<CheckpointSaved>, now: DateTime<Utc>) {
+    job.status = JobState::Queued;
+    job.claimed_by = None;
+    job.lease_expires_at = None;
+    job.next_attempt_at = now;
+    job.finished_at = None;
+    job.result_summary = None;
+    job.error_message = None;
+    job.cancel_requested_at = None;
+    job.cancel_requested_by_user_id = None;
+    job.cancel_reason = None;
+    job.pause_requested = None;
+    job.pause_reason = None;
+    job.resume_from = checkpoint;
+    job.approval = None;
+    job.updated_at = now;
 }
 
 /// The fence of the worker whose own acknowledgement paused the job, read back from the

@@ -9,6 +9,7 @@ use contract::{EventLevel, Job, JobState};
 use serde_json::{Value, json};
 
 use super::budget::budget_spent;
+use super::pauses::queue_again;
 use super::{Outcome, PendingEvent};
 use crate::error::QueueError;
 
@@ -59,26 +60,12 @@ pub(crate) fn follow_up(
     let from = start.steps_done.unwrap_or(0);
     job.payload = payload;
     job.round = round;
-    job.status = JobState::Queued;
-    job.claimed_by = None;
-    job.lease_expires_at = None;
-    job.next_attempt_at = now;
-    job.finished_at = None;
-    job.result_summary = None;
-    job.error_message = None;
-    job.cancel_requested_at = None;
-    job.cancel_requested_by_user_id = None;
-    job.cancel_reason = None;
-    job.pause_requested = None;
-    job.pause_reason = None;
-    job.approval = None;
-    job.updated_at = now;
     let from_branch = start
         .branch
         .as_deref()
         .map(|b| format!(", from branch {b}"))
         .unwrap_or_default();
-    job.resume_from = Some(start);
+    queue_again(job, Some(start), now);
     let message = format!(
         "follow-up: round {round} queued, from step {}{from_branch}",
         from + 1
