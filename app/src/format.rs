@@ -354,27 +354,10 @@ pub fn job_view(data: JobData<'_>, now_ms: i64, waiting: Option<String>) -> JobV
         "Attempt",
         format!("{} of {}{resumed}", job.attempt, job.max_attempts),
     );
-    if job.round > 1 {
-        let first = task
-            .as_ref()
-            .and_then(|t| t.payload.task.rounds.last())
-            .map(|r| format!(", from step {}", r.from_step + 1))
-            .unwrap_or_default();
-        fact("Round", format!("{} (a follow-up{first})", job.round));
+    if let Some(round) = course::round(job, task.as_ref()) {
+        fact("Round", round);
     }
-    if let Some(reason) = job.pause_reason {
-        let why = match reason {
-            contract::events::PauseReason::Budget => {
-                "its budget is spent: raise it to resume".to_string()
-            }
-            contract::events::PauseReason::Operator => {
-                let by = job
-                    .pause_requested
-                    .as_ref()
-                    .and_then(|p| p.requested_by.clone());
-                format!("by {}", by.as_deref().unwrap_or("an operator"))
-            }
-        };
+    if let Some(why) = course::paused(job) {
         fact("Paused", why);
     }
     let running = job.status == contract::JobState::Running;
@@ -447,7 +430,7 @@ pub fn job_view(data: JobData<'_>, now_ms: i64, waiting: Option<String>) -> JobV
         since: running_since(job),
         steps,
         usage: job.usage.map(|u| u.summary()).unwrap_or_default(),
-        budget: budget_view(job, task.as_ref()),
+        budget: course::budget(job, task.as_ref()),
         stages,
         waiting,
         cancel: job.cancel_requested_at.map(|at| CancelView {
@@ -502,24 +485,6 @@ fn short_stage(stage: &str) -> &str {
     stage.rsplit('.').next().unwrap_or(stage)
 }
 
+mod course;
 #[cfg(test)]
 mod tests;
-
-/// The job's budget for its page: shown when it has one, and offered for editing on any
-/// task.
-fn budget_view(
-    job: &Job,
-    task: Option<&contract::NormalizedTask>,
-) -> Option<crate::views::BudgetView> {
-    let task = task?;
-    let budget = task.payload.task.budget.unwrap_or_default();
-    let text = |n: Option<f64>| n.map(|n| n.to_string()).unwrap_or_default();
-    Some(crate::views::BudgetView {
-        used: budget.summary(&job.usage.unwrap_or_default()),
-        spent: job.budget_overrun().is_some(),
-        cost_usd: text(budget.max_cost_usd),
-        tokens: budget.max_tokens.map(|n| n.to_string()).unwrap_or_default(),
-        minutes: text(budget.max_minutes),
-        priced: contract::budget::priced(task.payload.task.runtime.mode),
-    })
-}

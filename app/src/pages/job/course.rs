@@ -344,7 +344,7 @@ pub fn CourseSection(view: JobView) -> impl IntoView {
             }
             .into_any()
         }
-        JobState::Succeeded => view! {}.into_any(),
+        JobState::Succeeded => ().into_any(),
     };
     let title = match view.status {
         JobState::AwaitingApproval => "Approval",
