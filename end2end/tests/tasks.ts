@@ -20,12 +20,13 @@ export function remote(): string {
 }
 
 /** Submits a claude task, which the embedded worker runs with the scripted agent; `publish`
- * is its `task.publish` (nothing is published by default). */
+ * is its `task.publish` (nothing is published by default), `more` any other task fields. */
 export async function submit(
   request: APIRequestContext,
   steps: string[],
   objective = "Count slowly",
   publish: Record<string, string> = { mode: "none" },
+  more: Record<string, unknown> = {},
 ): Promise<string> {
   const response = await request.post("/api/queue/jobs", {
     headers: { Authorization: `Bearer ${process.env.STEPWISE_E2E_TOKEN}` },
@@ -37,6 +38,7 @@ export async function submit(
           runtime: { mode: "claude" },
           publish,
           steps: steps.map((instructions) => ({ instructions })),
+          ...more,
         },
       },
     },
