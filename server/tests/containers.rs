@@ -86,6 +86,15 @@ fn containers_of(job: &Job) -> Vec<String> {
     ids.split_whitespace().map(String::from).collect()
 }
 
+/// The job's containers that have started: one only created may still be undone when the
+/// `podman run` making it dies (as it does with a killed worker), which a slow machine
+/// shows.
+fn running_containers_of(job: &Job) -> Vec<String> {
+    let filter = format!("label=stepwise.job={}", job.id);
+    let ids = podman(&["ps", "-q", "--filter", &filter, "--filter", "status=running"]);
+    ids.split_whitespace().map(String::from).collect()
+}
+
 struct Machine {
     tmp: tempfile::TempDir,
     remote: String,
@@ -316,7 +325,7 @@ async fn a_killed_worker_s_container_is_removed_when_the_worker_starts_again() {
         .submit(&user, json!({ "command": ["sleep", "300"] }), "none")
         .await;
     let running = wait_for("the container to run", async || {
-        let ids = containers_of(&job);
+        let ids = running_containers_of(&job);
         (!ids.is_empty()).then_some(ids)
     })
     .await;
