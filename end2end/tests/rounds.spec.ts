@@ -19,7 +19,7 @@ test("a job paused for its budget is raised and resumed on its page, then follow
   await expect(page.getByTestId("job-status")).toHaveText("paused", { timeout: 30_000 });
   await expect(page.getByTestId("budget")).toContainText("$1.20 of $1.00");
   await expect(page.getByTestId("budget")).toContainText("(spent)");
-  await expect(page.locator(".facts")).toContainText("its budget is spent: raise it to resume");
+  await expect(page.locator(`section[aria-labelledby="job-facts"] .facts`)).toContainText("its budget is spent: raise it to resume");
   await expect(steps.nth(2)).toContainText("pending");
 
   // Resuming first is refused, saying where to raise it; the raise is kept.
@@ -39,6 +39,6 @@ test("a job paused for its budget is raised and resumed on its page, then follow
   await expect(page.locator("i", { hasText: "now" })).toHaveCount(0);
   await expect(page.getByTestId("job-status")).toHaveText("succeeded", { timeout: 30_000 });
   await expect(steps.nth(3)).toContainText("succeeded");
-  await expect(page.locator(".facts")).toContainText("2 (a follow-up, from step 4)");
+  await expect(page.locator(`section[aria-labelledby="job-facts"] .facts`)).toContainText("2 (a follow-up, from step 4)");
   expect(consoleErrors).toEqual([]);
 });
