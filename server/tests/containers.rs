@@ -91,7 +91,14 @@ fn containers_of(job: &Job) -> Vec<String> {
 /// shows.
 fn running_containers_of(job: &Job) -> Vec<String> {
     let filter = format!("label=stepwise.job={}", job.id);
-    let ids = podman(&["ps", "-q", "--filter", &filter, "--filter", "status=running"]);
+    let ids = podman(&[
+        "ps",
+        "-q",
+        "--filter",
+        &filter,
+        "--filter",
+        "status=running",
+    ]);
     ids.split_whitespace().map(String::from).collect()
 }
 

@@ -2,7 +2,7 @@
 //! job's next round, and the job is queued again to run them from what it last produced.
 
 use contract::events::CheckpointSaved;
-use contract::job::{PublishResult, task};
+use contract::job::{PublishResult, events, task};
 use contract::{Job, JobId, NormalizedTask, Round};
 use serde_json::{Value, json};
 
@@ -45,6 +45,19 @@ impl Queue {
         let start = self.round_start(&job, round, before).await?;
         let now = self.now();
         let (mut tx, mut locked) = self.lock(id).await?;
+        if tx
+            .last_event(id.uuid(), events::JOB_HISTORY_DELETED)
+            .await?
+            .is_some()
+        {
+            // Its checkpoints and what it published are gone: a round could not build on
+            // its work, and would push beside it.
+            return Err(QueueError::conflict(
+                id,
+                locked.status,
+                "its history was deleted (the server keeps it only so long): submit a new task",
+            ));
+        }
         let outcome = machine::follow_up(&mut locked, user_id, &job.payload, payload, start, now)?;
         tx.save_payload(&locked).await?;
         self.write_outcome(tx, &locked, outcome, now).await?;

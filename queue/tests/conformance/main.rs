@@ -213,4 +213,5 @@ conformance! {
     budget::a_budget_reached_is_in_the_webhook_outbox_as_its_own_event,
     rounds::a_follow_up_queues_the_ended_job_as_its_next_round_to_run_only_its_steps,
     rounds::only_a_job_that_succeeded_or_failed_takes_a_follow_up_and_its_steps_are_checked,
+    rounds::a_job_whose_history_was_deleted_takes_no_follow_up,
 }

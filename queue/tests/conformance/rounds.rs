@@ -218,3 +218,29 @@ impl QueueErrorPaths {
         }
     }
 }
+
+pub async fn a_job_whose_history_was_deleted_takes_no_follow_up(h: Harness) {
+    let job = h.create(Spec::default()).await;
+    let claimed = h.claim_exactly("w1", &job).await;
+    h.queue
+        .complete(&job.id, &fence(&claimed), None)
+        .await
+        .unwrap();
+    h.advance(std::time::Duration::from_secs(31 * 24 * 60 * 60));
+    let report = queue::Retention::new(h.queue.clone(), queue::RetentionConfig::default())
+        .run_once()
+        .await
+        .unwrap();
+    assert_eq!(report.history_deleted, [job.id]);
+    let refused = assert_code(
+        h.queue
+            .follow_up(&job.id, None, &json!({ "instructions": "more" }))
+            .await,
+        "job_state_conflict",
+    );
+    assert!(
+        refused.to_string().contains("history was deleted"),
+        "{refused}"
+    );
+    assert_eq!(h.get(&job).await.status, JobState::Succeeded);
+}

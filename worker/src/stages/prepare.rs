@@ -193,9 +193,16 @@ impl Run<'_> {
         log: &mut Log,
         budget: &crate::process::Budget,
     ) -> Result<bool, Stop> {
-        let (Some(round), Some(branch)) = (saved.round, saved.branch.as_deref()) else {
+        let Some(round) = saved.round else {
             return Ok(false);
         };
+        // The job's own branch when the queue knows of none pushed (its publish result was
+        // not kept): a round builds on whatever the job's branch holds, never beside it.
+        let branch = saved
+            .branch
+            .as_deref()
+            .unwrap_or(&checkout.working_branch)
+            .to_string();
         let pushed = format!("refs/remotes/origin/{branch}");
         let tip = match git::git(
             &ws.repo,
@@ -209,7 +216,7 @@ impl Run<'_> {
             Err(_) => {
                 log.line(
                     self.redactor,
-                    &format!("round {round}: branch {branch} is not in the repository any more; the round starts from the job's latest checkpoint"),
+                    &format!("round {round}: no branch {branch} in the repository to build on; the round starts from the job's latest checkpoint"),
                 );
                 return Ok(false);
             }
