@@ -233,9 +233,15 @@ impl Job {
         }
     }
 
-    /// The fields read from others: `pauseReason` from the state and the request a paused
-    /// job obeyed, `round` from the task's rounds.
+    /// The job with the fields read from others set (see [`Job::derive`]).
     pub fn with_derived(mut self) -> Job {
+        self.derive();
+        self
+    }
+
+    /// Sets the fields read from others: `pauseReason` from the state and the request a
+    /// paused job obeyed, `round` from the task's rounds.
+    pub fn derive(&mut self) {
         self.pause_reason = (self.status == JobState::Paused).then(|| {
             self.pause_requested
                 .as_ref()
@@ -251,7 +257,6 @@ impl Job {
             .and_then(serde_json::Value::as_u64)
             .and_then(|r| u32::try_from(r).ok())
             .unwrap_or(1);
-        self
     }
 
     /// The job's budget (`task.budget`), when its task sets one.

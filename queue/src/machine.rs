@@ -327,11 +327,11 @@ fn cancelled_after<C>(cause: C, job: &Job, by: CancelledBy) -> Cancelled<WithRea
 pub(super) fn finish_cancelled(job: &mut Job, now: DateTime<Utc>) {
     job.status = JobState::Cancelled;
     job.pause_requested = None;
-    job.pause_reason = None;
     job.claimed_by = None;
     job.lease_expires_at = None;
     job.finished_at = Some(now);
     job.updated_at = now;
+    job.derive();
 }
 
 /// A running job whose lease ran out: its worker is presumed gone. Requeued with the

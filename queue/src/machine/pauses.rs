@@ -24,12 +24,8 @@ pub(super) fn pause_now(
     job.status = JobState::Paused;
     job.claimed_by = None;
     job.lease_expires_at = None;
-    // Kept: the request a paused job obeyed says why it paused.
-    job.pause_reason = Some(
-        job.pause_requested
-            .as_ref()
-            .map_or_else(PauseReason::default, |p| p.reason),
-    );
+    // `pause_requested` is kept: the request a paused job obeyed says why it paused.
+    job.derive();
     if checkpoint.is_some() {
         job.resume_from = checkpoint;
     }
@@ -176,7 +172,6 @@ pub(crate) fn resume(
         JobState::Running | JobState::Paused => {
             let paused = job.status == JobState::Paused;
             job.pause_requested = None;
-            job.pause_reason = None;
             job.updated_at = now;
             if paused {
                 if checkpoint.is_some() {
@@ -185,6 +180,7 @@ pub(crate) fn resume(
                 job.status = JobState::Queued;
                 job.next_attempt_at = now;
             }
+            job.derive();
             let requeued = Requeued {
                 requested_by: user_id.map(str::to_string),
                 from_step_index: job
@@ -285,10 +281,10 @@ pub(super) fn queue_again(job: &mut Job, checkpoint: Option<CheckpointSaved>, no
     job.cancel_requested_by_user_id = None;
     job.cancel_reason = None;
     job.pause_requested = None;
-    job.pause_reason = None;
     job.resume_from = checkpoint;
     job.approval = None;
     job.updated_at = now;
+    job.derive();
 }
 
 /// The fence of the worker whose own acknowledgement paused the job, read back from the

@@ -59,7 +59,6 @@ pub(crate) fn follow_up(
     let round = start.round.unwrap_or(2);
     let from = start.steps_done.unwrap_or(0);
     job.payload = payload;
-    job.round = round;
     let from_branch = start
         .branch
         .as_deref()

@@ -1,6 +1,7 @@
 //! A job's artifacts: received aside, stored under the worker's fence, read back as a
 //! file (SQLite) or chunks in the database (PostgreSQL).
 
+use contract::job::{PublishResult, task};
 use contract::{Artifact, JobId};
 use uuid::Uuid;
 
@@ -9,6 +10,9 @@ use crate::artifacts::{self, ArtifactContent, Incoming};
 use crate::error::{Entity, QueueError};
 use crate::lease::Fence;
 use crate::store::Database;
+
+/// The most of `publish_result.json` read: it is a few hundred bytes.
+const PUBLISH_RESULT_BYTES: u64 = 64 * 1024;
 
 impl Queue {
     /// Receives an upload aside, on this replica's disk, hashing and counting it as it
@@ -164,5 +168,12 @@ impl Queue {
         let (artifact, content) = self.artifact_by_id(id, artifact_id).await?;
         let (bytes, more) = content.read_start(max_bytes).await?;
         Ok((artifact, bytes, more))
+    }
+
+    /// What the job's last publish did (`publish_result.json`), when it says so.
+    pub async fn publish_result(&self, id: &JobId) -> Option<PublishResult> {
+        let (_, content) = self.open_artifact(id, task::PUBLISH_RESULT).await.ok()?;
+        let (bytes, _) = content.read_start(PUBLISH_RESULT_BYTES).await.ok()?;
+        serde_json::from_slice(&bytes).ok()
     }
 }

@@ -201,7 +201,7 @@ impl Queue {
             tx.save_payload(&locked).await?;
         }
         self.write_outcome(tx, &locked, outcome, now).await?;
-        Ok(locked.with_derived())
+        Ok(locked)
     }
 
     /// The patch of the checkpoint the worker's attempt resumes from (`resumeFrom`), for
@@ -232,7 +232,7 @@ impl Queue {
 
 /// How many steps the job's task has; 0 for a payload that does not read as a task
 /// (nothing to skip, so every retry starts from the start).
-fn step_count(job: &Job) -> usize {
+pub(super) fn step_count(job: &Job) -> usize {
     NormalizedTask::from_job(job)
         .map(|task| task.resolved_steps().len())
         .unwrap_or(0)

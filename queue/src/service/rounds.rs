@@ -2,16 +2,14 @@
 //! job's next round, and the job is queued again to run them from what it last produced.
 
 use contract::events::CheckpointSaved;
-use contract::job::{PublishResult, events, task};
-use contract::{Job, JobId, NormalizedTask, Round};
+use contract::job::events;
+use contract::{Job, JobId, Round};
 use serde_json::{Value, json};
 
 use super::Queue;
+use super::pauses::step_count;
 use crate::error::QueueError;
 use crate::machine;
-
-/// The most of `publish_result.json` read: it is a few hundred bytes.
-const PUBLISH_RESULT_BYTES: u64 = 64 * 1024;
 
 impl Queue {
     /// Follows up on a job that succeeded or failed with `body`: `{"steps": [...]}` (the
@@ -29,13 +27,10 @@ impl Queue {
         // The state is the first thing that can be wrong: said before the steps are judged.
         machine::check_follow_up(&job)?;
         let steps = round_steps(body)?;
-        let task = contract::append_steps(&job.payload, &steps, &self.inner.config.defaults)
+        let mut task = contract::append_steps(&job.payload, &steps, &self.inner.config.defaults)
             .map_err(QueueError::Invalid)?;
-        let before = NormalizedTask::from_job(&job)
-            .map(|t| t.resolved_steps().len())
-            .unwrap_or(0);
+        let before = step_count(&job);
         let round = job.round + 1;
-        let mut task = task;
         task.payload.task.rounds.push(Round {
             round,
             from_step: before,
@@ -61,7 +56,7 @@ impl Queue {
         let outcome = machine::follow_up(&mut locked, user_id, &job.payload, payload, start, now)?;
         tx.save_payload(&locked).await?;
         self.write_outcome(tx, &locked, outcome, now).await?;
-        Ok(locked.with_derived())
+        Ok(locked)
     }
 
     /// Where round `round`, whose first step is `first_step`, starts: the branch the job
@@ -74,10 +69,7 @@ impl Queue {
         round: u32,
         first_step: usize,
     ) -> Result<CheckpointSaved, QueueError> {
-        let steps = NormalizedTask::from_job(job)
-            .map(|t| t.resolved_steps().len())
-            .unwrap_or(0);
-        let timeline = self.timeline(&job.id, steps).await?;
+        let timeline = self.timeline(&job.id, step_count(job)).await?;
         // Work of the steps before the round only: a retry of the round must not restore
         // its own later steps.
         let latest = timeline
@@ -94,19 +86,11 @@ impl Queue {
             artifact: latest.map(|c| c.saved.artifact).unwrap_or_default(),
             steps_done: Some(first_step),
             round: Some(round),
-            branch: self.pushed_branch(job).await,
+            branch: self
+                .publish_result(&job.id)
+                .await
+                .and_then(|p| p.branch.filter(|_| p.commit.is_some())),
         })
-    }
-
-    /// The branch the job's last publish pushed, if it pushed one.
-    async fn pushed_branch(&self, job: &Job) -> Option<String> {
-        let (_, content) = self
-            .open_artifact(&job.id, task::PUBLISH_RESULT)
-            .await
-            .ok()?;
-        let (bytes, _) = content.read_start(PUBLISH_RESULT_BYTES).await.ok()?;
-        let published: PublishResult = serde_json::from_slice(&bytes).ok()?;
-        published.branch.filter(|_| published.commit.is_some())
     }
 }
 

@@ -1,20 +1,16 @@
 //! What a notification tells of a job: the body's `job` (the contract's `WebhookJob`) and,
 //! for Slack, one line of text.
 
+use contract::NormalizedTask;
 use contract::api::webhook::{JOB_AWAITING_APPROVAL, JOB_BUDGET_EXCEEDED, WebhookJob};
-use contract::job::{PublishResult, task};
-use contract::{Job, NormalizedTask};
 
 use super::target::Ended;
-
-/// The most of `publish_result.json` read: it is a few hundred bytes.
-const PUBLISH_RESULT_BYTES: u64 = 64 * 1024;
 
 /// The job as a notification tells it, from the job and its `publish_result.json`.
 pub async fn build(queue: &queue::Queue, ended: &Ended, public_url: Option<&str>) -> WebhookJob {
     let job = &ended.job;
     let task = NormalizedTask::from_job(job).ok();
-    let published = published(queue, job).await;
+    let published = queue.publish_result(&job.id).await;
     let end = job.finished_at.unwrap_or(job.updated_at);
     WebhookJob {
         id: job.id.to_string(),
@@ -49,15 +45,6 @@ pub async fn build(queue: &queue::Queue, ended: &Ended, public_url: Option<&str>
         url: public_url
             .map(|base| format!("{}/tasks/queue/{}", base.trim_end_matches('/'), job.id)),
     }
-}
-
-async fn published(queue: &queue::Queue, job: &Job) -> Option<PublishResult> {
-    let (_, content) = queue
-        .open_artifact(&job.id, task::PUBLISH_RESULT)
-        .await
-        .ok()?;
-    let (bytes, _) = content.read_start(PUBLISH_RESULT_BYTES).await.ok()?;
-    serde_json::from_slice(&bytes).ok()
 }
 
 /// One line for Slack: what ended and how, with links. Slack reads `&`, `<` and `>` as

@@ -64,8 +64,7 @@ impl Run<'_> {
                 break;
             };
             if !self.cancel.is_cancelled() {
-                // A budget spent pauses the run here, as the queue asks on the usage so far.
-                self.budget_spent(&mut log);
+                self.pause_if_spent(&mut log);
             }
             if self.pause.is_requested() && !self.cancel.is_cancelled() {
                 return Err(self.pause_here(log, started));
@@ -286,8 +285,7 @@ impl Run<'_> {
             )
             .await
         };
-        usage = super::spend::timed(invoked.usage, &clock);
-        drop(clock);
+        usage = clock.stop(invoked.usage);
         // Before any git of the worker's looks at what the step left (its patch first).
         if let Err(nested) = crate::git::refuse_nested_repositories(&ws.repo) {
             return failed(self, nested.to_string(), &usage);

@@ -58,7 +58,7 @@ impl Run<'_> {
                 });
             }
             if n > start && !self.cancel.is_cancelled() {
-                self.budget_spent(stage_log);
+                self.pause_if_spent(stage_log);
             }
             if n > start && self.pause.is_requested() {
                 stage_log.line(self.redactor, "paused on request before the next iteration");
@@ -182,8 +182,7 @@ impl Run<'_> {
         let invoked = self
             .invoke(ws, &prompt, task::iteration_log(n), None, stage_log)
             .await;
-        let usage = super::spend::timed(invoked.usage, &clock);
-        drop(clock);
+        let usage = clock.stop(invoked.usage);
         let budget = self.publish_budget(false);
         self.patch_artifact(ws, &task::iteration_patch(n), &before, &budget)
             .await;

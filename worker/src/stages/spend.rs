@@ -1,6 +1,6 @@
 //! The pause as the run sees it (an operator's, or the budget's), and what the job has
-//! spent: the job's usage when it was claimed plus every usage this run reports, asked of the task's budget with the queue's own test
-//! ([`contract::JobBudget::overrun`]). The queue decides the pause; this only keeps the run
+//! spent: the job's usage when it was claimed plus every usage this run reports, asked of
+//! the task's budget with the queue's own test ([`contract::JobBudget::overrun`]). The queue decides the pause; this only keeps the run
 //! from starting more work before the queue's request reaches it, and stops a step whose
 //! agent time runs out (`maxMinutes`) at once, as an immediate pause.
 
@@ -52,9 +52,13 @@ pub(super) struct MinutesLeft {
 }
 
 impl MinutesLeft {
-    /// How long the agent ran, for its usage.
-    pub(super) fn spent_ms(&self) -> u64 {
-        u64::try_from(self.began.elapsed().as_millis()).unwrap_or(u64::MAX)
+    /// The agent ended: its `usage` with how long it ran; the timer is disarmed.
+    pub(super) fn stop(self, usage: StepUsage) -> StepUsage {
+        let ran = u64::try_from(self.began.elapsed().as_millis()).unwrap_or(u64::MAX);
+        StepUsage {
+            duration_ms: Some(ran),
+            ..usage
+        }
     }
 }
 
@@ -81,7 +85,7 @@ impl Run<'_> {
     pub(super) fn agent_clock(&self) -> MinutesLeft {
         let began = Instant::now();
         let left = self
-            .budget()
+            .budget
             .and_then(|budget| budget.time_left(&self.spent()));
         let timer = left.map(|left| {
             let pause = self.pause.clone();
@@ -93,11 +97,11 @@ impl Run<'_> {
         MinutesLeft { timer, began }
     }
 
-    /// At a step or iteration boundary: whether the budget is spent, in which case the run
-    /// pauses here (the queue has asked, or is about to, on the usage already reported).
-    pub(super) fn budget_spent(&self, log: &mut Log) -> bool {
-        let Some(overrun) = self.budget().and_then(|b| b.overrun(&self.spent())) else {
-            return false;
+    /// At a step or iteration boundary: a budget spent pauses the run here (the queue has
+    /// asked, or is about to, on the usage already reported).
+    pub(super) fn pause_if_spent(&self, log: &mut Log) {
+        let Some(overrun) = self.budget.and_then(|b| b.overrun(&self.spent())) else {
+            return;
         };
         let message = format!(
             "budget reached: {} ({}); the job pauses for an operator to raise it",
@@ -106,22 +110,9 @@ impl Run<'_> {
         );
         log.line(self.redactor, &message);
         self.pause.request(false);
-        true
-    }
-
-    fn budget(&self) -> Option<contract::JobBudget> {
-        self.budget
     }
 
     fn spent(&self) -> StepUsage {
         *self.spent.lock().unwrap_or_else(|e| e.into_inner())
-    }
-}
-
-/// An agent run's usage with its time.
-pub(super) fn timed(usage: StepUsage, clock: &MinutesLeft) -> StepUsage {
-    StepUsage {
-        duration_ms: Some(clock.spent_ms()),
-        ..usage
     }
 }

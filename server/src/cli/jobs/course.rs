@@ -127,6 +127,14 @@ pub struct BudgetArgs {
     client: ClientArgs,
 }
 
+/// `--step` texts as the API's step objects.
+fn step_objects(steps: &[String]) -> serde_json::Value {
+    steps
+        .iter()
+        .map(|s| serde_json::json!({ "instructions": s }))
+        .collect()
+}
+
 /// Where the job will start, in words.
 fn start_of(job: &Job) -> String {
     match &job.resume_from {
@@ -222,15 +230,9 @@ pub async fn reject(args: RejectArgs, out: &mut impl Write) -> Result<()> {
 }
 
 pub async fn append(args: AppendArgs, out: &mut impl Write) -> Result<()> {
-    let steps: Vec<serde_json::Value> = args
-        .steps
-        .iter()
-        .map(|s| serde_json::json!({ "instructions": s }))
-        .collect();
+    let steps = step_objects(&args.steps);
     let client = args.client.client()?;
-    let job = client
-        .append_steps(&args.id, &serde_json::Value::Array(steps))
-        .await?;
+    let job = client.append_steps(&args.id, &steps).await?;
     if args.json {
         writeln!(out, "{}", pretty(&job))?;
     } else {
@@ -278,15 +280,9 @@ pub async fn budget(args: BudgetArgs, out: &mut impl Write) -> Result<()> {
 }
 
 pub async fn follow_up(args: FollowUpArgs, out: &mut impl Write) -> Result<()> {
-    let steps: Vec<serde_json::Value> = args
-        .steps
-        .iter()
-        .map(|s| serde_json::json!({ "instructions": s }))
-        .collect();
+    let steps = step_objects(&args.steps);
     let client = args.client.client()?;
-    let job = client
-        .follow_up(&args.id, &serde_json::Value::Array(steps))
-        .await?;
+    let job = client.follow_up(&args.id, &steps).await?;
     if args.json {
         writeln!(out, "{}", pretty(&job))?;
     } else {
