@@ -122,6 +122,20 @@ pub struct RoundFinished {
     pub outcome: crate::states::StepState,
 }
 
+/// `task.session.restarted`: the agent run of `step` (none for an iteration of the
+/// completion loop) began a new session of `runtime` where it meant to continue the job's
+/// (`previous`, when one was known).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionRestarted {
+    #[serde(flatten)]
+    pub step: Option<StepRef>,
+    pub runtime: crate::RuntimeMode,
+    pub reason: crate::session::SessionLoss,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous: Option<String>,
+}
+
 /// A step's agent invocation is about to start.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StepStarted {
@@ -286,6 +300,7 @@ kind! {
     StepCancelled = task::STEP_CANCELLED,
     RoundStarted = task::ROUND_STARTED,
     RoundFinished = task::ROUND_FINISHED,
+    SessionRestarted = task::SESSION_RESTARTED,
     StepLog = task::STEP_LOG,
     Warning = task::WARNING,
     IterationStarted = task::ITERATION_STARTED,

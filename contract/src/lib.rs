@@ -44,6 +44,7 @@ mod names;
 pub mod normalize;
 pub mod prompt;
 pub mod rules;
+pub mod session;
 pub mod states;
 pub mod steps;
 pub mod text;

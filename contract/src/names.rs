@@ -84,6 +84,7 @@ mod tests {
         spelled_alike(&StepState::ALL);
         spelled_alike(&StageState::ALL);
         spelled_alike(&CancelledBy::ALL);
+        spelled_alike(&crate::session::SessionLoss::ALL);
     }
 
     #[test]

@@ -52,6 +52,66 @@ pub fn prompt(task: &NormalizedTask, step: &ResolvedStep, total: usize) -> Strin
     lines.join("\n")
 }
 
+/// The most characters of an earlier step's instructions that [`with_history`] repeats.
+const HISTORY_STEP_CHARS: usize = 400;
+
+/// `prompt` for a run that had to begin a new agent session where it meant to continue the
+/// job's (`loss` says why): first what the job did before, the steps that ran before it
+/// (`earlier`, of a `total`-step task) and its latest commits (`commits`, one a line, as
+/// the worker read and redacted them), so the new session does not start blind.
+pub fn with_history(
+    earlier: &[ResolvedStep],
+    total: usize,
+    loss: crate::session::SessionLoss,
+    commits: &str,
+    prompt: &str,
+) -> String {
+    let mut lines = vec![
+        "JOB SO FAR:".to_string(),
+        format!(
+            "This job's agent session cannot be continued ({}), so this is a new one. \
+             The job ran these steps before; their work is in the repository as it is now.",
+            loss.reason()
+        ),
+    ];
+    for step in earlier {
+        let mut line = format!("- STEP {}/{} {}", step.index + 1, total, step.id);
+        if let Some(title) = &step.title {
+            line.push(' ');
+            line.push_str(title);
+        }
+        if step.round > 1 {
+            line.push_str(&format!(" (round {})", step.round));
+        }
+        if let Some(text) = &step.instructions {
+            let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+            let mut cut: String = flat.chars().take(HISTORY_STEP_CHARS).collect();
+            if cut.len() < flat.len() {
+                cut.push('…');
+            }
+            line.push_str(": ");
+            line.push_str(&cut);
+        }
+        lines.push(line);
+    }
+    if earlier.is_empty() {
+        lines.push("- (no step of it ran before this one)".to_string());
+    }
+    lines.push("Latest commits on the working branch:".to_string());
+    let commits = commits.trim();
+    lines.push(
+        if commits.is_empty() {
+            "(none)"
+        } else {
+            commits
+        }
+        .to_string(),
+    );
+    lines.push(String::new());
+    lines.push(prompt.to_string());
+    lines.join("\n")
+}
+
 /// The prompt of iteration `n` of the completion loop (seed 003): the objective, what
 /// "done" means, the check, and the end of its last output (`check_tail`, which the worker
 /// has redacted). Lines are joined with `\n`; there is no trailing newline.

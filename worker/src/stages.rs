@@ -37,6 +37,7 @@ mod invoke;
 mod iterate;
 mod prepare;
 mod publish;
+mod session;
 mod spend;
 
 pub use spend::Pause;
@@ -152,6 +153,8 @@ pub enum TaskOutcome {
 pub struct Restore {
     pub checkpoint: CheckpointSaved,
     pub patch: Vec<u8>,
+    /// The agent session the job's worker kept, for the steps to continue.
+    pub session: Option<contract::session::KeptSession>,
 }
 
 /// What a task's auth refs resolved to, on this worker. Never stored, never reported: they
@@ -233,6 +236,7 @@ pub async fn run_task(
         ws: None,
         base_commit: None,
         login_copies: Vec::new(),
+        session: session::Known::Nothing,
     };
     let outcome = run.go(job_id).await;
     run.round_finished(&outcome);
@@ -263,6 +267,8 @@ struct Run<'a> {
     /// What the job's work is measured against, once prepare has checked it out.
     base_commit: Option<String>,
     login_copies: Vec<std::path::PathBuf>,
+    /// The job's agent session, as the next agent run is to go about it (`session.rs`).
+    session: session::Known,
 }
 
 /// Sends one line of step `index`'s live tail (`task.step.log`), redacted and cut.

@@ -105,6 +105,28 @@ fn payloads_carry_the_seed_keys() {
             .payload(),
             json!({ "leftOutLines": 9, "leftOutBytes": 90 }),
         ),
+        (
+            SessionRestarted {
+                step: Some(step()),
+                runtime: crate::RuntimeMode::Claude,
+                reason: crate::session::SessionLoss::RuntimeChanged,
+                previous: Some("s-1".into()),
+            }
+            .payload(),
+            json!({ "stepIndex": 1, "stepId": "tests", "effectiveSkill": "auto",
+                    "hasStepInstructions": true, "runtime": "claude",
+                    "reason": "runtime_changed", "previous": "s-1" }),
+        ),
+        (
+            SessionRestarted {
+                step: None,
+                runtime: crate::RuntimeMode::Codex,
+                reason: crate::session::SessionLoss::Lost,
+                previous: None,
+            }
+            .payload(),
+            json!({ "runtime": "codex", "reason": "lost" }),
+        ),
     ];
     for (payload, expected) in cases {
         assert_eq!(Value::Object(payload), expected);

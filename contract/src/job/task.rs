@@ -44,6 +44,9 @@ pub const CHECKPOINT: &str = "task.checkpoint";
 /// say their `round` on every step event.
 pub const ROUND_STARTED: &str = "task.round.started";
 pub const ROUND_FINISHED: &str = "task.round.finished";
+/// A step or iteration began a new agent session where it meant to continue the job's
+/// (`reason`: `runtime_changed`, `lost`, `not_resumed`): its prompt tells the job's history.
+pub const SESSION_RESTARTED: &str = "task.session.restarted";
 
 /// A worker's message of no kind above: what the seed system's worker posts as free text
 /// (its events name their kind in `message`; one that names none of these is kept as
@@ -52,7 +55,7 @@ pub const MESSAGE: &str = "task.message";
 
 /// Every task event kind above, for a client that listens to them by name (the event
 /// stream names each event by its kind).
-pub const ALL: [&str; 15] = [
+pub const ALL: [&str; 16] = [
     STAGE_STARTED,
     STAGE_FINISHED,
     STEPS_PLAN,
@@ -67,6 +70,7 @@ pub const ALL: [&str; 15] = [
     CHECKPOINT,
     ROUND_STARTED,
     ROUND_FINISHED,
+    SESSION_RESTARTED,
     MESSAGE,
 ];
 

@@ -93,3 +93,35 @@ WORKSPACE:
 - Write logs to stdout/stderr; MoonMind captures them."#;
     assert_eq!(prompt(&task, &steps[0], steps.len()), expected);
 }
+
+#[test]
+fn a_new_session_in_place_of_a_lost_one_is_told_the_steps_before_and_the_commits() {
+    let task = ok(&seed());
+    let steps = task.resolved_steps();
+    let step = prompt(&task, &steps[2], steps.len());
+    let told = contract::prompt::with_history(
+        &steps[..2],
+        steps.len(),
+        contract::session::SessionLoss::Lost,
+        "abc1234 Add the steps table\n",
+        &step,
+    );
+    let expected_head = "JOB SO FAR:
+This job's agent session cannot be continued (its session was not kept), so this is a new one. The job ran these steps before; their work is in the repository as it is now.
+- STEP 1/3 step-1 Inspect current task/worker architecture: Review current TaskArchitecture and identify integration points.
+";
+    assert!(told.starts_with(expected_head), "{told}");
+    assert!(
+        told.contains("Latest commits on the working branch:\nabc1234 Add the steps table\n\nMOONMIND TASK OBJECTIVE:"),
+        "{told}"
+    );
+    assert!(told.ends_with(&step), "the step's own prompt follows whole");
+    let first = contract::prompt::with_history(
+        &[],
+        3,
+        contract::session::SessionLoss::RuntimeChanged,
+        "",
+        "P",
+    );
+    assert!(first.contains("- (no step of it ran before this one)\nLatest commits on the working branch:\n(none)\n\nP"), "{first}");
+}

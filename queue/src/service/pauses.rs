@@ -220,6 +220,19 @@ impl Queue {
         self.open_artifact(id, &saved.artifact).await
     }
 
+    /// The agent session the job's worker kept (`session/agent.json`), for the prepare
+    /// stage of a later attempt or round to continue it: only while it holds the lease.
+    pub async fn resume_session(
+        &self,
+        id: &JobId,
+        fence: &Fence,
+    ) -> Result<(Artifact, ArtifactContent), QueueError> {
+        let job = self.get_job(id).await?;
+        machine::check_fence(&job, fence)?;
+        self.open_artifact(id, contract::session::AGENT_SESSION)
+            .await
+    }
+
     /// The latest checkpoint of the job's current attempt, or the one it started from.
     pub(crate) async fn attempt_checkpoint(
         &self,

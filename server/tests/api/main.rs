@@ -1240,6 +1240,7 @@ async fn the_openapi_document_describes_every_route() {
         ("post", "/api/queue/jobs/{id}/follow-up"),
         ("post", "/api/queue/jobs/{id}/pause/ack"),
         ("post", "/api/queue/jobs/{id}/resume/patch"),
+        ("post", "/api/queue/jobs/{id}/resume/session"),
         ("post", "/api/queue/jobs/{id}/approval/request"),
         ("get", "/healthz"),
         ("get", "/readyz"),

@@ -110,7 +110,10 @@ fn valid_body(route: &Route) -> Option<Value> {
         _ if path.ends_with("/steps") => json!({ "steps": [{ "instructions": "more" }] }),
         _ if path.ends_with("/follow-up") => json!({ "steps": [{ "instructions": "once more" }] }),
         _ if path.ends_with("/budget") => json!({ "maxTokens": 1000, "maxMinutes": 0.5 }),
-        _ if path.ends_with("/approval/request") || path.ends_with("/resume/patch") => {
+        _ if path.ends_with("/approval/request")
+            || path.ends_with("/resume/patch")
+            || path.ends_with("/resume/session") =>
+        {
             fence.clone()
         }
         _ if path.ends_with("/heartbeat") => with(json!({ "leaseSeconds": 60 })),

@@ -129,6 +129,29 @@ impl QueueClient {
         Ok(bytes.to_vec())
     }
 
+    /// `POST /jobs/{id}/resume/session` (worker token): the agent session the job's worker
+    /// kept, or `None` when none was.
+    pub async fn resume_session(&self, id: &JobId, attempt: u32) -> Result<Option<Vec<u8>>> {
+        let url = self.job_url(id, &["resume", "session"]);
+        let body = FenceBody {
+            worker_id: None,
+            attempt: Some(attempt),
+        };
+        let response = match self
+            .send(self.request(Method::POST, &url).json(&body), &url)
+            .await
+        {
+            Ok(response) => response,
+            Err(e) if e.status() == Some(reqwest::StatusCode::NOT_FOUND) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let bytes = response
+            .bytes()
+            .await
+            .map_err(|e| self.transport(&url, e))?;
+        Ok(Some(bytes.to_vec()))
+    }
+
     /// `POST /jobs/{id}/cancel/ack` (worker token): the worker stopped; the job is cancelled.
     pub async fn ack_cancel(&self, id: &JobId, attempt: u32) -> Result<Job> {
         let url = self.job_url(id, &["cancel", "ack"]);

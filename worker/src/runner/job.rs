@@ -150,18 +150,20 @@ async fn run_and_settle(
 
     // The checkpoint this attempt resumes from, fetched before anything starts: without
     // it the run would redo work or, worse, publish without it.
-    let restore = match &job.resume_from {
+    let mut restore = match &job.resume_from {
         None => None,
         // A round's start that kept no patch (nothing was saved before it): only where the
         // steps start, and the branch to start from.
         Some(checkpoint) if checkpoint.artifact.is_empty() => Some(Restore {
             checkpoint: checkpoint.clone(),
             patch: Vec::new(),
+            session: None,
         }),
         Some(checkpoint) => match client.resume_patch(&job.id, attempt).await {
             Ok(patch) => Some(Restore {
                 checkpoint: checkpoint.clone(),
                 patch,
+                session: None,
             }),
             Err(error) => {
                 let message = format!(
@@ -173,6 +175,21 @@ async fn run_and_settle(
             }
         },
     };
+
+    // The agent's session, for the steps to continue it. Without it they start a new
+    // one and are told the job's history, so an outage here stops nothing.
+    if let Some(restore) = &mut restore {
+        restore.session = match client.resume_session(&job.id, attempt).await {
+            Ok(Some(bytes)) => contract::session::KeptSession::read(&bytes)
+                .inspect_err(|error| tracing::warn!(job = %job.id, %error, "the kept agent session is unreadable"))
+                .ok(),
+            Ok(None) => None,
+            Err(error) => {
+                tracing::warn!(job = %job.id, %error, "cannot fetch the kept agent session");
+                None
+            }
+        };
+    }
 
     // `cancel`: the server asked, or the lease is lost; `stop_run`: either that, an
     // immediate pause or a hand-back, which is what the stages obey.

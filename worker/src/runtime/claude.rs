@@ -8,7 +8,14 @@
 use contract::StepUsage;
 use serde_json::Value;
 
-use super::{Invocation, Progress, StepRun, count, text};
+use super::{Invocation, Progress, SessionArg, StepRun, count, text};
+
+/// `~/.claude/projects/<the cwd, "/" as "-">/<id>.jsonl`; found by id, whatever the cwd
+/// was, since claude continues a session by id from any.
+pub(super) fn session_file(home: &std::path::Path, id: &str) -> Option<std::path::PathBuf> {
+    let name = format!("{id}.jsonl");
+    super::session::largest(&home.join(".claude/projects"), 1, &|n| n == name)
+}
 
 pub(super) fn build(run: &StepRun<'_>, invocation: &mut Invocation) {
     let mut args: Vec<String> = vec!["-p".into()];
@@ -17,6 +24,12 @@ pub(super) fn build(run: &StepRun<'_>, invocation: &mut Invocation) {
     }
     if let Some(effort) = &run.runtime.effort {
         args.extend(["--effort".into(), effort.clone()]);
+    }
+    // The id is a flag's value, never the last argument: a prompt argument would be.
+    match run.session {
+        SessionArg::Begin(Some(id)) => args.extend(["--session-id".into(), id.clone()]),
+        SessionArg::Begin(None) => {}
+        SessionArg::Continue(id) => args.extend(["--resume".into(), id.clone()]),
     }
     args.extend([
         "--permission-mode".into(),
@@ -65,6 +78,12 @@ pub(super) fn parse(event: &Value) -> Vec<Progress> {
                     .collect()
             })
             .unwrap_or_default(),
+        "system" if event.get("subtype").and_then(Value::as_str) == Some("init") => {
+            text(event, "session_id")
+                .map(Progress::Session)
+                .into_iter()
+                .collect()
+        }
         "system" if event.get("subtype").and_then(Value::as_str) == Some("api_retry") => {
             let attempt = count(event, "/attempt").unwrap_or(0);
             let max = count(event, "/max_retries").unwrap_or(0);

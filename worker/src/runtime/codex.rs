@@ -13,7 +13,15 @@
 use contract::StepUsage;
 use serde_json::Value;
 
-use super::{Invocation, Progress, StepRun, api_error, count, text};
+use super::{Invocation, Progress, SessionArg, StepRun, api_error, count, text};
+
+/// `~/.codex/sessions/YYYY/MM/DD/rollout-<start>-<id>.jsonl`, dated when it began.
+pub(super) fn session_file(home: &std::path::Path, id: &str) -> Option<std::path::PathBuf> {
+    let end = format!("-{id}.jsonl");
+    super::session::largest(&home.join(".codex/sessions"), 3, &|n| {
+        n.starts_with("rollout-") && n.ends_with(end.as_str())
+    })
+}
 
 pub(super) fn build(run: &StepRun<'_>, invocation: &mut Invocation) {
     let mut args: Vec<String> = Vec::new();
@@ -46,6 +54,11 @@ pub(super) fn build(run: &StepRun<'_>, invocation: &mut Invocation) {
     if let Some(effort) = &run.runtime.effort {
         // There is no --effort flag (exit 2): effort is a config override.
         args.extend(["-c".into(), format!("model_reasoning_effort={effort}")]);
+    }
+    // `resume` comes after exec's own options (before them: exit 2); codex names a new
+    // session itself.
+    if let SessionArg::Continue(id) = run.session {
+        args.extend(["resume".into(), id.clone()]);
     }
     args.push("-".into());
     invocation.args = args;
@@ -83,6 +96,10 @@ pub(super) fn parse(event: &Value) -> Vec<Progress> {
                 _ => Vec::new(),
             }
         }
+        "thread.started" => text(event, "thread_id")
+            .map(Progress::Session)
+            .into_iter()
+            .collect(),
         "turn.completed" => {
             let mut out: Vec<Progress> = usage(event).map(Progress::Usage).into_iter().collect();
             out.push(Progress::Finished {
@@ -207,6 +224,7 @@ mod tests {
         assert_eq!(
             got,
             [
+                Progress::Session("t1".into()),
                 Progress::Error("Falling back from WebSockets to HTTPS transport.".into()),
                 Progress::Message("Done.".into()),
                 Progress::Action("ran cargo test".into()),

@@ -10,7 +10,17 @@
 use contract::StepUsage;
 use serde_json::{Value, json};
 
-use super::{Invocation, Progress, StepRun, count, text};
+use super::{Invocation, Progress, SessionArg, StepRun, count, text};
+
+/// `~/.gemini/tmp/<the cwd's basename>/chats/session-<start minute>-<id[..8]>.jsonl`: a
+/// resume in a later minute leaves a stub beside it, which the largest is not.
+pub(super) fn session_file(home: &std::path::Path, id: &str) -> Option<std::path::PathBuf> {
+    let short: String = id.chars().take(8).collect();
+    let ends = [format!("-{short}.jsonl"), format!("-{short}.json")];
+    super::session::largest(&home.join(".gemini/tmp"), 2, &|n| {
+        n.starts_with("session-") && ends.iter().any(|e| n.ends_with(e.as_str()))
+    })
+}
 
 /// Gemini 2.5 takes a token budget for thinking; these follow its low / medium / high.
 const THINKING_BUDGETS: [(&str, u32); 3] = [("low", 1024), ("medium", 8192), ("high", 24576)];
@@ -23,6 +33,11 @@ pub(super) fn build(run: &StepRun<'_>, invocation: &mut Invocation) {
     let mut args: Vec<String> = vec!["-p".into(), String::new()];
     if let Some(model) = &run.runtime.model {
         args.extend(["-m".into(), model.clone()]);
+    }
+    match run.session {
+        SessionArg::Begin(Some(id)) => args.extend(["--session-id".into(), id.clone()]),
+        SessionArg::Begin(None) => {}
+        SessionArg::Continue(id) => args.extend(["--resume".into(), id.clone()]),
     }
     args.extend([
         "--approval-mode".into(),
@@ -37,7 +52,13 @@ pub(super) fn build(run: &StepRun<'_>, invocation: &mut Invocation) {
         .auth_type
         .clone()
         .unwrap_or_else(|| "gemini-api-key".into());
-    let mut settings = json!({ "security": { "auth": { "selectedType": auth } } });
+    // Its cleanup of expired sessions deletes every file that ends in a session's first
+    // 8 characters, the one a later resume continues included: off, as the job's HOME is
+    // the job's alone and goes with it.
+    let mut settings = json!({
+        "security": { "auth": { "selectedType": auth } },
+        "general": { "sessionRetention": { "enabled": false } },
+    });
     if let Some(effort) = &run.runtime.effort {
         let (overrides, note) = thinking(run.runtime.model.as_deref(), effort);
         settings["modelConfigs"] = json!({ "customOverrides": overrides });
@@ -105,6 +126,10 @@ pub(super) fn parse(event: &Value) -> Vec<Progress> {
                 .into_iter()
                 .collect()
         }
+        "init" => text(event, "session_id")
+            .map(Progress::Session)
+            .into_iter()
+            .collect(),
         "tool_use" => text(event, "tool_name")
             .map(Progress::Action)
             .into_iter()
@@ -282,6 +307,11 @@ mod tests {
             written(&built)["security"]["auth"]["selectedType"],
             "oauth-personal"
         );
+        // Else its cleanup deletes a session a later step continues.
+        assert_eq!(
+            written(&built)["general"]["sessionRetention"]["enabled"],
+            false
+        );
     }
 
     #[test]
@@ -302,6 +332,7 @@ mod tests {
         assert_eq!(
             got,
             [
+                Progress::Session("s".into()),
                 Progress::Message("Looking at it.".into()),
                 Progress::Action("run_shell_command".into()),
                 Progress::Message("All done.".into()),

@@ -6,6 +6,9 @@
 mod claude;
 mod codex;
 mod gemini;
+mod session;
+
+pub use session::{SessionArg, session_file};
 
 use std::path::{Path, PathBuf};
 
@@ -95,6 +98,8 @@ pub struct StepRun<'a> {
     pub endpoint: &'a Endpoint,
     /// The step runs in the worker's sandbox, which replaces the CLI's own (codex's).
     pub sandboxed: bool,
+    /// The agent session it begins or continues.
+    pub session: &'a SessionArg,
 }
 
 /// A command ready to spawn: `program` with `args` in `cwd`, `stdin` written to its
@@ -201,6 +206,8 @@ pub enum Progress {
     Error(String),
     /// What the invocation used, as the CLI counted it.
     Usage(StepUsage),
+    /// The id of the agent session the run is in, as the CLI said it when it began.
+    Session(String),
     /// The run is over, by the CLI's own verdict, with its final text when it gave one.
     Finished { ok: bool, summary: Option<String> },
 }
@@ -212,7 +219,10 @@ impl Progress {
             Progress::Message(text) => Some(text.clone()),
             Progress::Action(action) => Some(format!("▸ {action}")),
             Progress::Error(error) => Some(format!("error: {error}")),
-            Progress::Piece(_) | Progress::Usage(_) | Progress::Finished { .. } => None,
+            Progress::Piece(_)
+            | Progress::Usage(_)
+            | Progress::Session(_)
+            | Progress::Finished { .. } => None,
         }
     }
 }
@@ -345,6 +355,7 @@ fn build_with(runtime: &RuntimeSettings, endpoint: &Endpoint) -> Invocation {
             home: Path::new("/w/job/home"),
             endpoint,
             sandboxed: true,
+            session: &SessionArg::Begin(None),
         },
     )
 }
@@ -367,6 +378,7 @@ mod tests {
             home: Path::new("/h"),
             endpoint: &Endpoint::default(),
             sandboxed: true,
+            session: &SessionArg::Begin(None),
         };
         let built = invocation(&binaries, &run);
         assert_eq!(built.program, PathBuf::from("/opt/agents/claude"));
@@ -388,11 +400,62 @@ mod tests {
                     home: Path::new("/h"),
                     endpoint: &Endpoint::default(),
                     sandboxed: true,
+                    session: &SessionArg::Begin(None),
                 },
             );
             assert_eq!(built.stdin.as_deref(), Some(prompt.as_str()), "{mode}");
             let longest = built.args.iter().map(String::len).max().unwrap_or(0);
             assert!(longest < 1024, "{mode}: an argument of {longest} bytes");
+        }
+    }
+
+    #[test]
+    fn a_session_is_begun_under_a_chosen_id_and_continued_by_id() {
+        let args = |mode, session: &SessionArg| {
+            let runtime = settings(mode, Some("m"), Some("high"));
+            invocation(
+                &Binaries::default(),
+                &StepRun {
+                    runtime: &runtime,
+                    prompt: "p",
+                    repo: Path::new("/r"),
+                    home: Path::new("/h"),
+                    endpoint: &Endpoint::default(),
+                    sandboxed: true,
+                    session,
+                },
+            )
+            .args
+        };
+        let pair = |args: &[String], flag: &str| {
+            args.windows(2).find(|w| w[0] == flag).map(|w| w[1].clone())
+        };
+        let begin = SessionArg::Begin(Some("id-1".into()));
+        let again = SessionArg::Continue("id-1".into());
+        for mode in [RuntimeMode::Claude, RuntimeMode::Gemini] {
+            let first = args(mode, &begin);
+            assert_eq!(
+                pair(&first, "--session-id").as_deref(),
+                Some("id-1"),
+                "{mode}"
+            );
+            assert_eq!(pair(&first, "--resume"), None, "{mode}");
+            let later = args(mode, &again);
+            assert_eq!(pair(&later, "--resume").as_deref(), Some("id-1"), "{mode}");
+            assert_eq!(pair(&later, "--session-id"), None, "{mode}");
+            // The last argument is never the id: a prompt argument would be read there.
+            assert_ne!(later.last().map(String::as_str), Some("id-1"), "{mode}");
+        }
+        let first = args(RuntimeMode::Codex, &SessionArg::Begin(None));
+        assert!(!first.contains(&"resume".to_string()), "{first:?}");
+        let later = args(RuntimeMode::Codex, &again);
+        assert_eq!(later[later.len() - 3..], ["resume", "id-1", "-"]);
+        let at = |flag: &str| later.iter().position(|a| a == flag).unwrap();
+        for option in ["-C", "--sandbox", "-m", "--json"] {
+            assert!(
+                at(option) < at("resume"),
+                "{option} after resume: {later:?}"
+            );
         }
     }
 

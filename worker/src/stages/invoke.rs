@@ -34,18 +34,28 @@ impl Run<'_> {
         step: Option<&ResolvedStep>,
         stage_log: &mut Log,
     ) -> Invoked {
+        let plan = self.session_plan(ws, self.task.payload.task.runtime.mode);
+        let prompt = match plan.loss {
+            Some((loss, previous)) => {
+                self.session_restarted(ws, step, loss, previous, prompt)
+                    .await
+            }
+            None => prompt.to_string(),
+        };
         let runtime = &self.task.payload.task.runtime;
         let invocation = runtime::invocation(
             &self.config.binaries,
             &StepRun {
                 runtime,
-                prompt,
+                prompt: &prompt,
                 repo: &ws.repo,
                 home: &ws.home,
                 endpoint: self.config.endpoints.get(runtime.mode),
                 sandboxed: self.config.sandbox.is_on(),
+                session: &plan.arg,
             },
         );
+        let mode = runtime.mode;
         let notes = invocation.notes.clone();
         let invocation = self.config.sandbox.wrap(invocation, ws);
         let mut log = Log::open(ws, log_name);
@@ -60,7 +70,8 @@ impl Run<'_> {
         let mut usage = StepUsage::default();
         let mut verdict: Option<(bool, Option<String>)> = None;
         let mut last_message: Option<String> = None;
-        let mut reader = Reader::new(runtime.mode);
+        let mut said: Option<String> = None;
+        let mut reader = Reader::new(mode);
         let ended = {
             let redactor = self.redactor;
             let reports = self.reports.clone();
@@ -70,6 +81,9 @@ impl Run<'_> {
                     match progress {
                         Progress::Message(text) => last_message = Some(text),
                         Progress::Usage(more) => usage = usage + more,
+                        Progress::Session(id) => {
+                            said.get_or_insert(id);
+                        }
                         // A failure stands: a CLI that reported one (codex, of a command
                         // its own sandbox could not start) may still end its turn "done".
                         Progress::Finished { ok, summary } => {
@@ -98,6 +112,7 @@ impl Run<'_> {
             ended
         };
         self.artifact(log);
+        self.session_ran(ws, step, &plan.arg, said);
         let succeeded = matches!(&ended, Ok(Ended::Exited(status)) if status.success())
             && verdict.as_ref().is_none_or(|(ok, _)| *ok);
         // Redacted whole, then cut: a secret cut in two would match no pattern.

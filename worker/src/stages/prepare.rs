@@ -77,6 +77,7 @@ impl Run<'_> {
         }
         match self.prepare_in(&ws, &mut log, job_id).await {
             Ok(prepared) => {
+                self.restore_session(&ws, &mut log);
                 self.artifact(log);
                 self.stage_finished(STAGE, StageState::Succeeded, started);
                 self.ws = Some(ws);

@@ -33,6 +33,7 @@ pub fn router() -> Router<AppState> {
         .route("/jobs/{id}/cancel/ack", post(ack_cancel))
         .route("/jobs/{id}/pause/ack", post(ack_pause))
         .route("/jobs/{id}/resume/patch", post(resume_patch))
+        .route("/jobs/{id}/resume/session", post(resume_session))
         .route("/jobs/{id}/approval/request", post(request_approval))
 }
 
@@ -287,7 +288,6 @@ async fn resume_patch(
     JobPath(id): JobPath,
     ApiJson(body): ApiJson<FenceBody>,
 ) -> Result<axum::response::Response, ApiError> {
-    use axum::response::IntoResponse;
     let fence = fence_of(
         &state,
         &worker,
@@ -297,17 +297,47 @@ async fn resume_patch(
     )
     .await?;
     let (artifact, content) = state.queue.resume_patch(&id, &fence).await?;
+    Ok(streamed(artifact, content, "text/x-diff"))
+}
+
+#[utoipa::path(post, path = "/api/queue/jobs/{id}/resume/session", tag = "workers", params(("id" = String, Path, description = "the job id")), request_body = FenceBody,
+    responses((status = 200, description = "the agent session the job's worker kept (`session/agent.json`), for a later attempt or round to continue", content_type = "application/json", body = Vec<u8>), (status = 409, description = "the lease is not this worker's and attempt's", body = ErrorBody), (status = 404, description = "no session was kept", body = ErrorBody), (status = 422, body = ErrorBody), (status = 401, description = "no valid worker token", body = ErrorBody), (status = 403, description = "not this worker's token", body = ErrorBody)))]
+async fn resume_session(
+    State(state): State<AppState>,
+    worker: Worker,
+    JobPath(id): JobPath,
+    ApiJson(body): ApiJson<FenceBody>,
+) -> Result<axum::response::Response, ApiError> {
+    let fence = fence_of(
+        &state,
+        &worker,
+        &id,
+        body.worker_id.as_deref(),
+        body.attempt,
+    )
+    .await?;
+    let (artifact, content) = state.queue.resume_session(&id, &fence).await?;
+    Ok(streamed(artifact, content, "application/json"))
+}
+
+/// An artifact's bytes as they are read from storage, with its type and length.
+fn streamed(
+    artifact: contract::Artifact,
+    content: queue::ArtifactContent,
+    content_type: &'static str,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
     let mut response = axum::body::Body::from_stream(content.into_stream()).into_response();
     let headers = response.headers_mut();
     headers.insert(
         axum::http::header::CONTENT_TYPE,
-        axum::http::HeaderValue::from_static("text/x-diff"),
+        axum::http::HeaderValue::from_static(content_type),
     );
     headers.insert(
         axum::http::header::CONTENT_LENGTH,
         axum::http::HeaderValue::from(artifact.size),
     );
-    Ok(response)
+    response
 }
 
 #[utoipa::path(post, path = "/api/queue/jobs/{id}/approval/request", tag = "workers", params(("id" = String, Path, description = "the job id")), request_body = FenceBody,

@@ -1,0 +1,128 @@
+//! The agent's own session: which one a run begins or continues, and where each CLI left
+//! its file under the job's HOME (measured in docs/notes/agent-sessions.md).
+
+use std::path::{Path, PathBuf};
+
+use contract::RuntimeMode;
+
+/// The session a run begins or continues.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SessionArg {
+    /// A new session, under the id the worker chose when the CLI takes one (claude,
+    /// gemini); codex names its own.
+    Begin(Option<String>),
+    /// The session of this id, which the CLI keeps under the job's HOME.
+    Continue(String),
+}
+
+impl SessionArg {
+    /// A new session of `mode`. Ids are random: gemini tells its sessions apart by the
+    /// first 8 characters, which ids made from a job's time-ordered id would share.
+    pub fn begin(mode: RuntimeMode) -> SessionArg {
+        SessionArg::Begin(match mode {
+            RuntimeMode::Codex => None,
+            RuntimeMode::Claude | RuntimeMode::Gemini => Some(uuid::Uuid::new_v4().to_string()),
+        })
+    }
+
+    /// The id the run is asked to use, when it is asked one.
+    pub fn id(&self) -> Option<&str> {
+        match self {
+            SessionArg::Begin(id) => id.as_deref(),
+            SessionArg::Continue(id) => Some(id),
+        }
+    }
+}
+
+/// The file of session `id` of `mode` under `home`, when the CLI left one.
+pub fn session_file(mode: RuntimeMode, home: &Path, id: &str) -> Option<PathBuf> {
+    if id.is_empty() || id.contains(['/', '\\', '.']) {
+        return None;
+    }
+    match mode {
+        RuntimeMode::Codex => super::codex::session_file(home, id),
+        RuntimeMode::Claude => super::claude::session_file(home, id),
+        RuntimeMode::Gemini => super::gemini::session_file(home, id),
+    }
+}
+
+/// The largest file under `dir`, at most `depth` folders down, whose name `wanted` takes:
+/// the largest, since a CLI may leave a stub of the same session beside it (gemini).
+pub(super) fn largest(dir: &Path, depth: usize, wanted: &dyn Fn(&str) -> bool) -> Option<PathBuf> {
+    let mut best: Option<(u64, PathBuf)> = None;
+    let mut folders = vec![(dir.to_path_buf(), 0)];
+    while let Some((folder, level)) = folders.pop() {
+        let Ok(entries) = std::fs::read_dir(&folder) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let Ok(kind) = entry.file_type() else {
+                continue;
+            };
+            let path = entry.path();
+            if kind.is_dir() && level < depth {
+                folders.push((path, level + 1));
+            } else if kind.is_file() && entry.file_name().to_str().is_some_and(wanted) {
+                let size = entry.metadata().map_or(0, |m| m.len());
+                if best.as_ref().is_none_or(|(most, _)| size > *most) {
+                    best = Some((size, path));
+                }
+            }
+        }
+    }
+    best.map(|(_, path)| path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn touch(path: &Path, bytes: usize) {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, "x".repeat(bytes)).unwrap();
+    }
+
+    #[test]
+    fn each_cli_s_session_file_is_found_where_it_leaves_it() {
+        let home = tempfile::tempdir().unwrap();
+        let home = home.path();
+        let id = "0b7c9a44-1e0f-4d5e-9a8b-2c3d4e5f6a7b";
+        let codex = home.join(format!(
+            ".codex/sessions/2026/11/28/rollout-2026-11-28T04-00-00-{id}.jsonl"
+        ));
+        let claude = home.join(format!(".claude/projects/-w-job-repo/{id}.jsonl"));
+        let gemini = home.join(".gemini/tmp/repo/chats/session-2026-11-28T04-00-0b7c9a44.jsonl");
+        let stub = home.join(".gemini/tmp/repo/chats/session-2026-11-28T04-02-0b7c9a44.jsonl");
+        touch(&codex, 10);
+        touch(&claude, 10);
+        touch(&gemini, 100);
+        touch(&stub, 3);
+        touch(&home.join(".claude/projects/-w-job-repo/other.jsonl"), 500);
+        assert_eq!(session_file(RuntimeMode::Codex, home, id), Some(codex));
+        assert_eq!(session_file(RuntimeMode::Claude, home, id), Some(claude));
+        assert_eq!(
+            session_file(RuntimeMode::Gemini, home, id),
+            Some(gemini),
+            "not the stub"
+        );
+        assert_eq!(
+            session_file(RuntimeMode::Claude, home, "0b7c9a44-0000"),
+            None
+        );
+        assert_eq!(session_file(RuntimeMode::Claude, home, "../x"), None);
+    }
+
+    #[test]
+    fn a_new_session_has_a_chosen_id_only_where_the_cli_takes_one() {
+        assert_eq!(
+            SessionArg::begin(RuntimeMode::Codex),
+            SessionArg::Begin(None)
+        );
+        let (a, b) = (
+            SessionArg::begin(RuntimeMode::Gemini),
+            SessionArg::begin(RuntimeMode::Gemini),
+        );
+        assert_ne!(a.id().unwrap()[..8], b.id().unwrap()[..8]);
+        assert_eq!(SessionArg::Continue("s".into()).id(), Some("s"));
+    }
+}
