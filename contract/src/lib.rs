@@ -35,6 +35,7 @@ pub mod container;
 pub mod defaults;
 pub mod error;
 pub mod events;
+pub mod feedback;
 pub mod job;
 pub mod job_id;
 pub mod limits;

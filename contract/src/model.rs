@@ -161,6 +161,9 @@ pub struct PublishSettings {
         skip_serializing_if = "std::ops::Not::not"
     )]
     pub approval_required: bool,
+    /// What the server does with the pull request's checks and reviews; absent: nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub feedback: Option<crate::feedback::PrFeedback>,
 }
 
 /// `task.publish.approval` on the wire: `"required"`, or absent.

@@ -51,6 +51,7 @@ fn large_text(chars: usize, end: &str) -> String {
 
 const FIRST: &str = "Appended the first line to notes.txt as asked.";
 const SECOND: &str = "Appended the second line, and the notes are complete.";
+const THIRD: &str = "The round is done, the notes kept as they were.";
 
 /// Runs the whole end-to-end check for one runtime. `usage` says what the CLI reports of
 /// the model server's figures for one step's turns.
@@ -211,9 +212,70 @@ async fn end_to_end(runtime: Runtime, usage: fn(&[Recorded]) -> StepUsage) {
     assert!(!everything.contains(s.runtime.key.1), "the API key leaked");
     check_model_and_effort(&s.runtime, &turns);
 
+    its_session_goes_on_over_steps_and_rounds(&s, &job, &events).await;
     cancel_kills_the_cli_s_tree(&s).await;
     the_cli_s_shell_is_refused_every_reach(&s).await;
     eprintln!("{mode}: the whole test took {:?}", started.elapsed());
+}
+
+/// The second step continued the session the first began: its first request holds the
+/// first step's prompt and reply. A follow-up round, claimed into a workspace made anew,
+/// continues it too, from the session the job kept: its request holds both steps'.
+async fn its_session_goes_on_over_steps_and_rounds(
+    s: &Setup,
+    job: &contract::Job,
+    events: &[contract::JobEvent],
+) {
+    let mode = s.runtime.mode;
+    let held = |step: &str| {
+        let turns = s.model.turns_of(step);
+        let first = turns
+            .first()
+            .unwrap_or_else(|| panic!("{mode}: no turn of {step}"));
+        testkit::texts(&first.body).join("\n")
+    };
+    let second = held("2/2");
+    assert!(
+        second.contains("END OF CONTEXT 5b1e") && second.contains(FIRST),
+        "{mode}: step 2 began without step 1's turns"
+    );
+    assert!(
+        !events.iter().any(|e| e.kind == task::SESSION_RESTARTED),
+        "{mode}: {events:?}"
+    );
+    s.user
+        .follow_up(
+            &job.id,
+            &json!([{ "instructions": format!("@model reply {THIRD}") }]),
+        )
+        .await
+        .unwrap();
+    let (done, events) = s.until_done(job, Duration::from_secs(240)).await;
+    let said: Vec<String> = events
+        .iter()
+        .map(|e| format!("{} {}", e.kind, e.message))
+        .collect();
+    assert_eq!(done.status, JobState::Succeeded, "{mode}: {said:#?}");
+    assert_eq!(done.round, 2);
+    let round = held("3/3");
+    assert!(
+        round.contains(FIRST) && round.contains(SECOND) && round.contains("END OF CONTEXT 5b1e"),
+        "{mode}: the round began without the job's earlier turns"
+    );
+    assert!(
+        !events.iter().any(|e| e.kind == task::SESSION_RESTARTED),
+        "{mode}: {said:#?}"
+    );
+    let artifacts = s.artifacts(job).await;
+    let kept = contract::session::KeptSession::read(
+        artifact(&artifacts, contract::session::AGENT_SESSION).as_bytes(),
+    )
+    .unwrap();
+    assert_eq!(kept.runtime.as_str(), mode);
+    assert!(
+        !kept.content.contains(s.runtime.key.1),
+        "{mode}: the key is in the session"
+    );
 }
 
 /// The CLI's own shell tool runs the sandbox probe (committed to the repository): every

@@ -173,7 +173,7 @@ fn answer(
             .iter()
             .map(|(k, v)| (k.to_string(), shown(k.as_str(), v.to_str().unwrap_or("?"))))
             .collect(),
-        step: step_of(&body),
+        step: step_of(&current(&body, api)),
         usage: None,
         body,
     };
@@ -183,7 +183,7 @@ fn answer(
     } else {
         let number = state.lock().expect("not poisoned").requests.len() as u64;
         let usage = usage_for(number);
-        let turn = turn(&recorded.body, api);
+        let turn = turn(&current(&recorded.body, api), api);
         let answered = match api {
             Api::OpenAi => openai::answer(&recorded.body, &turn, usage, number),
             Api::Anthropic => {
@@ -202,6 +202,43 @@ fn answer(
     };
     state.lock().expect("not poisoned").requests.push(recorded);
     response
+}
+
+/// The conversation's key in each API's request body.
+fn conversation_key(api: Api) -> Option<&'static str> {
+    match api {
+        Api::OpenAi => Some("input"),
+        Api::Anthropic => Some("messages"),
+        Api::Gemini => Some("contents"),
+        Api::Unknown => None,
+    }
+}
+
+/// What of a request the script reads, as a model reads its latest turn: the body with
+/// its conversation cut to start at the latest item that holds a prompt (the task's, or a
+/// line of script). A continued session sends the earlier prompts, tool calls and replies
+/// first, and their script is done with. The body as it is when no item holds one.
+fn current(body: &Value, api: Api) -> Value {
+    let Some(key) = conversation_key(api) else {
+        return body.clone();
+    };
+    let Some(items) = body[key].as_array() else {
+        return body.clone();
+    };
+    let holds_prompt = |item: &Value| {
+        let mut all = Vec::new();
+        strings(item, &mut all);
+        all.iter().any(|s| {
+            s.contains("MOONMIND TASK OBJECTIVE")
+                || s.lines().any(|l| l.trim_start().starts_with("@model "))
+        })
+    };
+    let Some(at) = items.iter().rposition(holds_prompt) else {
+        return body.clone();
+    };
+    let mut cut = body.clone();
+    cut[key] = Value::Array(items[at..].to_vec());
+    cut
 }
 
 /// Credentials are cut to their last four characters: enough to tell keys apart.
@@ -357,6 +394,25 @@ mod tests {
         assert!(got.len() >= 3, "{got:?}");
         assert_eq!(got.concat(), text);
         assert_eq!(got.last().map(String::as_str), Some("."));
+    }
+
+    #[test]
+    fn a_continued_session_is_scripted_by_its_latest_prompt_alone() {
+        let user =
+            |text: &str| json!({ "role": "user", "content": [{ "type": "text", "text": text }] });
+        let body = json!({ "messages": [
+            user("MOONMIND TASK OBJECTIVE:\nx\n\nSTEP 1/2 step-1:\n@model shell echo one\n@model reply First."),
+            { "role": "assistant", "content": [{ "type": "tool_use", "id": "t", "name": "Bash", "input": {} }] },
+            { "role": "user", "content": [{ "type": "tool_result", "tool_use_id": "t", "content": "" }] },
+            { "role": "assistant", "content": [{ "type": "text", "text": "First." }] },
+            user("MOONMIND TASK OBJECTIVE:\nx\n\nSTEP 2/2 step-2:\n@model shell echo two\n@model reply Second."),
+        ] });
+        let now = current(&body, Api::Anthropic);
+        assert_eq!(step_of(&now).as_deref(), Some("2/2"));
+        assert_eq!(turn(&now, Api::Anthropic), Turn::Shell("echo two".into()));
+        // The whole body when no item holds a prompt.
+        let plain = json!({ "messages": [user("hello")] });
+        assert_eq!(current(&plain, Api::Anthropic), plain);
     }
 
     #[test]

@@ -4,6 +4,7 @@ use serde_json::{Map, Value};
 
 use super::walk::{Checked, Reported, Walker, join, mode};
 use crate::defaults::Defaults;
+use crate::feedback::PrFeedback;
 use crate::limits;
 use crate::model::{PublishSettings, RuntimeSettings};
 use crate::modes::{PublishMode, RuntimeMode};
@@ -19,7 +20,9 @@ const PUBLISH_FIELDS: &[&str] = &[
     "prTitle",
     "prBody",
     "approval",
+    "feedback",
 ];
+const FEEDBACK_FIELDS: &[&str] = &["ci", "reviews", "maxRounds"];
 
 /// The object at `path`, with its unknown fields reported; `None` when absent or not an object.
 fn section<'a>(
@@ -124,6 +127,7 @@ pub fn publish(w: &mut Walker, v: Option<&Value>, defaults: &Defaults) -> Publis
             pr_title: None,
             pr_body: None,
             approval_required: defaults.approval_required,
+            feedback: None,
         };
     };
     let mode = mode::<PublishMode>(w, map, "mode", "task.publish.mode")
@@ -154,14 +158,62 @@ pub fn publish(w: &mut Walker, v: Option<&Value>, defaults: &Defaults) -> Publis
         },
         Err(_) => false,
     };
+    let mode = mode.unwrap_or(defaults.publish_mode);
+    let feedback = feedback(w, map.get("feedback"), mode);
     PublishSettings {
-        mode: mode.unwrap_or(defaults.publish_mode),
+        mode,
         pr_base_branch,
         commit_message,
         pr_title,
         pr_body,
         approval_required,
+        feedback,
     }
+}
+
+/// `task.publish.feedback`: given, it is on; `ci` and `reviews` each default to on, and
+/// one of them must be. Only a pull request has checks and reviews to watch.
+fn feedback(w: &mut Walker, v: Option<&Value>, mode: PublishMode) -> Option<PrFeedback> {
+    const PATH: &str = "task.publish.feedback";
+    if v.is_none_or(Value::is_null) {
+        return None;
+    }
+    let map = section(w, v, PATH, FEEDBACK_FIELDS)?;
+    let mut flag = |w: &mut Walker, key: &str| match map.get(key) {
+        None | Some(Value::Null) => true,
+        Some(v) => w.boolean(v, &join(PATH, key)).unwrap_or(false),
+    };
+    let ci = flag(w, "ci");
+    let reviews = flag(w, "reviews");
+    let max_rounds = w.bounded(
+        map,
+        "maxRounds",
+        "task.publish.feedback.maxRounds",
+        PrFeedback::MAX_ROUNDS,
+        PrFeedback::DEFAULT_MAX_ROUNDS,
+    );
+    if !ci && !reviews {
+        w.error(
+            PATH,
+            "watches nothing with ci and reviews both false: leave feedback out instead",
+        );
+        return None;
+    }
+    if mode != PublishMode::Pr {
+        w.error(
+            PATH,
+            format!(
+                "only a pull request has checks and reviews to watch, and this task publishes \
+                 as {mode}: set task.publish.mode to pr"
+            ),
+        );
+        return None;
+    }
+    Some(PrFeedback {
+        ci,
+        reviews,
+        max_rounds,
+    })
 }
 
 fn pr_title(w: &mut Walker, map: &Map<String, Value>) -> Option<String> {

@@ -215,3 +215,72 @@ fn a_server_that_requires_approval_stores_it_on_tasks_that_do_not_say() {
     );
     assert!(!opted_out.payload.task.publish.approval_required);
 }
+
+#[test]
+fn pull_request_feedback_is_on_when_given_and_named_where_it_cannot_be() {
+    let task = ok(&task_with(
+        "publish",
+        json!({ "mode": "pr", "feedback": { "reviews": false } }),
+    ));
+    let feedback = task.payload.task.publish.feedback.expect("on");
+    assert_eq!(
+        (feedback.ci, feedback.reviews, feedback.max_rounds),
+        (true, false, 3)
+    );
+    let written = serde_json::to_value(&task.payload).unwrap();
+    assert_eq!(
+        written["task"]["publish"]["feedback"],
+        json!({ "ci": true, "reviews": false, "maxRounds": 3 })
+    );
+    let again = ok(&json!({ "payload": written }));
+    assert_eq!(again.payload.task.publish.feedback, Some(feedback));
+    for raw in [
+        minimal(),
+        task_with("publish", json!({ "mode": "pr", "feedback": null })),
+    ] {
+        let task = ok(&raw);
+        assert_eq!(task.payload.task.publish.feedback, None);
+        let written = serde_json::to_value(&task.payload).unwrap();
+        assert!(written["task"]["publish"].get("feedback").is_none());
+    }
+    for (feedback, mode, path, says) in [
+        (
+            json!({}),
+            "branch",
+            "task.publish.feedback",
+            "set task.publish.mode to pr",
+        ),
+        (
+            json!({ "ci": false, "reviews": false }),
+            "pr",
+            "task.publish.feedback",
+            "watches nothing",
+        ),
+        (
+            json!({ "maxRounds": 0 }),
+            "pr",
+            "task.publish.feedback.maxRounds",
+            "between 1 and 20",
+        ),
+        (
+            json!({ "ci": "yes" }),
+            "pr",
+            "task.publish.feedback.ci",
+            "true or false",
+        ),
+        (
+            json!({ "loops": 2 }),
+            "pr",
+            "task.publish.feedback.loops",
+            "",
+        ),
+        (json!(true), "pr", "task.publish.feedback", ""),
+    ] {
+        let refused = errors(&task_with(
+            "publish",
+            json!({ "mode": mode, "feedback": feedback }),
+        ));
+        assert_eq!(paths(&refused), [path], "{feedback}: {refused:?}");
+        assert!(refused[0].message.contains(says), "{refused:?}");
+    }
+}

@@ -509,7 +509,7 @@ fn unknown_fields_are_rejected_everywhere() {
         (
             task_with("publish", json!({ "draft": true })),
             "task.publish.draft",
-            "mode, prBaseBranch, commitMessage, prTitle, prBody, approval",
+            "mode, prBaseBranch, commitMessage, prTitle, prBody, approval, feedback",
         ),
         (
             with(minimal(), "/payload/auth", json!({ "token": "x" })),
