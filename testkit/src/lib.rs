@@ -19,6 +19,7 @@
 
 mod anthropic;
 mod gemini;
+pub mod github;
 mod openai;
 
 use std::net::SocketAddr;
