@@ -23,13 +23,18 @@ const SESSION_DIRS: [(RuntimeMode, &str); 3] = [
 
 /// The session of the job's agent as the worker kept it (redacted): which CLI, its id, and
 /// its file, at `path` relative to the job's HOME.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct KeptSession {
     pub runtime: RuntimeMode,
     pub session_id: String,
     pub path: String,
     pub content: String,
+    /// The session's totals as its CLI last reported them, for a CLI that reports a
+    /// continued session's totals rather than the run's (codex, claude): what the next run's
+    /// report is counted from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub totals: Option<crate::StepUsage>,
 }
 
 impl KeptSession {
@@ -106,6 +111,7 @@ mod tests {
             session_id: id.into(),
             path: path.into(),
             content: "{}\n".into(),
+            totals: None,
         })
         .unwrap()
     }

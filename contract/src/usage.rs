@@ -133,6 +133,28 @@ fn dollars(usd: f64) -> String {
 /// The sum of two reports (of one step's turns, or of a job's steps); a figure stays
 /// absent only when both lack it. Token counts saturate rather than wrap: a hostile or
 /// broken report must not turn a job's totals small again (or panic a debug build).
+impl StepUsage {
+    /// What was used since `earlier`, of a total that includes it: a CLI that continues a
+    /// session reports the session's totals so far (codex, claude), not the run's.
+    pub fn since(&self, earlier: &StepUsage) -> StepUsage {
+        let tokens = |now: Option<u64>, then: Option<u64>| match (now, then) {
+            (Some(now), Some(then)) => Some(now.saturating_sub(then)),
+            (now, _) => now,
+        };
+        StepUsage {
+            input_tokens: tokens(self.input_tokens, earlier.input_tokens),
+            cached_input_tokens: tokens(self.cached_input_tokens, earlier.cached_input_tokens),
+            output_tokens: tokens(self.output_tokens, earlier.output_tokens),
+            reasoning_tokens: tokens(self.reasoning_tokens, earlier.reasoning_tokens),
+            cost_usd: match (self.cost_usd, earlier.cost_usd) {
+                (Some(now), Some(then)) => Some((now - then).max(0.0)),
+                (now, _) => now,
+            },
+            duration_ms: tokens(self.duration_ms, earlier.duration_ms),
+        }
+    }
+}
+
 impl std::ops::Add for StepUsage {
     type Output = StepUsage;
 
@@ -158,6 +180,34 @@ impl std::ops::Add for StepUsage {
 #[cfg(test)]
 mod tests {
     use serde_json::json;
+
+    #[test]
+    fn a_session_s_totals_less_the_earlier_ones_are_what_a_run_used() {
+        let earlier = super::StepUsage {
+            input_tokens: Some(2030),
+            output_tokens: Some(83),
+            cost_usd: Some(0.5),
+            ..Default::default()
+        };
+        let total = super::StepUsage {
+            input_tokens: Some(4120),
+            cached_input_tokens: Some(812),
+            output_tokens: Some(172),
+            cost_usd: Some(0.25),
+            ..Default::default()
+        };
+        assert_eq!(
+            total.since(&earlier),
+            super::StepUsage {
+                input_tokens: Some(2090),
+                cached_input_tokens: Some(812),
+                output_tokens: Some(89),
+                cost_usd: Some(0.0),
+                ..Default::default()
+            }
+        );
+        assert_eq!(total.since(&super::StepUsage::default()), total);
+    }
 
     use super::*;
 

@@ -94,9 +94,9 @@ async fn later_steps_continue_the_session_the_first_step_began() {
     let task = task(
         &remote,
         json!([
-            { "instructions": "@fake history" },
-            { "instructions": "@fake history" },
-            { "instructions": "@fake history" },
+            { "instructions": "@fake history\n@fake cost 0.25" },
+            { "instructions": "@fake history\n@fake cost 0.25" },
+            { "instructions": "@fake history\n@fake cost 0.25" },
         ]),
     );
     let mut config = stage_config(tmp.path());
@@ -118,7 +118,26 @@ async fn later_steps_continue_the_session_the_first_step_began() {
         KeptSession::read(read(artifacts(tmp.path()).join(AGENT_SESSION)).as_bytes()).unwrap();
     assert_eq!(kept.runtime, RuntimeMode::Claude);
     assert!(kept.path.starts_with(".claude/projects/"), "{}", kept.path);
-    assert_eq!(kept.content.lines().count(), 3, "every step's prompt");
+    assert_eq!(
+        kept.content
+            .lines()
+            .filter(|l| l.contains("\"user\""))
+            .count(),
+        3,
+        "every step's prompt"
+    );
+    // claude reports a continued session's total price; each step is said to cost its own.
+    let costs: Vec<Value> = reports
+        .iter()
+        .filter_map(|r| match r {
+            Report::Event { kind, payload, .. } if kind == task::STEP_FINISHED => {
+                Some(payload["usage"]["costUsd"].clone())
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(costs, [json!(0.25), json!(0.25), json!(0.25)]);
+    assert_eq!(kept.totals.and_then(|t| t.cost_usd), Some(0.75));
     let argv = read(argv_log);
     let id = &kept.session_id;
     assert_eq!(

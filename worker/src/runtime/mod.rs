@@ -8,7 +8,7 @@ mod codex;
 mod gemini;
 mod session;
 
-pub use session::{SessionArg, session_file};
+pub use session::{SessionArg, reports_session_totals, session_file};
 
 use std::path::{Path, PathBuf};
 

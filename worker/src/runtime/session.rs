@@ -34,6 +34,13 @@ impl SessionArg {
     }
 }
 
+/// Whether `mode` reports a continued session's totals so far where it reports a run's
+/// usage: codex (`turn.completed`) and claude (`result`, its price too) do, measured with
+/// the real CLIs; gemini reports the run's own.
+pub fn reports_session_totals(mode: RuntimeMode) -> bool {
+    matches!(mode, RuntimeMode::Codex | RuntimeMode::Claude)
+}
+
 /// The file of session `id` of `mode` under `home`, when the CLI left one.
 pub fn session_file(mode: RuntimeMode, home: &Path, id: &str) -> Option<PathBuf> {
     if id.is_empty() || id.contains(['/', '\\', '.']) {

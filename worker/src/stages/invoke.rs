@@ -35,7 +35,7 @@ impl Run<'_> {
         stage_log: &mut Log,
     ) -> Invoked {
         let plan = self.session_plan(ws, self.task.payload.task.runtime.mode);
-        let prompt = match plan.loss {
+        let prompt = match plan.loss.clone() {
             Some((loss, previous)) => {
                 self.session_restarted(ws, step, loss, previous, prompt)
                     .await
@@ -112,7 +112,7 @@ impl Run<'_> {
             ended
         };
         self.artifact(log);
-        self.session_ran(ws, step, &plan.arg, said);
+        let usage = self.session_ran(ws, step, &plan, said, usage);
         let succeeded = matches!(&ended, Ok(Ended::Exited(status)) if status.success())
             && verdict.as_ref().is_none_or(|(ok, _)| *ok);
         // Redacted whole, then cut: a secret cut in two would match no pattern.

@@ -7,21 +7,23 @@
 
 use contract::events::SessionRestarted;
 use contract::session::{AGENT_SESSION, KEPT_SESSION_BYTES, KeptSession, SessionLoss};
-use contract::{EventLevel, ResolvedStep, RuntimeMode};
+use contract::{EventLevel, ResolvedStep, RuntimeMode, StepUsage};
 
 use super::{Log, Report, Run};
-use crate::runtime::{SessionArg, session_file};
+use crate::runtime::{SessionArg, reports_session_totals, session_file};
 use crate::workspace::Workspace;
 
 /// The session the job's agent is in, as this run knows it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub(super) struct Session {
     pub runtime: RuntimeMode,
     pub id: String,
+    /// What its CLI last reported as the session's totals, where it reports those.
+    pub totals: Option<StepUsage>,
 }
 
 /// What the job's session is to this run before its first agent run.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub(super) enum Known {
     /// Nothing ran before: the first run begins the session.
     #[default]
@@ -40,6 +42,8 @@ pub(super) enum Known {
 pub(super) struct Plan {
     pub arg: SessionArg,
     pub loss: Option<(SessionLoss, Option<String>)>,
+    /// The continued session's totals before this run.
+    pub totals: Option<StepUsage>,
 }
 
 impl Run<'_> {
@@ -80,6 +84,7 @@ impl Run<'_> {
                         Known::Session(Session {
                             runtime,
                             id: kept.session_id.clone(),
+                            totals: kept.totals,
                         })
                     }
                     Err(e) => {
@@ -102,6 +107,7 @@ impl Run<'_> {
         let begin = |loss| Plan {
             arg: SessionArg::begin(runtime),
             loss,
+            totals: None,
         };
         match std::mem::take(&mut self.session) {
             Known::Nothing => begin(None),
@@ -113,6 +119,7 @@ impl Run<'_> {
                 Some(_) => Plan {
                     arg: SessionArg::Continue(session.id),
                     loss: None,
+                    totals: session.totals,
                 },
                 None => begin(Some((SessionLoss::Lost, Some(session.id)))),
             },
@@ -167,16 +174,26 @@ impl Run<'_> {
 
     /// After an agent run: the session it was in (`said`, as its CLI said it, else what it
     /// was asked), kept for the runs after it; a CLI that began another where it was asked
-    /// to continue one is said.
+    /// to continue one is said. Answers what the run used, of what its CLI `reported`: a
+    /// continued session's totals less those before the run, where the CLI reports totals.
     pub(super) fn session_ran(
         &mut self,
         ws: &Workspace,
         step: Option<&ResolvedStep>,
-        plan: &SessionArg,
+        plan: &Plan,
         said: Option<String>,
-    ) {
+        reported: StepUsage,
+    ) -> StepUsage {
         let runtime = self.task.payload.task.runtime.mode;
-        if let (SessionArg::Continue(asked), Some(said)) = (plan, &said)
+        let totals = reports_session_totals(runtime).then_some(reported);
+        let mut used = reported;
+        if let SessionArg::Continue(asked) = &plan.arg
+            && said.as_ref().is_none_or(|said| said == asked)
+            && let (Some(before), Some(now)) = (&plan.totals, &totals)
+        {
+            used = now.since(before);
+        }
+        if let (SessionArg::Continue(asked), Some(said)) = (&plan.arg, &said)
             && asked != said
         {
             let event = SessionRestarted {
@@ -191,20 +208,23 @@ impl Run<'_> {
                 &event,
             );
         }
-        let Some(id) = said.or_else(|| plan.id().map(str::to_string)) else {
-            return;
+        let Some(id) = said.or_else(|| plan.arg.id().map(str::to_string)) else {
+            return used;
         };
         // A CLI that keeps no file (a stand-in) has no session to continue.
         let Some(file) = session_file(runtime, &ws.home, &id) else {
-            return;
+            return used;
         };
-        self.session = Known::Session(Session {
+        let session = Session {
             runtime,
-            id: id.clone(),
-        });
-        if let Err(why) = self.keep_session(ws, runtime, &id, &file) {
+            id,
+            totals,
+        };
+        if let Err(why) = self.keep_session(ws, &session, &file) {
             tracing::warn!(%why, "the agent session is not kept");
         }
+        self.session = Known::Session(session);
+        used
     }
 
     /// The session file as the artifact a later attempt or round restores, written whole
@@ -212,8 +232,7 @@ impl Run<'_> {
     fn keep_session(
         &self,
         ws: &Workspace,
-        runtime: RuntimeMode,
-        id: &str,
+        session: &Session,
         file: &std::path::Path,
     ) -> Result<(), String> {
         let bytes = std::fs::read(file).map_err(|e| format!("{}: {e}", file.display()))?;
@@ -227,8 +246,9 @@ impl Run<'_> {
             .strip_prefix(&ws.home)
             .map_err(|_| "outside the job's HOME".to_string())?;
         let kept = KeptSession {
-            runtime,
-            session_id: id.to_string(),
+            runtime: session.runtime,
+            session_id: session.id.clone(),
+            totals: session.totals,
             path: path.to_string_lossy().into_owned(),
             content: self
                 .redactor
