@@ -18,8 +18,8 @@ use crate::error::FieldError;
 
 pub use health::{Health, HealthStatus};
 pub use jobs::{
-    AppendStepsBody, ArtifactList, CancelBody, CheckpointList, EventList, FollowUpBody, JobList,
-    PauseBody, RejectBody, ResumeBody, RetryBody,
+    AppendStepsBody, ArtifactList, CancelBody, CheckpointList, EventList, FollowUpBody,
+    GitHubDelivered, JobList, PauseBody, RejectBody, ResumeBody, RetryBody,
 };
 pub use worker::{ClaimBody, Claimed, CompleteBody, EventBody, FailBody, FenceBody, HeartbeatBody};
 

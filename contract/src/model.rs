@@ -66,14 +66,30 @@ pub struct TaskSpec {
 
 /// A follow-up round: its number (2 for the first follow-up) and the first of the steps it
 /// added; the steps from there to the next round's are its own.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Round {
     pub round: u32,
     pub from_step: usize,
+    /// What the pull request said that made it (`check_run:ID`, `review:ID`), for a round
+    /// of feedback; each is taken by one round only.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub causes: Vec<String>,
 }
 
 impl TaskSpec {
+    /// A round took `cause` (`check_run:ID`, `review:ID`) already.
+    pub fn took(&self, cause: &str) -> bool {
+        self.rounds
+            .iter()
+            .any(|r| r.causes.iter().any(|c| c == cause))
+    }
+
+    /// The rounds that took a pull request's feedback.
+    pub fn feedback_rounds(&self) -> u32 {
+        self.rounds.iter().filter(|r| !r.causes.is_empty()).count() as u32
+    }
+
     /// The round the job is in: 1 until a follow-up.
     pub fn round(&self) -> u32 {
         self.rounds.last().map_or(1, |r| r.round)

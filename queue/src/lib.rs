@@ -62,6 +62,7 @@ mod service;
 mod store;
 mod tokens;
 mod waiters;
+mod watch;
 mod workers;
 
 pub use artifacts::{ArtifactContent, Incoming};
@@ -80,4 +81,5 @@ pub use scratch::ScratchPostgres;
 pub use service::{EventFollower, JobFilter, JobPage, Queue, READINESS_TIMEOUT};
 pub use store::{Database, DatabaseError, PgDb, SQLITE_FILE, SqliteDb};
 pub use tokens::{NewToken, Role, SessionPurpose, TokenKind, TokenRecord};
+pub use watch::{Looked, Watch};
 pub use workers::{LIVE_FOR, Sighting, WorkerRecord, missing_capabilities};

@@ -206,6 +206,11 @@ pub(crate) fn complete(
         call: call(fence),
         cancel_requested: late_cancel,
         result_summary: job.result_summary.clone(),
+        // Its presence is what makes the database start watching the pull request.
+        feedback: job
+            .payload
+            .pointer("/task/publish/feedback")
+            .and_then(|v| serde_json::from_value(v.clone()).ok()),
     };
     Ok(changed(vec![PendingEvent::new(
         events::JOB_COMPLETED,
@@ -423,7 +428,7 @@ pub(crate) use cancel::{ack_cancel, acknowledged_by, request_cancel};
 use pauses::pause_now;
 pub(crate) use pauses::{ack_pause, paused_by, request_pause, resume, retry_from_step};
 pub(crate) use recorded::{claimed_event, claimed_event_template, created_event};
-pub(crate) use rounds::{check_follow_up, follow_up};
+pub(crate) use rounds::{check_follow_up, follow_up, needs_attention};
 
 #[cfg(test)]
 mod tests;

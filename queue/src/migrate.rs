@@ -73,6 +73,11 @@ const SQLITE: &[Embedded] = &[
         "budget notifications",
         include_str!("../../migrations/sqlite/0016_budget_notifications.sql"),
     ),
+    (
+        17,
+        "pull request watches",
+        include_str!("../../migrations/sqlite/0017_pull_request_watches.sql"),
+    ),
 ];
 
 const POSTGRES: &[Embedded] = &[
@@ -155,6 +160,11 @@ const POSTGRES: &[Embedded] = &[
         16,
         "budget notifications",
         include_str!("../../migrations/postgres/0016_budget_notifications.sql"),
+    ),
+    (
+        17,
+        "pull request watches",
+        include_str!("../../migrations/postgres/0017_pull_request_watches.sql"),
     ),
 ];
 

@@ -9,6 +9,7 @@
 #[cfg(feature = "bench")]
 pub mod bench;
 pub mod cli;
+pub mod feedback;
 pub mod http;
 pub mod mcp;
 pub mod metrics;

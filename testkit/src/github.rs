@@ -345,8 +345,8 @@ fn review_json(review: &Review, pull: &Pull) -> Value {
     })
 }
 
-/// Records the request, and answers 401 as GitHub does when it lacks the token.
-fn admitted(script: &Shared, what: String, headers: &HeaderMap) -> Result<(), Response> {
+/// Records the request; the 401 GitHub answers when it lacks the token.
+fn refused(script: &Shared, what: String, headers: &HeaderMap) -> Option<Response> {
     let mut s = script.lock().expect("not poisoned");
     s.requests.push(what);
     let sent = headers
@@ -358,13 +358,13 @@ fn admitted(script: &Shared, what: String, headers: &HeaderMap) -> Result<(), Re
         .or_else(|| sent.strip_prefix("token "))
         .unwrap_or_default();
     if token.is_empty() || token != s.token {
-        return Err((
+        return Some((
             StatusCode::UNAUTHORIZED,
             axum::Json(json!({ "message": "Bad credentials", "documentation_url": "https://docs.github.com/rest", "status": "401" })),
         )
             .into_response());
     }
-    Ok(())
+    None
 }
 
 fn not_found() -> Response {
@@ -380,7 +380,7 @@ async fn pull(
     Path((owner, repo, number)): Path<(String, String, u64)>,
     headers: HeaderMap,
 ) -> Response {
-    if let Err(refused) = admitted(
+    if let Some(refused) = refused(
         &script,
         format!("GET /repos/{owner}/{repo}/pulls/{number}"),
         &headers,
@@ -403,7 +403,7 @@ async fn check_runs(
     Path((owner, repo, sha)): Path<(String, String, String)>,
     headers: HeaderMap,
 ) -> Response {
-    if let Err(refused) = admitted(
+    if let Some(refused) = refused(
         &script,
         format!("GET /repos/{owner}/{repo}/commits/{sha}/check-runs"),
         &headers,
@@ -426,7 +426,7 @@ async fn job_logs(
     Path((owner, repo, id)): Path<(String, String, u64)>,
     headers: HeaderMap,
 ) -> Response {
-    if let Err(refused) = admitted(
+    if let Some(refused) = refused(
         &script,
         format!("GET /repos/{owner}/{repo}/actions/jobs/{id}/logs"),
         &headers,
@@ -464,7 +464,7 @@ async fn reviews(
     Path((owner, repo, number)): Path<(String, String, u64)>,
     headers: HeaderMap,
 ) -> Response {
-    if let Err(refused) = admitted(
+    if let Some(refused) = refused(
         &script,
         format!("GET /repos/{owner}/{repo}/pulls/{number}/reviews"),
         &headers,
@@ -493,7 +493,7 @@ async fn review_comments(
     Path((owner, repo, number, id)): Path<(String, String, u64, u64)>,
     headers: HeaderMap,
 ) -> Response {
-    if let Err(refused) = admitted(
+    if let Some(refused) = refused(
         &script,
         format!("GET /repos/{owner}/{repo}/pulls/{number}/reviews/{id}/comments"),
         &headers,

@@ -156,3 +156,13 @@ mod tests {
         );
     }
 }
+
+/// The answer to a GitHub webhook delivery (`POST /api/integrations/github`): the event it
+/// was, and how many watched pull requests look again now because of it.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GitHubDelivered {
+    pub event: String,
+    pub nudged: u64,
+}

@@ -24,8 +24,17 @@ pub const JOB_AWAITING_APPROVAL: &str = "job.awaiting_approval";
 /// raise the budget (and resume) or cancel it.
 pub const JOB_BUDGET_EXCEEDED: &str = "job.budget_exceeded";
 
+/// `event`: the job's pull request has feedback no more rounds of its own will take: a
+/// person is asked to look.
+pub const JOB_NEEDS_ATTENTION: &str = "job.needs_attention";
+
 /// The events a webhook is posted, as the outbox names them.
-pub const EVENTS: [&str; 3] = [JOB_ENDED, JOB_AWAITING_APPROVAL, JOB_BUDGET_EXCEEDED];
+pub const EVENTS: [&str; 4] = [
+    JOB_ENDED,
+    JOB_AWAITING_APPROVAL,
+    JOB_BUDGET_EXCEEDED,
+    JOB_NEEDS_ATTENTION,
+];
 
 /// The text that is signed: the timestamp, a dot, the raw body.
 pub fn signed_text(timestamp: i64, body: &str) -> String {

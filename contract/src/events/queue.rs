@@ -50,6 +50,9 @@ pub struct JobCompleted {
     /// A cancel was requested, too late to stop the job.
     pub cancel_requested: bool,
     pub result_summary: Option<String>,
+    /// The task's `publish.feedback`: the server watches the pull request next.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub feedback: Option<crate::feedback::PrFeedback>,
 }
 
 /// A worker reported the job failed: `job.failed`, `job.dead_lettered`, and what a
@@ -201,6 +204,22 @@ pub struct BudgetExceeded {
     #[serde(flatten)]
     pub overrun: crate::budget::Overrun,
     pub budget: crate::budget::JobBudget,
+}
+
+/// `job.needs_attention`: the pull request's feedback that no round of the job's own will
+/// take, and why.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NeedsAttention {
+    pub reason: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pull_request: Option<String>,
+    /// The feedback rounds the job ran.
+    pub rounds: u32,
+    /// What is waiting: the checks that failed and the reviews that ask for changes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub waiting: Vec<String>,
 }
 
 /// `job.budget_changed`: an operator set the job's budget; `was` is the one before.

@@ -25,6 +25,10 @@ pub const JOB_BUDGET_CHANGED: &str = "job.budget_changed";
 /// An operator followed up on the ended job: its next round is queued (`round`,
 /// `fromStepIndex`, `resumeFrom`, `requestedBy`).
 pub const JOB_FOLLOW_UP_REQUESTED: &str = "job.follow_up_requested";
+/// The job's pull request has feedback (a failed check, a review asking for changes) that
+/// no more rounds of its own will take (`maxRounds` reached, or the server cannot read it):
+/// a person is asked to look (`reason`, `pullRequest`, `rounds`).
+pub const JOB_NEEDS_ATTENTION: &str = "job.needs_attention";
 /// The server posted the job's end (or its wait for approval) to a webhook, which took it.
 pub const JOB_NOTIFICATION_DELIVERED: &str = "job.notification_delivered";
 /// A webhook did not take it: the attempt's status or error, and whether it is tried again.
@@ -46,7 +50,7 @@ pub const ENDINGS: [&str; 5] = [
 /// The prefix reserved for the kinds above.
 pub const RESERVED_PREFIX: &str = "job.";
 
-pub const ALL: [&str; 23] = [
+pub const ALL: [&str; 24] = [
     JOB_CREATED,
     JOB_CLAIMED,
     JOB_COMPLETED,
@@ -67,6 +71,7 @@ pub const ALL: [&str; 23] = [
     JOB_BUDGET_EXCEEDED,
     JOB_BUDGET_CHANGED,
     JOB_FOLLOW_UP_REQUESTED,
+    JOB_NEEDS_ATTENTION,
     JOB_NOTIFICATION_DELIVERED,
     JOB_NOTIFICATION_FAILED,
     JOB_HISTORY_DELETED,

@@ -20,7 +20,7 @@ pub(super) fn rounds(w: &mut Walker, v: Option<&Value>, steps: usize) -> Vec<Rou
         let Some(map) = w.object(item, &path) else {
             continue;
         };
-        w.reject_unknown(map, &path, &["round", "fromStep"]);
+        w.reject_unknown(map, &path, &["round", "fromStep", "causes"]);
         let number = |w: &mut Walker, key: &str| {
             field(map, key).and_then(|v| w.integer(v, &join(&path, key)).ok())
         };
@@ -44,10 +44,35 @@ pub(super) fn rounds(w: &mut Walker, v: Option<&Value>, steps: usize) -> Vec<Rou
             );
             continue;
         }
+        let causes = match field(map, "causes") {
+            None => Vec::new(),
+            Some(v) => match serde_json::from_value::<Vec<String>>(v.clone()) {
+                Ok(causes) if causes.iter().all(|c| is_cause(c)) => causes,
+                _ => {
+                    w.error(
+                        join(&path, "causes"),
+                        "must be a list of check_run:ID and review:ID",
+                    );
+                    continue;
+                }
+            },
+        };
         read.push(Round {
             round: round as u32,
             from_step: from as usize,
+            causes,
         });
     }
     read
+}
+
+/// `check_run:123` or `review:456`: what of a pull request made a round.
+pub fn is_cause(cause: &str) -> bool {
+    let Some((kind, id)) = cause.split_once(':') else {
+        return false;
+    };
+    matches!(kind, "check_run" | "review")
+        && !id.is_empty()
+        && id.len() <= 20
+        && id.bytes().all(|b| b.is_ascii_digit())
 }

@@ -179,7 +179,7 @@ fn feedback(w: &mut Walker, v: Option<&Value>, mode: PublishMode) -> Option<PrFe
         return None;
     }
     let map = section(w, v, PATH, FEEDBACK_FIELDS)?;
-    let mut flag = |w: &mut Walker, key: &str| match map.get(key) {
+    let flag = |w: &mut Walker, key: &str| match map.get(key) {
         None | Some(Value::Null) => true,
         Some(v) => w.boolean(v, &join(PATH, key)).unwrap_or(false),
     };

@@ -85,3 +85,25 @@ pub(crate) fn follow_up(
         available: true,
     })
 }
+
+/// The job's pull request has feedback no round of its own will take: a person is asked
+/// to look. Said only of a job that ended; the job stays as it is.
+pub(crate) fn needs_attention(
+    job: &mut Job,
+    asked: &contract::events::NeedsAttention,
+    now: DateTime<Utc>,
+) -> Outcome {
+    if !job.status.is_terminal() {
+        return Outcome::Unchanged;
+    }
+    job.updated_at = now;
+    Outcome::Changed {
+        events: vec![PendingEvent::new(
+            events::JOB_NEEDS_ATTENTION,
+            EventLevel::Warn,
+            format!("needs attention: {}", asked.reason),
+            asked,
+        )],
+        available: false,
+    }
+}

@@ -16,6 +16,7 @@ mod rounds;
 mod seed;
 mod sessions;
 mod tokens;
+mod watches;
 mod workers;
 mod write;
 

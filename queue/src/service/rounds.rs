@@ -23,6 +23,43 @@ impl Queue {
         user_id: Option<&str>,
         body: &Value,
     ) -> Result<Job, QueueError> {
+        self.follow_up_for(id, user_id, body, Vec::new()).await
+    }
+
+    /// A follow-up made of the pull request's feedback, `causes` naming what in it (a
+    /// check run, a review) the round takes: each cause is taken once, whichever replica
+    /// saw it. `None` when each was taken already (by this job's rounds).
+    pub async fn feedback_round(
+        &self,
+        id: &JobId,
+        causes: Vec<String>,
+        instructions: &str,
+    ) -> Result<Option<Job>, QueueError> {
+        let job = self.get_job(id).await?;
+        let causes = untaken(&job, causes);
+        if causes.is_empty() {
+            return Ok(None);
+        }
+        let body = json!({ "instructions": instructions });
+        match self.follow_up_for(id, None, &body, causes.clone()).await {
+            Ok(job) => Ok(Some(job)),
+            // Another replica made it first: the job moved on, with the round.
+            Err(QueueError::StateConflict { .. })
+                if untaken(&self.get_job(id).await?, causes).is_empty() =>
+            {
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn follow_up_for(
+        &self,
+        id: &JobId,
+        user_id: Option<&str>,
+        body: &Value,
+        causes: Vec<String>,
+    ) -> Result<Job, QueueError> {
         let job = self.get_job(id).await?;
         // The state is the first thing that can be wrong: said before the steps are judged.
         machine::check_follow_up(&job)?;
@@ -34,6 +71,7 @@ impl Queue {
         task.payload.task.rounds.push(Round {
             round,
             from_step: before,
+            causes,
         });
         let payload = serde_json::to_value(&task.payload)
             .map_err(|e| QueueError::invalid("steps", e.to_string()))?;
@@ -92,6 +130,15 @@ impl Queue {
                 .and_then(|p| p.branch.filter(|_| p.commit.is_some())),
         })
     }
+}
+
+/// Those of `causes` no round of the job took yet.
+fn untaken(job: &Job, mut causes: Vec<String>) -> Vec<String> {
+    if let Ok(task) = contract::NormalizedTask::from_job(job) {
+        causes.retain(|c| !task.payload.task.took(c));
+    }
+    causes.dedup();
+    causes
 }
 
 /// The round's steps from the request: `steps` as given, or one step of `instructions`.

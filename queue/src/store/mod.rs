@@ -235,6 +235,7 @@ mod retention;
 mod seed;
 mod sessions;
 mod tokens;
+mod watches;
 mod workers;
 
 mod postgres;

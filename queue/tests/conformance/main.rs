@@ -30,6 +30,7 @@ mod schedule;
 mod text;
 mod tokens;
 mod usage;
+mod watches;
 mod workers;
 
 /// Instantiates each `module::case` once per backend.
@@ -57,6 +58,9 @@ macro_rules! conformance {
 }
 
 conformance! {
+    watches::a_completion_that_wants_feedback_is_watched_by_one_replica_at_a_time,
+    watches::each_cause_of_feedback_makes_one_round,
+    watches::a_person_is_asked_once_and_a_later_completion_watches_again,
     outbox::a_job_s_end_is_in_the_outbox_with_its_event_and_nothing_else_is,
     outbox::a_notification_is_held_by_one_replica_and_settled_only_under_its_claim,
     outbox::a_claim_whose_holder_went_silent_is_taken_over_when_its_lease_ends,

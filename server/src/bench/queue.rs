@@ -297,6 +297,7 @@ pub(crate) async fn serve_api(
         limits: Limits::default(),
         closing: Default::default(),
         metrics: std::sync::Arc::new(crate::metrics::Metrics::new(None)),
+        github: None,
     });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await

@@ -11,6 +11,7 @@ use contract::RuntimeMode;
 use super::db::{DbArgs, QueueSettings};
 use super::defaults::DefaultsArgs;
 use super::error::ConfigError;
+use super::github::GitHubArgs;
 use super::notify::NotifyArgs;
 use super::retention::RetentionArgs;
 use super::worker::AgentArgs;
@@ -55,6 +56,9 @@ pub struct ServeArgs {
     /// How long finished jobs keep their log lines, events, artifacts and rows.
     #[command(flatten, next_help_heading = "Retention")]
     pub retention: RetentionArgs,
+    /// GitHub: pull request feedback and its webhook deliveries.
+    #[command(flatten, next_help_heading = "GitHub")]
+    pub github: GitHubArgs,
 }
 
 /// Everything `stepwise serve` needs, checked before anything starts.
@@ -75,6 +79,10 @@ pub struct Config {
     pub webhooks: crate::webhooks::WebhookConfig,
     /// What finished jobs keep, and for how long.
     pub retention: queue::RetentionConfig,
+    /// Pull request feedback's GitHub API and pace.
+    pub feedback: crate::feedback::FeedbackConfig,
+    /// What GitHub signs its webhook deliveries with; none: they are not taken.
+    pub github_webhook_secret: Option<super::github::HookSecret>,
 }
 
 impl Config {
@@ -92,6 +100,7 @@ impl Config {
             })?;
         let defaults = args.defaults.resolve()?;
         let webhooks = args.notify.resolve()?;
+        let (feedback, github_webhook_secret) = args.github.resolve()?;
         let site_root = match args.site_root {
             Some(root) => root,
             None => default_site_root(),
@@ -123,6 +132,8 @@ impl Config {
                 .then_some(args.max_running_per_repository),
             webhooks,
             retention: args.retention.config(),
+            feedback,
+            github_webhook_secret,
         })
     }
 }
@@ -188,6 +199,7 @@ mod tests {
             max_running_per_repository: 1,
             notify: NotifyArgs::default(),
             retention: RetentionArgs::default(),
+            github: Default::default(),
         }
     }
 

@@ -4,6 +4,7 @@ pub mod config;
 pub mod db;
 pub mod defaults;
 pub mod error;
+pub mod github;
 mod jobs;
 mod mcp;
 mod migrate;

@@ -43,11 +43,18 @@ pub async fn run(config: Config) -> Result<(), CliError> {
 
     // Stops the HTTP server; its streams end at once (the rest drains gracefully).
     let http_stop = CancellationToken::new();
+    let wake = Arc::new(tokio::sync::Notify::new());
+    let feedback =
+        crate::feedback::FeedbackService::new(config.feedback.clone(), queue.clone(), wake.clone());
     let state = AppState {
         queue: queue.clone(),
         limits: Limits::default(),
         closing: http_stop.clone(),
         metrics,
+        github: config
+            .github_webhook_secret
+            .as_ref()
+            .map(|secret| Arc::new(crate::http::GitHubHook::new(secret.0.clone(), wake))),
     };
     let app = router(&config.site(), state.clone(), crate::mcp::router(state));
     let listener = tokio::net::TcpListener::bind(config.addr)
@@ -74,6 +81,7 @@ pub async fn run(config: Config) -> Result<(), CliError> {
     let rescuer =
         queue::Rescuer::new(queue.clone(), queue::RescuerConfig::default()).start(stop.clone());
     let retention = queue::Retention::new(queue.clone(), config.retention).start(stop.clone());
+    let watcher = feedback.start(stop.clone());
     let login = session::login_url(&queue, &base)
         .await
         .map_err(CliError::Bootstrap)?;
@@ -127,6 +135,7 @@ pub async fn run(config: Config) -> Result<(), CliError> {
     let _ = rescuer.await;
     let _ = retention.await;
     let _ = notifier.await;
+    let _ = watcher.await;
     served.map_err(CliError::Serve)
 }
 

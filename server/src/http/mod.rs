@@ -15,4 +15,4 @@ pub mod site;
 pub mod state;
 
 pub use error::ApiError;
-pub use state::{AppState, Limits};
+pub use state::{AppState, GitHubHook, Limits};

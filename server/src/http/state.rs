@@ -18,6 +18,44 @@ pub struct AppState {
     /// What `/metrics` answers; the queue reports to it too when the server wired it as the
     /// queue's observer.
     pub metrics: Arc<Metrics>,
+    /// GitHub's webhook deliveries, when the server takes them (`--github-webhook-secret`).
+    pub github: Option<Arc<GitHubHook>>,
+}
+
+/// What `POST /api/integrations/github` checks a delivery with, and whom it wakes.
+pub struct GitHubHook {
+    secret: String,
+    /// This replica's pull request feedback service, woken when a delivery is taken.
+    pub wake: Arc<tokio::sync::Notify>,
+}
+
+impl GitHubHook {
+    pub fn new(secret: String, wake: Arc<tokio::sync::Notify>) -> GitHubHook {
+        GitHubHook { secret, wake }
+    }
+
+    /// `signed` (`sha256=<hex>`) is the HMAC-SHA256 of `body` under the secret; compared in
+    /// constant time.
+    pub fn verifies(&self, signed: &str, body: &[u8]) -> bool {
+        use hmac::{Hmac, Mac};
+        let Some(hex_digest) = signed.strip_prefix("sha256=") else {
+            return false;
+        };
+        let Ok(digest) = hex::decode(hex_digest) else {
+            return false;
+        };
+        let Ok(mut mac) = Hmac::<sha2::Sha256>::new_from_slice(self.secret.as_bytes()) else {
+            return false;
+        };
+        mac.update(body);
+        mac.verify_slice(&digest).is_ok()
+    }
+}
+
+impl std::fmt::Debug for GitHubHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("GitHubHook([REDACTED])")
+    }
 }
 
 /// Bounds on what a client may ask for.

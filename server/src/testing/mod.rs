@@ -7,6 +7,9 @@ pub mod html;
 pub mod server;
 pub mod site;
 
+/// The GitHub webhook secret of the test servers' `POST /api/integrations/github`.
+pub const GITHUB_WEBHOOK_SECRET: &str = "github-webhook-secret-for-tests";
+
 use std::time::Duration;
 
 use axum::Router;
@@ -25,10 +28,27 @@ pub struct Fixture {
 }
 
 pub async fn fixture(artifact_limit: u64) -> Fixture {
+    fixture_on(
+        artifact_limit,
+        None,
+        std::sync::Arc::new(tokio::sync::Notify::new()),
+    )
+    .await
+}
+
+/// [`fixture`] on the PostgreSQL database at `database_url` (SQLite when `None`), its
+/// GitHub deliveries waking `wake`.
+pub async fn fixture_on(
+    artifact_limit: u64,
+    database_url: Option<&str>,
+    wake: std::sync::Arc<tokio::sync::Notify>,
+) -> Fixture {
     let dir = tempfile::tempdir().expect("a temp dir");
-    let db = queue::Database::open_data_dir(&dir.path().join("data"))
-        .await
-        .expect("the SQLite database opens");
+    let db = match database_url {
+        Some(url) => queue::Database::open_url(url).await,
+        None => queue::Database::open_data_dir(&dir.path().join("data")).await,
+    }
+    .expect("the database opens");
     let mut config = queue::QueueConfig::new(dir.path().join("artifacts"));
     config.max_artifact_bytes = artifact_limit;
     let metrics = std::sync::Arc::new(crate::metrics::Metrics::new(None));
@@ -46,6 +66,10 @@ pub async fn fixture(artifact_limit: u64) -> Fixture {
         limits,
         closing: closing.clone(),
         metrics,
+        github: Some(std::sync::Arc::new(crate::http::GitHubHook::new(
+            GITHUB_WEBHOOK_SECRET.into(),
+            wake,
+        ))),
     };
     let router = router(artifact_limit)
         .merge(crate::http::health::router())

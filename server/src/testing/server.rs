@@ -25,7 +25,19 @@ impl Drop for TestServer {
 }
 
 pub async fn start() -> TestServer {
-    let fixture = fixture(ARTIFACT_LIMIT).await;
+    serve(fixture(ARTIFACT_LIMIT).await).await
+}
+
+/// [`start`] on the PostgreSQL database at `database_url` (SQLite when `None`), its GitHub
+/// deliveries waking `wake`.
+pub async fn start_on(
+    database_url: Option<&str>,
+    wake: std::sync::Arc<tokio::sync::Notify>,
+) -> TestServer {
+    serve(super::fixture_on(ARTIFACT_LIMIT, database_url, wake).await).await
+}
+
+async fn serve(fixture: Fixture) -> TestServer {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("a free port");

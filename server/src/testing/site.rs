@@ -111,6 +111,7 @@ pub async fn test_site_with(
         max_running_per_repository: 1,
         notify: Default::default(),
         retention: Default::default(),
+        github: Default::default(),
     };
     let config = Config::load(args, |_| None).unwrap();
     let metrics = std::sync::Arc::new(crate::metrics::Metrics::new(None));
@@ -124,6 +125,10 @@ pub async fn test_site_with(
                 limits,
                 closing: CancellationToken::new(),
                 metrics,
+                github: Some(std::sync::Arc::new(crate::http::GitHubHook::new(
+                    super::GITHUB_WEBHOOK_SECRET.into(),
+                    std::sync::Arc::new(tokio::sync::Notify::new()),
+                ))),
             };
             router(&config.site(), state.clone(), crate::mcp::router(state))
         },

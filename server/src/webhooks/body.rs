@@ -2,7 +2,9 @@
 //! for Slack, one line of text.
 
 use contract::NormalizedTask;
-use contract::api::webhook::{JOB_AWAITING_APPROVAL, JOB_BUDGET_EXCEEDED, WebhookJob};
+use contract::api::webhook::{
+    JOB_AWAITING_APPROVAL, JOB_BUDGET_EXCEEDED, JOB_NEEDS_ATTENTION, WebhookJob,
+};
 
 use super::target::Ended;
 
@@ -58,6 +60,9 @@ pub fn slack_text(event: &str, job: &WebhookJob) -> String {
     let what = match event {
         JOB_AWAITING_APPROVAL => "waits for approval".to_string(),
         JOB_BUDGET_EXCEEDED => "reached its budget and pauses".to_string(),
+        JOB_NEEDS_ATTENTION => {
+            "needs a person: its pull request has feedback it will not take".to_string()
+        }
         _ => job.state.as_str().to_string(),
     };
     let mut text = format!("stepwise: *{}* {what}", escape(&job.title));

@@ -34,10 +34,11 @@ pub struct Inbox(mpsc::UnboundedSender<Ended>);
 
 impl queue::Observer for Inbox {
     fn recorded(&self, job: &Job, kind: &str, _payload: &Map<String, Value>) {
-        use contract::api::webhook::{JOB_AWAITING_APPROVAL, JOB_ENDED};
+        use contract::api::webhook::{JOB_AWAITING_APPROVAL, JOB_ENDED, JOB_NEEDS_ATTENTION};
         let event = match kind {
             kind if events::ENDINGS.contains(&kind) => JOB_ENDED,
             events::JOB_APPROVAL_REQUESTED => JOB_AWAITING_APPROVAL,
+            events::JOB_NEEDS_ATTENTION => JOB_NEEDS_ATTENTION,
             _ => return,
         };
         // The service gone (the server stopping): the outbox keeps it for the next.

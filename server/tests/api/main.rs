@@ -1242,6 +1242,7 @@ async fn the_openapi_document_describes_every_route() {
         ("post", "/api/queue/jobs/{id}/resume/patch"),
         ("post", "/api/queue/jobs/{id}/resume/session"),
         ("post", "/api/queue/jobs/{id}/approval/request"),
+        ("post", "/api/integrations/github"),
         ("get", "/healthz"),
         ("get", "/readyz"),
         ("get", "/metrics"),

@@ -4,6 +4,7 @@
 mod artifacts;
 mod course;
 mod extract;
+mod integrations;
 mod jobs;
 mod json;
 mod openapi;
@@ -29,6 +30,7 @@ pub fn router(max_artifact_bytes: u64) -> Router<AppState> {
         .fallback(route_not_found);
     Router::new()
         .nest("/api/queue", queue_routes)
+        .merge(integrations::router())
         .merge(openapi::router())
 }
 

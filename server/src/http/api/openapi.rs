@@ -7,18 +7,19 @@ use axum::{Json, Router};
 use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use super::{artifacts, course, jobs, stream, worker};
+use super::{artifacts, course, integrations, jobs, stream, worker};
 use crate::http::auth::User;
 use crate::http::state::AppState;
 
 #[derive(OpenApi)]
 #[openapi(
-    info(title = "stepwise queue API", description = "A queue for coding-agent tasks. Every route but the two probes needs `Authorization: Bearer <token>`."),
+    info(title = "stepwise queue API", description = "A queue for coding-agent tasks. Every route but the two probes and the integrations (signed by their senders) needs `Authorization: Bearer <token>`."),
     paths(
         jobs::create, jobs::list, jobs::show, jobs::cancel, jobs::events, jobs::checkpoints, course::pause, course::resume, course::retry, course::approve, course::reject, course::append_steps, course::set_budget, course::follow_up, stream::stream_events, stream::stream_jobs,
         artifacts::list, artifacts::download, artifacts::upload,
         crate::http::health::healthz, crate::http::health::readyz, crate::http::metrics::metrics,
         worker::claim, worker::heartbeat, worker::complete, worker::fail, worker::append_event, worker::ack_cancel, worker::ack_pause, worker::resume_patch, worker::resume_session, worker::request_approval,
+        integrations::github,
     ),
     modifiers(&BearerAuth),
     security(("bearer" = [])),
@@ -28,6 +29,7 @@ use crate::http::state::AppState;
         (name = "artifacts", description = "Logs, patches and results of a job"),
         (name = "health", description = "Probes for load balancers and orchestrators (no token)"),
         (name = "metrics", description = "Prometheus metrics (any user token)"),
+        (name = "integrations", description = "Deliveries from other services, authenticated by their own signatures (no token)"),
     )
 )]
 pub struct ApiDoc;

@@ -1,0 +1,286 @@
+//! The GitHub REST API as the feedback service reads it: a pull request, its head's check
+//! runs (and a failed one's log, which GitHub Actions serves by a redirect), its reviews
+//! and a review's line comments. Called over HTTPS at a configurable base URL (GitHub
+//! Enterprise's is `https://HOST/api/v3`), with the job's publish credential.
+
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use serde::Deserialize;
+use serde_json::Value;
+
+/// `owner/repo#number`, read from a pull request's address
+/// (`https://github.com/OWNER/REPO/pull/NUMBER`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PullRef {
+    pub owner: String,
+    pub repo: String,
+    pub number: u64,
+}
+
+impl PullRef {
+    pub fn parse(url: &str) -> Option<PullRef> {
+        let rest = url.trim().split_once("://")?.1;
+        let mut parts = rest.split('/').skip(1);
+        let owner = parts.next()?.to_string();
+        let repo = parts.next()?.to_string();
+        (parts.next()? == "pull").then_some(())?;
+        let number = parts.next()?.split(['#', '?']).next()?.parse().ok()?;
+        let plain = |s: &str| {
+            !s.is_empty()
+                && s.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+                && s != "."
+                && s != ".."
+        };
+        (plain(&owner) && plain(&repo)).then_some(PullRef {
+            owner,
+            repo,
+            number,
+        })
+    }
+}
+
+/// Why a call gave nothing to go on.
+#[derive(Debug, thiserror::Error)]
+pub enum GitHubError {
+    /// The credential is refused, or cannot see the repository: a person must act.
+    #[error("GitHub answered {status} to {what}: {message}")]
+    Refused {
+        status: u16,
+        what: String,
+        message: String,
+    },
+    /// Anything that may pass: the network, a 5xx, a rate limit.
+    #[error("GitHub could not be asked {what}: {message}")]
+    Passing { what: String, message: String },
+}
+
+/// The pull request, as far as watching it goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pull {
+    pub open: bool,
+    pub head_sha: String,
+}
+
+/// A check run of the head.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct CheckRun {
+    pub id: u64,
+    pub name: String,
+    pub status: String,
+    pub conclusion: Option<String>,
+    #[serde(default)]
+    pub output: Option<CheckOutput>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct CheckOutput {
+    pub title: Option<String>,
+    pub summary: Option<String>,
+}
+
+impl CheckRun {
+    pub fn completed(&self) -> bool {
+        self.status == "completed"
+    }
+
+    /// A conclusion that asks for a fix (a cancelled or skipped run does not).
+    pub fn failed(&self) -> bool {
+        matches!(
+            self.conclusion.as_deref(),
+            Some("failure" | "timed_out" | "startup_failure")
+        )
+    }
+}
+
+/// A review, as the REST API spells it (`CHANGES_REQUESTED`, `APPROVED`, …).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct Review {
+    pub id: u64,
+    #[serde(default)]
+    pub user: Option<User>,
+    #[serde(default)]
+    pub body: Option<String>,
+    pub state: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct User {
+    pub login: String,
+}
+
+/// A review's comment on a line.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct LineComment {
+    pub path: String,
+    #[serde(default)]
+    pub line: Option<u64>,
+    pub body: String,
+}
+
+/// The API at one base URL.
+#[derive(Debug, Clone)]
+pub struct GitHubApi {
+    http: reqwest::Client,
+    base: String,
+}
+
+/// The most of a log read: its end is what says why it failed.
+const LOG_BYTES: usize = 2 << 20;
+
+impl GitHubApi {
+    pub fn new(base: &str, timeout: Duration) -> GitHubApi {
+        let http = reqwest::Client::builder()
+            .timeout(timeout)
+            .user_agent(concat!("stepwise/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .expect("an HTTP client with rustls builds");
+        GitHubApi {
+            http,
+            base: base.trim_end_matches('/').to_string(),
+        }
+    }
+
+    async fn get(&self, token: &str, path: &str) -> Result<reqwest::Response, GitHubError> {
+        let what = format!("GET {path}");
+        let response = self
+            .http
+            .get(format!("{}{path}", self.base))
+            .bearer_auth(token)
+            .header("Accept", "application/vnd.github+json")
+            .header("X-GitHub-Api-Version", "2022-11-28")
+            .send()
+            .await
+            .map_err(|e| GitHubError::Passing {
+                what: what.clone(),
+                message: e.without_url().to_string(),
+            })?;
+        let status = response.status();
+        if status.is_success() {
+            return Ok(response);
+        }
+        let body: Value = response.json().await.unwrap_or(Value::Null);
+        let message = body["message"]
+            .as_str()
+            .unwrap_or("no message")
+            .chars()
+            .take(300)
+            .collect();
+        // 403 with the rate limit spent passes; a 403 of permissions does not.
+        let limited = status == StatusCode::TOO_MANY_REQUESTS
+            || (status == StatusCode::FORBIDDEN
+                && body["message"]
+                    .as_str()
+                    .is_some_and(|m| m.to_ascii_lowercase().contains("rate limit")));
+        if status.is_server_error() || limited {
+            return Err(GitHubError::Passing { what, message });
+        }
+        Err(GitHubError::Refused {
+            status: status.as_u16(),
+            what,
+            message,
+        })
+    }
+
+    async fn json<T: serde::de::DeserializeOwned>(
+        &self,
+        token: &str,
+        path: &str,
+    ) -> Result<T, GitHubError> {
+        let response = self.get(token, path).await?;
+        response.json().await.map_err(|e| GitHubError::Passing {
+            what: format!("GET {path}"),
+            message: format!("an answer that is not what GitHub documents: {e}"),
+        })
+    }
+
+    pub async fn pull(&self, token: &str, pr: &PullRef) -> Result<Pull, GitHubError> {
+        let path = format!("/repos/{}/{}/pulls/{}", pr.owner, pr.repo, pr.number);
+        let body: Value = self.json(token, &path).await?;
+        Ok(Pull {
+            open: body["state"] == "open",
+            head_sha: body["head"]["sha"].as_str().unwrap_or_default().to_string(),
+        })
+    }
+
+    /// The check runs of commit `sha` (the first hundred).
+    pub async fn check_runs(
+        &self,
+        token: &str,
+        pr: &PullRef,
+        sha: &str,
+    ) -> Result<Vec<CheckRun>, GitHubError> {
+        #[derive(Deserialize)]
+        struct Runs {
+            check_runs: Vec<CheckRun>,
+        }
+        let path = format!(
+            "/repos/{}/{}/commits/{sha}/check-runs?per_page=100",
+            pr.owner, pr.repo
+        );
+        Ok(self.json::<Runs>(token, &path).await?.check_runs)
+    }
+
+    /// The log of check run `id` when GitHub Actions ran it (its check run is its job),
+    /// at most its last [`LOG_BYTES`]; `None` for another app's check, or a log gone.
+    pub async fn job_log(&self, token: &str, pr: &PullRef, id: u64) -> Option<String> {
+        let path = format!("/repos/{}/{}/actions/jobs/{id}/logs", pr.owner, pr.repo);
+        let response = self.get(token, &path).await.ok()?;
+        let bytes = response.bytes().await.ok()?;
+        let start = bytes.len().saturating_sub(LOG_BYTES);
+        Some(String::from_utf8_lossy(&bytes[start..]).into_owned())
+    }
+
+    pub async fn reviews(&self, token: &str, pr: &PullRef) -> Result<Vec<Review>, GitHubError> {
+        let path = format!(
+            "/repos/{}/{}/pulls/{}/reviews?per_page=100",
+            pr.owner, pr.repo, pr.number
+        );
+        self.json(token, &path).await
+    }
+
+    pub async fn review_comments(
+        &self,
+        token: &str,
+        pr: &PullRef,
+        review: u64,
+    ) -> Result<Vec<LineComment>, GitHubError> {
+        let path = format!(
+            "/repos/{}/{}/pulls/{}/reviews/{review}/comments?per_page=100",
+            pr.owner, pr.repo, pr.number
+        );
+        self.json(token, &path).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pull_request_address_reads_as_its_owner_repo_and_number() {
+        assert_eq!(
+            PullRef::parse("https://github.com/octo/hello/pull/7"),
+            Some(PullRef {
+                owner: "octo".into(),
+                repo: "hello".into(),
+                number: 7
+            })
+        );
+        assert_eq!(
+            PullRef::parse("https://ghe.example.com/team/app.rs/pull/12#discussion")
+                .map(|p| p.number),
+            Some(12)
+        );
+        for bad in [
+            "https://github.com/octo/hello/issues/7",
+            "https://github.com/octo/pull/7",
+            "https://github.com/../hello/pull/7",
+            "https://github.com/octo/hello/pull/x",
+            "not a url",
+        ] {
+            assert_eq!(PullRef::parse(bad), None, "{bad}");
+        }
+    }
+}
