@@ -130,6 +130,7 @@ pub fn row(job: &Job, now_ms: i64, waiting: Option<String>, steps_done: u32) -> 
         since: running_since(job),
         usage: job.usage.map(|u| u.compact()).unwrap_or_default(),
         waiting,
+        needs_attention: false,
     }
 }
 
@@ -323,6 +324,10 @@ pub fn job_view(data: JobData<'_>, now_ms: i64, waiting: Option<String>) -> JobV
         };
         fact("Branch", branch);
         fact("Publish", spec.publish.mode.as_str().to_string());
+        fact(
+            "Feedback",
+            course::feedback(task.as_ref()).unwrap_or_default(),
+        );
         if let Some(c) = &spec.completion {
             fact("Done when", c.criteria.clone().unwrap_or_default());
             if let Some(command) = c.check() {

@@ -30,6 +30,9 @@ pub struct JobRow {
     pub usage: String,
     /// Why a queued job waits with no worker able to run it.
     pub waiting: Option<String>,
+    /// Its pull request has feedback no round of its own will take: a person should look.
+    #[serde(default)]
+    pub needs_attention: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

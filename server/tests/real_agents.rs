@@ -52,6 +52,7 @@ fn large_text(chars: usize, end: &str) -> String {
 const FIRST: &str = "Appended the first line to notes.txt as asked.";
 const SECOND: &str = "Appended the second line, and the notes are complete.";
 const THIRD: &str = "The round is done, the notes kept as they were.";
+const FOURTH: &str = "Added the third line the check asked for.";
 
 /// Runs the whole end-to-end check for one runtime. `usage` says what the CLI reports of
 /// the model server's figures for one step's turns.
@@ -64,7 +65,7 @@ async fn end_to_end(runtime: Runtime, usage: fn(&[Recorded]) -> StepUsage) {
     let job = s
         .submit(json!({
             "instructions": objective,
-            "publish": { "mode": "pr", "prTitle": "Notes" },
+            "publish": { "mode": "pr", "prTitle": "Notes", "feedback": { "ci": true, "reviews": false, "maxRounds": 2 } },
             "steps": [
                 { "title": "First line", "instructions": format!("{reading}\n@model shell printf 'one\\n' >> notes.txt\n@model reply {FIRST}") },
                 { "title": "Second line", "instructions": format!("@model shell printf 'two\\n' >> notes.txt\n@model reply {SECOND}") },
@@ -275,6 +276,48 @@ async fn its_session_goes_on_over_steps_and_rounds(
     assert!(
         !kept.content.contains(s.runtime.key.1),
         "{mode}: the key is in the session"
+    );
+
+    // The pull request's CI fails: its log's end becomes the next round, in the session.
+    let context: Value = serde_json::from_str(artifact(&artifacts, task::TASK_CONTEXT)).unwrap();
+    let branch = context["git"]["workingBranch"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let remote = Path::new(&s.remote);
+    let head = worker::testing::run(remote, &["rev-parse", &branch]);
+    s.github.set_head(7, &head);
+    s.github.add_check_run(
+        &head,
+        "notes",
+        Some("failure"),
+        &format!(
+            "checking notes.txt\nerror: notes.txt lacks its third line\n@model shell printf 'three\\n' >> notes.txt\n@model reply {FOURTH}\n"
+        ),
+    );
+    let deadline = Instant::now() + Duration::from_secs(240);
+    let done = loop {
+        let now = s.user.get_job(&job.id).await.unwrap();
+        if now.round == 3 && now.status.is_terminal() {
+            break now;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{mode}: no round of feedback: {now:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(done.status, JobState::Succeeded, "{mode}: {done:?}");
+    let round = held("4/4");
+    assert!(
+        round.contains("error: notes.txt lacks its third line")
+            && round.contains(FIRST)
+            && round.contains(THIRD),
+        "{mode}: the round of feedback began without the log or the job's earlier turns"
+    );
+    assert_eq!(
+        worker::testing::run(remote, &["show", &format!("{branch}:notes.txt")]),
+        "one\ntwo\nthree"
     );
 }
 

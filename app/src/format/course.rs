@@ -1,5 +1,6 @@
 //! What the job page says of an operator's hold on a job: why it paused, which round it
-//! is in, and its budget as the page shows it and its form edits it.
+//! is in, what its pull request's feedback does, and its budget as the page shows it and
+//! its form edits it.
 
 use contract::Job;
 use contract::events::PauseReason;
@@ -42,9 +43,30 @@ pub(super) fn round(job: &Job, task: Option<&contract::NormalizedTask>) -> Optio
     if job.round < 2 {
         return None;
     }
-    let first = task
-        .and_then(|t| t.payload.task.rounds.last())
+    let last = task.and_then(|t| t.payload.task.rounds.last());
+    let first = last
         .map(|r| format!(", from step {}", r.from_step + 1))
         .unwrap_or_default();
-    Some(format!("{} (a follow-up{first})", job.round))
+    let what = match last {
+        Some(r) if !r.causes.is_empty() => "a round of pull request feedback",
+        _ => "a follow-up",
+    };
+    Some(format!("{} ({what}{first})", job.round))
+}
+
+/// What the server does with the pull request's checks and reviews, and the rounds of
+/// feedback used so far.
+pub(super) fn feedback(task: Option<&contract::NormalizedTask>) -> Option<String> {
+    let spec = &task?.payload.task;
+    let feedback = spec.publish.feedback?;
+    let watched = match (feedback.ci, feedback.reviews) {
+        (true, true) => "failed checks and reviews asking for changes",
+        (true, false) => "failed checks",
+        _ => "reviews asking for changes",
+    };
+    Some(format!(
+        "{watched} on its pull request become rounds ({} of {} used)",
+        spec.feedback_rounds(),
+        feedback.max_rounds
+    ))
 }

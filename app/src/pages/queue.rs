@@ -37,10 +37,14 @@ pub async fn list_jobs(status: Option<String>, after: Option<String>) -> Result<
     let now = queue.now();
     let ids: Vec<contract::JobId> = page.jobs.iter().map(|j| j.id).collect();
     let done = queue.steps_finished(&ids).await.map_err(ssr::refused)?;
+    let attention = queue.needing_attention(&ids).await.map_err(ssr::refused)?;
     let row = |job: &contract::Job| {
         let waiting = crate::format::waiting(job, &workers, now);
         let steps_done = done.get(&job.id).copied().unwrap_or(0);
-        crate::format::row(job, now.timestamp_millis(), waiting, steps_done)
+        crate::views::JobRow {
+            needs_attention: attention.contains(&job.id),
+            ..crate::format::row(job, now.timestamp_millis(), waiting, steps_done)
+        }
     };
     Ok(JobList {
         jobs: page.jobs.iter().map(row).collect(),
@@ -156,7 +160,15 @@ fn JobTable(list: JobList, status: String) -> impl IntoView {
             let steps_label = format!("{} of {} steps done", job.steps_done, job.steps);
             view! {
                 <tr>
-                    <td><span class=format!("status {}", job.status.as_str())>{job.status.as_str()}</span></td>
+                    <td>
+                        <span class=format!("status {}", job.status.as_str())>{job.status.as_str()}</span>
+                        {job.needs_attention.then(|| view! {
+                            <span class="status attention" data-testid="needs-attention"
+                                title="Its pull request has feedback no round of its own will take">
+                                "needs attention"
+                            </span>
+                        })}
+                    </td>
                     <td class="title">
                         <a href=href>{job.title}</a>
                         {job.waiting.map(|w| view! { <p class="waiting">{w}</p> })}

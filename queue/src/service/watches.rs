@@ -55,6 +55,20 @@ impl Queue {
         Ok(self.inner.db.watch_state(id).await?)
     }
 
+    /// Which of `ids` need a person: their pull request's feedback waits for one.
+    pub async fn needing_attention(
+        &self,
+        ids: &[JobId],
+    ) -> Result<std::collections::HashSet<JobId>, QueueError> {
+        Ok(self
+            .inner
+            .db
+            .needing_attention(ids)
+            .await?
+            .into_iter()
+            .collect())
+    }
+
     /// Ends `owner`'s `watch` asking for a person, and says so on the job
     /// (`job.needs_attention`, posted to the webhooks too). Said once: `None` when the
     /// lease was no longer this look's.

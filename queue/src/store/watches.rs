@@ -114,6 +114,21 @@ impl Database {
         })
     }
 
+    /// Which of `ids` have a watch that asks for a person.
+    pub(crate) async fn needing_attention(&self, ids: &[JobId]) -> Result<Vec<JobId>, sqlx::Error> {
+        // Few watches ever ask: read them all and keep the ones asked about.
+        let asked: Vec<Id> = on_pool!(self, p => {
+            sqlx::query_scalar("SELECT job_id FROM pr_watches WHERE state = 'needs_attention'")
+                .fetch_all(p)
+                .await
+        })?;
+        Ok(asked
+            .into_iter()
+            .map(|id| JobId::from(id.0))
+            .filter(|id| ids.contains(id))
+            .collect())
+    }
+
     /// The state of job `id`'s watch, if it has one.
     pub(crate) async fn watch_state(&self, id: &JobId) -> Result<Option<String>, sqlx::Error> {
         on_pool!(self, p => {

@@ -250,6 +250,13 @@ pub async fn a_person_is_asked_once_and_a_later_completion_watches_again(h: Harn
         h.queue.watch_state(&job.id).await.unwrap().as_deref(),
         Some("needs_attention")
     );
+    let other = with_feedback(&h, false).await;
+    let asking = h
+        .queue
+        .needing_attention(&[job.id, other.id])
+        .await
+        .unwrap();
+    assert_eq!(asking.into_iter().collect::<Vec<_>>(), [job.id]);
     assert!(look(&h, "r1").await.is_empty());
 
     // A person followed up by hand; its completion watches the pull request again.
@@ -266,6 +273,13 @@ pub async fn a_person_is_asked_once_and_a_later_completion_watches_again(h: Harn
     assert_eq!(
         h.queue.watch_state(&job.id).await.unwrap().as_deref(),
         Some("watching")
+    );
+    assert!(
+        h.queue
+            .needing_attention(&[job.id])
+            .await
+            .unwrap()
+            .is_empty()
     );
     assert_eq!(look(&h, "r2").await.len(), 1);
 }

@@ -146,7 +146,7 @@ pub async fn claimed_job(
     let job = queue.create_job(raw, Some("admin")).await.unwrap();
     let request = queue::ClaimRequest {
         worker_id: worker.into(),
-        capabilities: vec!["codex".into(), "claude".into(), "git".into()],
+        capabilities: vec!["codex".into(), "claude".into(), "git".into(), "gh".into()],
         allowed_types: None,
         allowed_repositories: None,
         lease: Duration::from_secs(600),

@@ -110,6 +110,13 @@ fn valid_body(route: &Route) -> Option<Value> {
         _ if path.ends_with("/steps") => json!({ "steps": [{ "instructions": "more" }] }),
         _ if path.ends_with("/follow-up") => json!({ "steps": [{ "instructions": "once more" }] }),
         _ if path.ends_with("/budget") => json!({ "maxTokens": 1000, "maxMinutes": 0.5 }),
+        "/api/integrations/github" => json!({
+            "action": "completed",
+            "repository": { "html_url": "https://github.com/octo/repo" },
+            "check_run": { "id": 1, "name": "test", "conclusion": "failure",
+                           "pull_requests": [{ "number": 7 }] },
+            "pull_request": { "number": 7, "html_url": "https://github.com/octo/repo/pull/7" },
+        }),
         _ if path.ends_with("/approval/request")
             || path.ends_with("/resume/patch")
             || path.ends_with("/resume/session") =>
@@ -218,9 +225,26 @@ fn rest_request(site: &Site, route: &Route, garbage: &mut Garbage) -> Request<Bo
         request = request.header(header::CONTENT_TYPE, content_type);
     }
     let valid = valid_body(route);
-    request
-        .body(Body::from(garbage.body(valid.as_ref())))
-        .unwrap()
+    let body = garbage.body(valid.as_ref());
+    if route.path == "/api/integrations/github" && garbage.chance(70) {
+        // Signed as GitHub signs, so the garbage gets past the signature to the reading.
+        let event = garbage.pick(&[
+            "check_run",
+            "check_suite",
+            "pull_request_review",
+            "pull_request",
+            "ping",
+            "push",
+            "",
+        ]);
+        request = request
+            .header(
+                "X-Hub-Signature-256",
+                testkit::github::signature(stepwise::testing::GITHUB_WEBHOOK_SECRET, &body),
+            )
+            .header("X-GitHub-Event", event);
+    }
+    request.body(Body::from(body)).unwrap()
 }
 
 /// An artifact upload: the form's fields in any order, with any values, some missing or

@@ -44,12 +44,17 @@ pub struct Runtime {
     pub home_files: &'static [&'static str],
 }
 
+/// The credential the server reads the scripted GitHub with.
+pub const GITHUB_TOKEN: &str = "ghs_realAgentsFeedbackToken0123456789";
+
 pub struct Setup {
     pub _serve: Process,
     /// What a hostile step must not reach, planted around the worker (`setup_hostile`).
     pub planted: Option<crate::probe::Planted>,
     pub user: QueueClient,
     pub model: ModelServer,
+    /// The scripted GitHub API the server reads pull request feedback from.
+    pub github: testkit::github::GitHub,
     pub remote: String,
     pub data: PathBuf,
     pub gh_log: PathBuf,
@@ -90,6 +95,9 @@ async fn setup_full(
 ) -> Setup {
     let bin = agents_bin();
     let model = ModelServer::start().await;
+    let github = testkit::github::GitHub::start(GITHUB_TOKEN).await;
+    // The pull request the recorded gh opens; its head is set once the job pushed.
+    github.open_pull("octo", "hello", 7, "unknown", "0000000");
     let tmp = tempfile::tempdir_in(root).unwrap();
     let remote = worker::testing::remote(tmp.path());
     let (gh, gh_log) = worker::testing::gh_shim(tmp.path());
@@ -130,6 +138,13 @@ async fn setup_full(
             "gh",
         ])
         .args(["--grace-seconds", "1", "--keep-workspaces", "always"])
+        .args([
+            "--github-api-url",
+            &github.url(),
+            "--github-token",
+            GITHUB_TOKEN,
+        ])
+        .args(["--feedback-poll-seconds", "0.2"])
         .args((runtime.flags)(&model.url()))
         // Only what a worker needs: no API key or setting of the machine's leaks in.
         .env_clear()
@@ -165,6 +180,7 @@ async fn setup_full(
         planted,
         user,
         model,
+        github,
         remote,
         data,
         gh_log,
