@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 /// `task.publish.feedback`; absent: the job ends at its pull request.
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct PrFeedback {
     /// A failed check run becomes a round: its name and the end of its log.
     pub ci: bool,

@@ -154,15 +154,7 @@ impl Setup {
 
     /// GitHub posts `event` with `payload` to the server, signed with `secret`.
     async fn deliver(&self, event: &str, payload: &Value, secret: &str) -> (u16, Value) {
-        let delivered = delivery(event, &format!("d-{}", uuid_ish()), payload, secret);
-        let mut request =
-            reqwest::Client::new().post(format!("{}/api/integrations/github", self.server.url()));
-        for (name, value) in &delivered.headers {
-            request = request.header(name, value);
-        }
-        let response = request.body(delivered.body).send().await.unwrap();
-        let status = response.status().as_u16();
-        (status, response.json().await.unwrap_or(Value::Null))
+        deliver_to(&self.server, event, payload, secret).await
     }
 
     async fn kinds(&self, job: &Job) -> Vec<String> {
@@ -491,4 +483,72 @@ async fn two_services_seeing_one_delivery_make_one_round_on_sqlite() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_services_seeing_one_delivery_make_one_round_on_postgres() {
     two_services_seeing_one_delivery_make_one_round(Backend::Postgres).await;
+}
+
+/// Two replicas on one PostgreSQL, each its own server, queue and feedback service, each
+/// sent the same delivery (GitHub posts to both hooks, or retries on the other): one round.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_sent_the_same_delivery_make_one_round_on_postgres() {
+    let s = setup(Backend::Postgres, Duration::from_secs(60), 1).await;
+    let wake = Arc::new(tokio::sync::Notify::new());
+    let other = start_on(s._db.url.as_deref(), wake.clone()).await;
+    FeedbackService::new(
+        config(&s.github, Duration::from_secs(60)),
+        other.queue().clone(),
+        wake,
+    )
+    .start(s.stop.clone());
+    let job = s.submit(json!({})).await;
+    s.round_done(&job, 1).await;
+    let sha1 = s.head(&job).await;
+    s.github.set_head(7, &sha1);
+    // The first look (at the completion) found nothing: the next is a minute away.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !s
+        .github
+        .requests()
+        .iter()
+        .any(|r| r.contains("/check-runs"))
+    {
+        assert!(Instant::now() < deadline, "no first look");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let failed = s
+        .github
+        .add_check_run(&sha1, "test", Some("failure"), "broken\n");
+    let payload = s.github.check_run_event(failed);
+    let (a, b) = tokio::join!(
+        s.deliver("check_run", &payload, GITHUB_WEBHOOK_SECRET),
+        deliver_to(&other, "check_run", &payload, GITHUB_WEBHOOK_SECRET),
+    );
+    assert_eq!((a.0, b.0), (202, 202), "{a:?} {b:?}");
+    s.round_done(&job, 2).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let kinds = s.kinds(&job).await;
+    assert_eq!(
+        kinds
+            .iter()
+            .filter(|k| *k == events::JOB_FOLLOW_UP_REQUESTED)
+            .count(),
+        1,
+        "{kinds:?}"
+    );
+}
+
+/// GitHub posts `event` with `payload` to `server`, signed with `secret`.
+async fn deliver_to(
+    server: &TestServer,
+    event: &str,
+    payload: &Value,
+    secret: &str,
+) -> (u16, Value) {
+    let delivered = delivery(event, &format!("d-{}", uuid_ish()), payload, secret);
+    let mut request =
+        reqwest::Client::new().post(format!("{}/api/integrations/github", server.url()));
+    for (name, value) in &delivered.headers {
+        request = request.header(name, value);
+    }
+    let response = request.body(delivered.body).send().await.unwrap();
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
 }

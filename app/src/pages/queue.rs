@@ -163,10 +163,7 @@ fn JobTable(list: JobList, status: String) -> impl IntoView {
                     <td>
                         <span class=format!("status {}", job.status.as_str())>{job.status.as_str()}</span>
                         {job.needs_attention.then(|| view! {
-                            <span class="status attention" data-testid="needs-attention"
-                                title="Its pull request has feedback no round of its own will take">
-                                "needs attention"
-                            </span>
+                            <span class="status attention" data-testid="needs-attention">"needs attention"</span>
                         })}
                     </td>
                     <td class="title">

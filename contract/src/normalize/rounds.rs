@@ -44,18 +44,22 @@ pub(super) fn rounds(w: &mut Walker, v: Option<&Value>, steps: usize) -> Vec<Rou
             );
             continue;
         }
-        let causes = match field(map, "causes") {
-            None => Vec::new(),
-            Some(v) => match serde_json::from_value::<Vec<String>>(v.clone()) {
-                Ok(causes) if causes.iter().all(|c| is_cause(c)) => causes,
-                _ => {
-                    w.error(
-                        join(&path, "causes"),
-                        "must be a list of check_run:ID and review:ID",
-                    );
-                    continue;
-                }
-            },
+        // Read by hand: a typed read would bring serde's Vec<String> code into the bundle.
+        let causes: Option<Vec<String>> = match field(map, "causes") {
+            None => Some(Vec::new()),
+            Some(v) => v.as_array().and_then(|items| {
+                items
+                    .iter()
+                    .map(|c| c.as_str().filter(|c| is_cause(c)).map(str::to_string))
+                    .collect()
+            }),
+        };
+        let Some(causes) = causes else {
+            w.error(
+                join(&path, "causes"),
+                "must be a list of check_run:ID and review:ID",
+            );
+            continue;
         };
         read.push(Round {
             round: round as u32,

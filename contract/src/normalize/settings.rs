@@ -202,10 +202,7 @@ fn feedback(w: &mut Walker, v: Option<&Value>, mode: PublishMode) -> Option<PrFe
     if mode != PublishMode::Pr {
         w.error(
             PATH,
-            format!(
-                "only a pull request has checks and reviews to watch, and this task publishes \
-                 as {mode}: set task.publish.mode to pr"
-            ),
+            "only a pull request has checks and reviews to watch: set task.publish.mode to pr",
         );
         return None;
     }

@@ -144,6 +144,11 @@ impl FeedbackService {
         let said = match self.read(&token, &pr, &feedback).await {
             Ok(Some(said)) => said,
             Ok(None) => return Ok((Verdict::Closed, pull)),
+            // A pull request GitHub does not show yet may be one it has not caught up with:
+            // only a few looks in a row make it a person's business.
+            Err(GitHubError::Refused { status: 404, .. }) if watch.quiet < 4 => {
+                return Ok((self.backoff(watch), pull));
+            }
             Err(GitHubError::Refused {
                 status,
                 what,
@@ -188,10 +193,12 @@ impl FeedbackService {
                 },
                 pull,
             )),
-            Err(e) if e.code() == contract::api::ErrorCode::JobStateConflict => {
-                // A budget spent, a history deleted: the round cannot be made.
+            // A budget spent, a history deleted, a task at its most steps: the round cannot
+            // be made, and no later look will make it.
+            Err(e @ (queue::QueueError::StateConflict { .. } | queue::QueueError::Invalid(_))) => {
+                let reason = format!("a round of its pull request's feedback cannot be made: {e}");
                 Ok((
-                    attention(e.to_string(), fresh.iter().map(Said::short).collect()),
+                    attention(reason, fresh.iter().map(Said::short).collect()),
                     pull,
                 ))
             }

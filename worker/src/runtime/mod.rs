@@ -8,7 +8,7 @@ mod codex;
 mod gemini;
 mod session;
 
-pub use session::{SessionArg, reports_session_totals, session_file};
+pub use session::{SessionArg, reports_session_totals};
 
 use std::path::{Path, PathBuf};
 
@@ -190,6 +190,18 @@ pub fn invocation(binaries: &Binaries, run: &StepRun<'_>) -> Invocation {
         RuntimeMode::Gemini => gemini::build(run, &mut invocation),
     }
     invocation
+}
+
+/// The file of session `id` of `mode` under `home`, when the CLI left one.
+pub fn session_file(mode: RuntimeMode, home: &Path, id: &str) -> Option<PathBuf> {
+    if id.is_empty() || id.contains(['/', '\\', '.']) {
+        return None;
+    }
+    match mode {
+        RuntimeMode::Codex => codex::session_file(home, id),
+        RuntimeMode::Claude => claude::session_file(home, id),
+        RuntimeMode::Gemini => gemini::session_file(home, id),
+    }
 }
 
 /// What one line of a CLI's streaming output says.

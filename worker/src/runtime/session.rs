@@ -1,5 +1,6 @@
-//! The agent's own session: which one a run begins or continues, and where each CLI left
-//! its file under the job's HOME (measured in docs/notes/agent-sessions.md).
+//! The agent's own session: which one a run begins or continues, what each CLI reports of
+//! a continued one, and the search for its file under the job's HOME (where each CLI
+//! leaves it is its adapter's: measured in docs/notes/agent-sessions.md).
 
 use std::path::{Path, PathBuf};
 
@@ -41,18 +42,6 @@ pub fn reports_session_totals(mode: RuntimeMode) -> bool {
     matches!(mode, RuntimeMode::Codex | RuntimeMode::Claude)
 }
 
-/// The file of session `id` of `mode` under `home`, when the CLI left one.
-pub fn session_file(mode: RuntimeMode, home: &Path, id: &str) -> Option<PathBuf> {
-    if id.is_empty() || id.contains(['/', '\\', '.']) {
-        return None;
-    }
-    match mode {
-        RuntimeMode::Codex => super::codex::session_file(home, id),
-        RuntimeMode::Claude => super::claude::session_file(home, id),
-        RuntimeMode::Gemini => super::gemini::session_file(home, id),
-    }
-}
-
 /// The largest file under `dir`, at most `depth` folders down, whose name `wanted` takes:
 /// the largest, since a CLI may leave a stub of the same session beside it (gemini).
 pub(super) fn largest(dir: &Path, depth: usize, wanted: &dyn Fn(&str) -> bool) -> Option<PathBuf> {
@@ -83,6 +72,7 @@ pub(super) fn largest(dir: &Path, depth: usize, wanted: &dyn Fn(&str) -> bool) -
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::runtime::session_file;
 
     fn touch(path: &Path, bytes: usize) {
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
