@@ -23,6 +23,8 @@ use worker::runner::{Shutdown, WorkerConfig, run};
 use worker::testing::{remote, stage_config};
 
 const TOKEN: &str = "ghs_feedbackTokenForTheTests0123456789";
+/// The poll that stands for a server started without `--github-token`.
+const NO_TOKEN: Duration = Duration::from_millis(101);
 /// The pull request the recorded gh opens.
 const PULL: &str = "https://github.com/octo/hello/pull/7";
 
@@ -49,7 +51,7 @@ impl Drop for Setup {
 fn config(github: &GitHub, poll: Duration) -> FeedbackConfig {
     FeedbackConfig {
         api_url: github.url(),
-        token: Some(TOKEN.into()),
+        token: (poll != NO_TOKEN).then(|| TOKEN.into()),
         poll,
         max_poll: poll * 4,
         timeout: Duration::from_secs(5),
@@ -551,4 +553,28 @@ async fn deliver_to(
     let response = request.body(delivered.body).send().await.unwrap();
     let status = response.status().as_u16();
     (status, response.json().await.unwrap_or(Value::Null))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_without_a_github_credential_asks_for_a_person_at_once() {
+    let s = setup(Backend::Sqlite, NO_TOKEN, 1).await;
+    let job = s.submit(json!({})).await;
+    s.round_done(&job, 1).await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let said = loop {
+        let listed = s.user.list_events(&job.id, None, Some(500)).await.unwrap();
+        if let Some(said) = listed
+            .into_iter()
+            .find(|e| e.kind == events::JOB_NEEDS_ATTENTION)
+        {
+            break said;
+        }
+        assert!(Instant::now() < deadline, "no one was asked");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(said.message.contains("--github-token"), "{}", said.message);
+    assert!(
+        s.github.requests().is_empty(),
+        "GitHub was not called without a credential"
+    );
 }

@@ -23,8 +23,8 @@ pub struct GitHubArgs {
         value_name = "URL"
     )]
     pub github_api_url: String,
-    /// The credential pull request feedback reads GitHub with, for tasks whose publish
-    /// credential (`auth.publishAuthRef`) is not in this server's environment.
+    /// The credential pull request feedback reads GitHub with: read access to pull
+    /// requests, checks and Actions logs of the repositories tasks publish to.
     #[arg(
         long,
         env = "STEPWISE_GITHUB_TOKEN",

@@ -1,7 +1,7 @@
 //! The GitHub REST API as the feedback service reads it: a pull request, its head's check
 //! runs (and a failed one's log, which GitHub Actions serves by a redirect), its reviews
 //! and a review's line comments. Called over HTTPS at a configurable base URL (GitHub
-//! Enterprise's is `https://HOST/api/v3`), with the job's publish credential.
+//! Enterprise's is `https://HOST/api/v3`), with the server's own credential (`--github-token`).
 
 use std::time::Duration;
 

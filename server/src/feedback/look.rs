@@ -135,9 +135,9 @@ impl FeedbackService {
         let Some(pr) = PullRef::parse(&url) else {
             return Ok((Verdict::Closed, pull));
         };
-        let Some(token) = self.token(&task) else {
+        let Some(token) = self.token() else {
             let reason = "the server has no GitHub credential to read the pull request with: \
-                          give it the task's publishAuthRef variable or --github-token"
+                          start it with --github-token (STEPWISE_GITHUB_TOKEN)"
                 .to_string();
             return Ok((attention(reason, Vec::new()), pull));
         };
@@ -289,21 +289,11 @@ impl FeedbackService {
         Ok(Some(said))
     }
 
-    /// The credential the pull request is read with: the task's publish credential when
-    /// this server has it too, else the server's own.
-    fn token(&self, task: &NormalizedTask) -> Option<String> {
-        let auth = &task.payload.auth;
-        auth.publish_auth_ref
-            .as_deref()
-            .or(auth.repo_auth_ref.as_deref())
-            .and_then(|r| {
-                worker::auth_refs::resolve("auth.publishAuthRef", r, |name| {
-                    std::env::var(name).ok()
-                })
-                .ok()
-            })
-            .or_else(|| self.config.token.clone())
-            .filter(|t| !t.is_empty())
+    /// The credential the pull request is read with: the server's own. A task's auth refs
+    /// are resolved on its worker only: resolved here, a task could name any of the
+    /// server's variables or files and have it sent to the API as a token.
+    fn token(&self) -> Option<String> {
+        self.config.token.clone().filter(|t| !t.is_empty())
     }
 }
 

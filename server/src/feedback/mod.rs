@@ -27,7 +27,7 @@ pub use github::PullRef;
 pub struct FeedbackConfig {
     /// `https://api.github.com`, or a GitHub Enterprise's `https://HOST/api/v3`.
     pub api_url: String,
-    /// The server's own credential, for tasks whose publish credential it does not have.
+    /// The credential the API is read with (a task's own stays on its worker).
     pub token: Option<String>,
     /// The wait after a look that found nothing new, doubled each time after.
     pub poll: Duration,
