@@ -57,17 +57,17 @@ impl KeptSession {
                 kept.path
             ));
         }
-        let id_ok = !kept.session_id.is_empty()
-            && kept.session_id.len() <= 64
-            && kept
-                .session_id
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '-');
-        if !id_ok {
+        if !is_session_id(&kept.session_id) {
             return Err(format!("the session id {:?} is not an id", kept.session_id));
         }
         Ok(kept)
     }
+}
+
+/// A session id as every CLI makes them, a UUID: it goes on a CLI's command line, where
+/// anything else (a `-` first) could read as a flag.
+pub fn is_session_id(id: &str) -> bool {
+    uuid::Uuid::try_parse(id).is_ok() && id.len() == 36
 }
 
 /// Why a run starts a new session where it meant to continue one.
@@ -145,9 +145,15 @@ mod tests {
             let error = KeptSession::read(&kept(mode, path, id)).unwrap_err();
             assert!(error.contains("is not under"), "{path}: {error}");
         }
-        let error =
-            KeptSession::read(&kept(RuntimeMode::Codex, ".codex/sessions/a", "a b")).unwrap_err();
-        assert!(error.contains("not an id"), "{error}");
+        for bad in [
+            "a b",
+            "--dangerously-bypass-approvals-and-sandbox",
+            "0b7c9a441e0f4d5e9a8b2c3d4e5f6a7b",
+        ] {
+            let error =
+                KeptSession::read(&kept(RuntimeMode::Codex, ".codex/sessions/a", bad)).unwrap_err();
+            assert!(error.contains("not an id"), "{error}");
+        }
         assert!(KeptSession::read(b"{\"runtime\":\"claude\"}").is_err());
     }
 

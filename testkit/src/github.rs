@@ -39,6 +39,7 @@ struct Review {
     id: u64,
     number: u64,
     user: String,
+    association: String,
     state: String,
     body: String,
     commit_id: String,
@@ -184,6 +185,20 @@ impl GitHub {
         body: &str,
         comments: &[(&str, u64, &str)],
     ) -> u64 {
+        self.add_review_by(number, user, "COLLABORATOR", state, body, comments)
+    }
+
+    /// [`add_review`](Self::add_review) by a reviewer of `association` to the repository
+    /// (`OWNER`, `MEMBER`, `COLLABORATOR`, `CONTRIBUTOR`, `NONE`).
+    pub fn add_review_by(
+        &self,
+        number: u64,
+        user: &str,
+        association: &str,
+        state: &str,
+        body: &str,
+        comments: &[(&str, u64, &str)],
+    ) -> u64 {
         self.with(|s| {
             let id = s.id();
             let commit_id = s
@@ -200,6 +215,7 @@ impl GitHub {
                 id,
                 number,
                 user: user.into(),
+                association: association.into(),
                 state: state.into(),
                 body: body.into(),
                 commit_id,
@@ -337,6 +353,7 @@ fn review_json(review: &Review, pull: &Pull) -> Value {
     json!({
         "id": review.id,
         "user": { "login": review.user, "type": "User" },
+        "author_association": review.association,
         "body": review.body,
         "state": review.state,
         "commit_id": review.commit_id,

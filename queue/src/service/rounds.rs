@@ -23,7 +23,8 @@ impl Queue {
         user_id: Option<&str>,
         body: &Value,
     ) -> Result<Job, QueueError> {
-        self.follow_up_for(id, user_id, body, Vec::new()).await
+        let made = self.follow_up_for(id, user_id, body, None).await?;
+        made.ok_or_else(|| QueueError::invalid("steps", "nothing to follow up with"))
     }
 
     /// A follow-up made of the pull request's feedback, `causes` naming what in it (a
@@ -35,32 +36,39 @@ impl Queue {
         causes: Vec<String>,
         instructions: &str,
     ) -> Result<Option<Job>, QueueError> {
-        let job = self.get_job(id).await?;
-        let causes = untaken(&job, causes);
-        if causes.is_empty() {
-            return Ok(None);
-        }
         let body = json!({ "instructions": instructions });
-        match self.follow_up_for(id, None, &body, causes.clone()).await {
-            Ok(job) => Ok(Some(job)),
+        match self
+            .follow_up_for(id, None, &body, Some(causes.clone()))
+            .await
+        {
             // Another replica made it first: the job moved on, with the round.
             Err(QueueError::StateConflict { .. })
                 if untaken(&self.get_job(id).await?, causes).is_empty() =>
             {
                 Ok(None)
             }
-            Err(e) => Err(e),
+            made => made,
         }
     }
 
+    /// The follow-up of `body`; a round of feedback names its `causes`, and is not made
+    /// (`None`) when every one was taken: judged on the very task the round is made from,
+    /// which the write under the row lock then checks has not changed.
     async fn follow_up_for(
         &self,
         id: &JobId,
         user_id: Option<&str>,
         body: &Value,
-        causes: Vec<String>,
-    ) -> Result<Job, QueueError> {
+        causes: Option<Vec<String>>,
+    ) -> Result<Option<Job>, QueueError> {
         let job = self.get_job(id).await?;
+        let causes = match causes {
+            None => Vec::new(),
+            Some(causes) => match untaken(&job, causes) {
+                causes if causes.is_empty() => return Ok(None),
+                causes => causes,
+            },
+        };
         // The state is the first thing that can be wrong: said before the steps are judged.
         machine::check_follow_up(&job)?;
         let steps = round_steps(body)?;
@@ -94,7 +102,7 @@ impl Queue {
         let outcome = machine::follow_up(&mut locked, user_id, &job.payload, payload, start, now)?;
         tx.save_payload(&locked).await?;
         self.write_outcome(tx, &locked, outcome, now).await?;
-        Ok(locked)
+        Ok(Some(locked))
     }
 
     /// Where round `round`, whose first step is `first_step`, starts: the branch the job

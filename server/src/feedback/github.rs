@@ -39,6 +39,18 @@ impl PullRef {
             number,
         })
     }
+
+    /// It is a pull request of `repository` as a task names it (`owner/repo`, a URL, or a
+    /// path whose last two parts are they), GitHub's names being of any case.
+    pub fn is_of(&self, repository: &str) -> bool {
+        let trimmed = repository.trim().trim_end_matches('/');
+        let trimmed = trimmed.strip_suffix(".git").unwrap_or(trimmed);
+        let mut parts = trimmed.rsplit(['/', ':']);
+        let (Some(repo), Some(owner)) = (parts.next(), parts.next()) else {
+            return false;
+        };
+        owner.eq_ignore_ascii_case(&self.owner) && repo.eq_ignore_ascii_case(&self.repo)
+    }
 }
 
 /// Why a call gave nothing to go on.
@@ -103,6 +115,21 @@ pub struct Review {
     #[serde(default)]
     pub body: Option<String>,
     pub state: String,
+    /// The reviewer's relation to the repository (`OWNER`, `MEMBER`, `COLLABORATOR`,
+    /// `CONTRIBUTOR`, `NONE`, …).
+    #[serde(default)]
+    pub author_association: Option<String>,
+}
+
+impl Review {
+    /// The reviewer may change the repository: an owner, a member of its organization or
+    /// a collaborator.
+    pub fn may_write(&self) -> bool {
+        matches!(
+            self.author_association.as_deref(),
+            Some("OWNER" | "MEMBER" | "COLLABORATOR")
+        )
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -226,10 +253,17 @@ impl GitHubApi {
     /// at most its last [`LOG_BYTES`]; `None` for another app's check, or a log gone.
     pub async fn job_log(&self, token: &str, pr: &PullRef, id: u64) -> Option<String> {
         let path = format!("/repos/{}/{}/actions/jobs/{id}/logs", pr.owner, pr.repo);
-        let response = self.get(token, &path).await.ok()?;
-        let bytes = response.bytes().await.ok()?;
-        let start = bytes.len().saturating_sub(LOG_BYTES);
-        Some(String::from_utf8_lossy(&bytes[start..]).into_owned())
+        let mut response = self.get(token, &path).await.ok()?;
+        // Read as it comes, keeping its end only: a log may be far larger than is kept.
+        let mut kept: Vec<u8> = Vec::new();
+        while let Some(chunk) = response.chunk().await.ok()? {
+            kept.extend_from_slice(&chunk);
+            if kept.len() > 2 * LOG_BYTES {
+                kept.drain(..kept.len() - LOG_BYTES);
+            }
+        }
+        let start = kept.len().saturating_sub(LOG_BYTES);
+        Some(String::from_utf8_lossy(&kept[start..]).into_owned())
     }
 
     pub async fn reviews(&self, token: &str, pr: &PullRef) -> Result<Vec<Review>, GitHubError> {
@@ -273,6 +307,18 @@ mod tests {
                 .map(|p| p.number),
             Some(12)
         );
+        let pr = PullRef::parse("https://github.com/Octo/Hello/pull/7").unwrap();
+        for repository in [
+            "octo/hello",
+            "https://github.com/octo/hello.git",
+            "git@github.com:octo/hello.git",
+            "/tmp/t/octo/hello.git",
+        ] {
+            assert!(pr.is_of(repository), "{repository}");
+        }
+        for other in ["octo/world", "other/hello", "hello", "/tmp/remote.git"] {
+            assert!(!pr.is_of(other), "{other}");
+        }
         for bad in [
             "https://github.com/octo/hello/issues/7",
             "https://github.com/octo/pull/7",

@@ -132,7 +132,9 @@ impl FeedbackService {
             },
         };
         let pull = Some(url.clone());
-        let Some(pr) = PullRef::parse(&url) else {
+        // Only the task's own repository's pull request is read: the address came from
+        // the worker, and the server's token may read more than the task should.
+        let Some(pr) = PullRef::parse(&url).filter(|pr| pr.is_of(&task.payload.repository)) else {
             return Ok((Verdict::Closed, pull));
         };
         let Some(token) = self.token() else {
@@ -141,7 +143,8 @@ impl FeedbackService {
                 .to_string();
             return Ok((attention(reason, Vec::new()), pull));
         };
-        let said = match self.read(&token, &pr, &feedback).await {
+        let spec = &task.payload.task;
+        let said = match self.read(&token, &pr, &feedback, spec).await {
             Ok(Some(said)) => said,
             Ok(None) => return Ok((Verdict::Closed, pull)),
             // A pull request GitHub does not show yet may be one it has not caught up with:
@@ -163,7 +166,6 @@ impl FeedbackService {
             }
             Err(passing) => return Err(passing),
         };
-        let spec = &task.payload.task;
         let fresh: Vec<Said> = said
             .into_iter()
             .filter(|s| !spec.took(&s.cause()))
@@ -195,6 +197,16 @@ impl FeedbackService {
             )),
             // A budget spent, a history deleted, a task at its most steps: the round cannot
             // be made, and no later look will make it.
+            // The job moved on meanwhile (a person's follow-up): look again once it ends.
+            Err(queue::QueueError::StateConflict { .. })
+                if self
+                    .queue
+                    .get_job(&job.id)
+                    .await
+                    .is_ok_and(|now| !now.status.is_terminal() || now.payload != job.payload) =>
+            {
+                Ok((self.backoff(watch), pull))
+            }
             Err(e @ (queue::QueueError::StateConflict { .. } | queue::QueueError::Invalid(_))) => {
                 let reason = format!("a round of its pull request's feedback cannot be made: {e}");
                 Ok((
@@ -216,6 +228,7 @@ impl FeedbackService {
         token: &str,
         pr: &PullRef,
         feedback: &contract::feedback::PrFeedback,
+        spec: &contract::TaskSpec,
     ) -> Result<Option<Vec<Said>>, GitHubError> {
         let pull = self.api.pull(token, pr).await?;
         if !pull.open {
@@ -225,7 +238,11 @@ impl FeedbackService {
         if feedback.ci {
             let runs = self.api.check_runs(token, pr, &pull.head_sha).await?;
             if runs.iter().all(|r| r.completed()) {
-                for run in runs.into_iter().filter(|r| r.failed()) {
+                // What a round took already is not read again (its log may be large).
+                let fresh = |r: &super::github::CheckRun| {
+                    r.failed() && !spec.took(&format!("check_run:{}", r.id))
+                };
+                for run in runs.into_iter().filter(fresh) {
                     let log = match self.api.job_log(token, pr, run.id).await {
                         Some(log) => log,
                         None => run
@@ -253,21 +270,24 @@ impl FeedbackService {
             let reviews = self.api.reviews(token, pr).await?;
             // Each reviewer's stand is their latest review that takes one; a comment
             // alone takes none.
+            // Only those who may change the repository are heard: on a public one anyone
+            // can review, and a review's words become the agent's instructions.
             let mut stands: Vec<&super::github::Review> = Vec::new();
             for review in reviews.iter().filter(|r| {
-                matches!(
-                    r.state.as_str(),
-                    "APPROVED" | "CHANGES_REQUESTED" | "DISMISSED"
-                )
+                r.may_write()
+                    && matches!(
+                        r.state.as_str(),
+                        "APPROVED" | "CHANGES_REQUESTED" | "DISMISSED"
+                    )
             }) {
                 let user = review.user.as_ref().map(|u| u.login.as_str());
                 stands.retain(|s| s.user.as_ref().map(|u| u.login.as_str()) != user);
                 stands.push(review);
             }
-            for review in stands
-                .into_iter()
-                .filter(|r| r.state == "CHANGES_REQUESTED")
-            {
+            let asks = |r: &&super::github::Review| {
+                r.state == "CHANGES_REQUESTED" && !spec.took(&format!("review:{}", r.id))
+            };
+            for review in stands.into_iter().filter(asks) {
                 let comments = self
                     .api
                     .review_comments(token, pr, review.id)

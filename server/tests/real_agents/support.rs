@@ -106,6 +106,12 @@ async fn setup_full(
         crate::probe::add_probe(tmp.path(), &remote);
         crate::probe::plant(tmp.path(), &data.join("work/jobs"))
     });
+    // Named as the pull request the recorded gh opens is of (octo/hello), which the
+    // server's feedback reads only of the task's own repository.
+    let named = tmp.path().join("octo/hello.git");
+    std::fs::create_dir_all(named.parent().unwrap()).unwrap();
+    std::fs::rename(&remote, &named).unwrap();
+    let remote = named.display().to_string();
     let site = tmp.path().join("site");
     std::fs::create_dir_all(site.join("pkg")).unwrap();
     // The worker's user: a HOME of its own, so no login of the machine's is used.

@@ -208,7 +208,11 @@ impl Run<'_> {
                 &event,
             );
         }
-        let Some(id) = said.or_else(|| plan.arg.id().map(str::to_string)) else {
+        // Only an id of the CLI's own shape is kept: it goes on a later command line.
+        let Some(id) = said
+            .or_else(|| plan.arg.id().map(str::to_string))
+            .filter(|id| contract::session::is_session_id(id))
+        else {
             return used;
         };
         // A CLI that keeps no file (a stand-in) has no session to continue.
@@ -235,12 +239,18 @@ impl Run<'_> {
         session: &Session,
         file: &std::path::Path,
     ) -> Result<(), String> {
+        // Its size first: the agent can write to it, and a huge one must not be read.
+        let size = std::fs::symlink_metadata(file)
+            .map_err(|e| format!("{}: {e}", file.display()))?
+            .len();
+        if size > KEPT_SESSION_BYTES as u64 {
+            return Err(format!(
+                "{size} bytes, more than the {KEPT_SESSION_BYTES} kept"
+            ));
+        }
         let bytes = std::fs::read(file).map_err(|e| format!("{}: {e}", file.display()))?;
         if bytes.len() > KEPT_SESSION_BYTES {
-            return Err(format!(
-                "{} bytes, more than the {KEPT_SESSION_BYTES} kept",
-                bytes.len()
-            ));
+            return Err(format!("it grew past the {KEPT_SESSION_BYTES} bytes kept"));
         }
         let path = file
             .strip_prefix(&ws.home)

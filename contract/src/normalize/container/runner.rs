@@ -158,13 +158,15 @@ fn artifacts_subdir(w: &mut Walker, v: &Value) -> Option<String> {
         [
             "logs",
             "patches",
+            "checkpoints",
+            "session",
             "task_context.json",
             "publish_result.json",
         ]
         .contains(first)
     }) {
         Some(
-            "may not be among the worker's own artifacts (logs/, patches/, task_context.json, publish_result.json)",
+            "may not be among the worker's own artifacts (logs/, patches/, checkpoints/, session/, task_context.json, publish_result.json)",
         )
     } else if text.chars().any(char::is_control) {
         Some("may not contain control characters")
@@ -371,7 +373,14 @@ mod tests {
 
     #[test]
     fn artifacts_may_not_land_among_the_worker_s_own() {
-        for subdir in ["logs", "/patches/x", "./logs/steps", "task_context.json"] {
+        for subdir in [
+            "logs",
+            "/patches/x",
+            "./logs/steps",
+            "task_context.json",
+            "session",
+            "checkpoints/a",
+        ] {
             let (_, errors) =
                 checked(json!({ "enabled": true, "image": "a", "artifactsSubdir": subdir }));
             assert_eq!(errors.len(), 1, "{subdir}: {errors:?}");

@@ -35,6 +35,18 @@ fn pulls_named(event: &str, payload: &Value) -> Vec<String> {
             .map(|n| format!("{repo}/pull/{n}"))
             .collect()
     };
+    // Only what can change a look's answer: a check or suite that ended, a review given or
+    // withdrawn, a pull request closed. A suite's runs starting would each wake a look.
+    let action = payload["action"].as_str().unwrap_or_default();
+    let counts = matches!(
+        (event, action),
+        ("check_run" | "check_suite", "completed")
+            | ("pull_request_review", "submitted" | "dismissed")
+            | ("pull_request", "closed")
+    );
+    if !counts {
+        return Vec::new();
+    }
     match event {
         "check_run" => numbered(&payload["check_run"]["pull_requests"]),
         "check_suite" => numbered(&payload["check_suite"]["pull_requests"]),
@@ -96,7 +108,7 @@ mod tests {
     #[test]
     fn a_delivery_names_the_pull_requests_of_its_check_or_review() {
         let repo = json!({ "html_url": "https://github.com/octo/hello" });
-        let check = json!({ "repository": repo, "check_run": { "pull_requests": [{ "number": 7 }, { "number": 9 }] } });
+        let check = json!({ "action": "completed", "repository": repo, "check_run": { "pull_requests": [{ "number": 7 }, { "number": 9 }] } });
         assert_eq!(
             pulls_named("check_run", &check),
             [
@@ -104,12 +116,17 @@ mod tests {
                 "https://github.com/octo/hello/pull/9"
             ]
         );
-        let review = json!({ "repository": repo, "pull_request": { "html_url": "https://github.com/octo/hello/pull/7" } });
+        let review = json!({ "action": "submitted", "repository": repo, "pull_request": { "html_url": "https://github.com/octo/hello/pull/7" } });
         assert_eq!(
             pulls_named("pull_request_review", &review),
             ["https://github.com/octo/hello/pull/7"]
         );
         assert!(pulls_named("issues", &review).is_empty());
+        let started = json!({ "action": "created", "repository": repo, "check_run": { "pull_requests": [{ "number": 7 }] } });
+        assert!(
+            pulls_named("check_run", &started).is_empty(),
+            "a run that only started"
+        );
         assert!(pulls_named("check_run", &json!({ "check_run": {} })).is_empty());
     }
 }
