@@ -422,56 +422,6 @@ mod tests {
     }
 
     #[test]
-    fn a_session_is_begun_under_a_chosen_id_and_continued_by_id() {
-        let args = |mode, session: &SessionArg| {
-            let runtime = settings(mode, Some("m"), Some("high"));
-            invocation(
-                &Binaries::default(),
-                &StepRun {
-                    runtime: &runtime,
-                    prompt: "p",
-                    repo: Path::new("/r"),
-                    home: Path::new("/h"),
-                    endpoint: &Endpoint::default(),
-                    sandboxed: true,
-                    session,
-                },
-            )
-            .args
-        };
-        let pair = |args: &[String], flag: &str| {
-            args.windows(2).find(|w| w[0] == flag).map(|w| w[1].clone())
-        };
-        let begin = SessionArg::Begin(Some("id-1".into()));
-        let again = SessionArg::Continue("id-1".into());
-        for mode in [RuntimeMode::Claude, RuntimeMode::Gemini] {
-            let first = args(mode, &begin);
-            assert_eq!(
-                pair(&first, "--session-id").as_deref(),
-                Some("id-1"),
-                "{mode}"
-            );
-            assert_eq!(pair(&first, "--resume"), None, "{mode}");
-            let later = args(mode, &again);
-            assert_eq!(pair(&later, "--resume").as_deref(), Some("id-1"), "{mode}");
-            assert_eq!(pair(&later, "--session-id"), None, "{mode}");
-            // The last argument is never the id: a prompt argument would be read there.
-            assert_ne!(later.last().map(String::as_str), Some("id-1"), "{mode}");
-        }
-        let first = args(RuntimeMode::Codex, &SessionArg::Begin(None));
-        assert!(!first.contains(&"resume".to_string()), "{first:?}");
-        let later = args(RuntimeMode::Codex, &again);
-        assert_eq!(later[later.len() - 3..], ["resume", "id-1", "-"]);
-        let at = |flag: &str| later.iter().position(|a| a == flag).unwrap();
-        for option in ["-C", "--sandbox", "-m", "--json"] {
-            assert!(
-                at(option) < at("resume"),
-                "{option} after resume: {later:?}"
-            );
-        }
-    }
-
-    #[test]
     fn an_api_key_never_shows_in_debug_output() {
         let endpoint = Endpoint {
             api_key: Some("sk-very-secret-key-123".into()),
