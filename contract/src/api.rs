@@ -1,12 +1,13 @@
 //! The error codes of every front door (REST, the dashboard's server functions, MCP), each
 //! with the one HTTP status it answers with, so a refusal reads the same however it came;
 //! and the request and response bodies of the REST API (`jobs`: the routes people use;
-//! `worker`: the worker routes'), a job as an MCP task resource (`resources`), and what
+//! `worker`: the worker routes'; `schedules`: recurring tasks), a job as an MCP task resource (`resources`), and what
 //! the health probes answer (`health`), and what a webhook is posted (`webhook`).
 
 pub mod health;
 pub mod jobs;
 pub mod resources;
+pub mod schedules;
 pub mod webhook;
 pub mod worker;
 
@@ -18,9 +19,10 @@ use crate::error::FieldError;
 
 pub use health::{Health, HealthStatus};
 pub use jobs::{
-    AppendStepsBody, ArtifactList, CancelBody, CheckpointList, EventList, FollowUpBody,
-    GitHubDelivered, JobList, PauseBody, RejectBody, ResumeBody, RetryBody,
+    AppendStepsBody, ArtifactList, CancelBody, CheckpointList, DeliveryOutcome, EventList,
+    FollowUpBody, GitHubDelivered, JobList, PauseBody, RejectBody, ResumeBody, RetryBody,
 };
+pub use schedules::{Overlap, Schedule, ScheduleList, ScheduleRequest};
 pub use worker::{ClaimBody, Claimed, CompleteBody, EventBody, FailBody, FenceBody, HeartbeatBody};
 
 /// The body of every error answer, from every front door.
@@ -89,6 +91,7 @@ pub enum ErrorCode {
     JobNotFound,
     ArtifactNotFound,
     TokenNotFound,
+    ScheduleNotFound,
     /// The caller's lease (worker id + attempt) no longer holds the job.
     JobOwnershipMismatch,
     /// The job's state forbids the operation.
@@ -112,6 +115,7 @@ crate::wire_names!(ErrorCode, "error code", exact {
     JobNotFound = "job_not_found",
     ArtifactNotFound = "artifact_not_found",
     TokenNotFound = "token_not_found",
+    ScheduleNotFound = "schedule_not_found",
     JobOwnershipMismatch = "job_ownership_mismatch",
     JobStateConflict = "job_state_conflict",
     RouteNotFound = "route_not_found",
@@ -128,7 +132,10 @@ impl ErrorCode {
             ErrorCode::InvalidRequest => 400,
             ErrorCode::InvalidQueuePayload => 422,
             ErrorCode::PayloadTooLarge => 413,
-            ErrorCode::JobNotFound | ErrorCode::ArtifactNotFound | ErrorCode::TokenNotFound => 404,
+            ErrorCode::JobNotFound
+            | ErrorCode::ArtifactNotFound
+            | ErrorCode::TokenNotFound
+            | ErrorCode::ScheduleNotFound => 404,
             ErrorCode::RouteNotFound => 404,
             ErrorCode::MethodNotAllowed => 405,
             ErrorCode::JobOwnershipMismatch | ErrorCode::JobStateConflict => 409,

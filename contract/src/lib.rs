@@ -46,6 +46,7 @@ pub mod normalize;
 pub mod prompt;
 pub mod rules;
 pub mod session;
+pub mod source;
 pub mod states;
 pub mod steps;
 pub mod text;

@@ -35,6 +35,10 @@ pub struct Payload {
     pub required_capabilities: Vec<String>,
     pub auth: AuthRefs,
     pub task: TaskSpec,
+    /// What made the job when no person did (a GitHub issue's label or mention). Left
+    /// out of the JSON when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<crate::source::JobSource>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -71,11 +75,14 @@ pub struct TaskSpec {
 pub struct Round {
     pub round: u32,
     pub from_step: usize,
-    /// What the pull request said that made it (`check_run:ID`, `review:ID`), for a round
-    /// of feedback; each is taken by one round only.
+    /// What the pull request said that made it (`check_run:ID`, `review:ID`, or a
+    /// comment that mentioned stepwise, `comment:ID`); each is taken by one round only.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub causes: Vec<String>,
 }
+
+/// The prefix of a round's cause that is a person's comment (`comment:ID`).
+pub const MENTION_CAUSE: &str = "comment:";
 
 impl TaskSpec {
     /// A round took `cause` (`check_run:ID`, `review:ID`) already.
@@ -85,9 +92,13 @@ impl TaskSpec {
             .any(|r| r.causes.iter().any(|c| c == cause))
     }
 
-    /// The rounds that took a pull request's feedback.
+    /// The rounds that took a pull request's feedback (a person's mention, `comment:ID`,
+    /// is a cause too, but it is not feedback that counts against `maxRounds`).
     pub fn feedback_rounds(&self) -> u32 {
-        self.rounds.iter().filter(|r| !r.causes.is_empty()).count() as u32
+        self.rounds
+            .iter()
+            .filter(|r| r.causes.iter().any(|c| !c.starts_with(MENTION_CAUSE)))
+            .count() as u32
     }
 
     /// The round the job is in: 1 until a follow-up.

@@ -9,12 +9,14 @@ pub enum Entity {
     Job,
     Artifact,
     Token,
+    Schedule,
 }
 
 contract::wire_names!(Entity, "entity", exact {
     Job = "job",
     Artifact = "artifact",
     Token = "token",
+    Schedule = "schedule",
 });
 
 #[derive(Debug, thiserror::Error)]
@@ -66,6 +68,7 @@ impl QueueError {
                 Entity::Job => ErrorCode::JobNotFound,
                 Entity::Artifact => ErrorCode::ArtifactNotFound,
                 Entity::Token => ErrorCode::TokenNotFound,
+                Entity::Schedule => ErrorCode::ScheduleNotFound,
             },
             QueueError::OwnershipMismatch { .. } => ErrorCode::JobOwnershipMismatch,
             QueueError::StateConflict { .. } => ErrorCode::JobStateConflict,

@@ -78,6 +78,16 @@ const SQLITE: &[Embedded] = &[
         "pull request watches",
         include_str!("../../migrations/sqlite/0017_pull_request_watches.sql"),
     ),
+    (
+        18,
+        "github source",
+        include_str!("../../migrations/sqlite/0018_github_source.sql"),
+    ),
+    (
+        19,
+        "schedules",
+        include_str!("../../migrations/sqlite/0019_schedules.sql"),
+    ),
 ];
 
 const POSTGRES: &[Embedded] = &[
@@ -165,6 +175,16 @@ const POSTGRES: &[Embedded] = &[
         17,
         "pull request watches",
         include_str!("../../migrations/postgres/0017_pull_request_watches.sql"),
+    ),
+    (
+        18,
+        "github source",
+        include_str!("../../migrations/postgres/0018_github_source.sql"),
+    ),
+    (
+        19,
+        "schedules",
+        include_str!("../../migrations/postgres/0019_schedules.sql"),
     ),
 ];
 

@@ -10,6 +10,7 @@
 pub mod bench;
 pub mod cli;
 pub mod feedback;
+pub mod github;
 pub mod http;
 pub mod mcp;
 pub mod metrics;

@@ -133,6 +133,7 @@ pub fn JobPage() -> impl IntoView {
                         // Server-rendered only; the live job swaps them for the server's
                         // fresh ones when what they show changes (see `live::cards_shape`).
                         <div id=CARDS_ID>
+                            <source::SourceSection id=view.id.clone()/>
                             {published_artifact(&view)
                                 .map(|artifact| view! { <published::PublishedSection id=view.id.clone() artifact/> })}
                             <course::CourseSection view/>
@@ -190,6 +191,7 @@ mod course;
 #[cfg(feature = "hydrate")]
 mod live;
 mod published;
+mod source;
 
 /// The job's head, facts, notices and step timeline with the output tail.
 #[component]

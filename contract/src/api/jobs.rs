@@ -158,11 +158,38 @@ mod tests {
 }
 
 /// The answer to a GitHub webhook delivery (`POST /api/integrations/github`): the event it
-/// was, and how many watched pull requests look again now because of it.
+/// was, how many watched pull requests look again now because of it, and what the
+/// server's rules made of it.
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct GitHubDelivered {
     pub event: String,
     pub nudged: u64,
+    #[serde(default)]
+    pub outcome: DeliveryOutcome,
+    /// The job it queued or followed up on, or the one a repeat of it had queued.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job: Option<JobId>,
+    /// Why it made no job, for people.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// What a delivery made of the rules (`--github-rules`).
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeliveryOutcome {
+    /// No rule is about it (another event, repository, label; an edited comment).
+    #[default]
+    Ignored,
+    /// A rule made a job of it.
+    Queued,
+    /// A mention on a job's own pull request: the job's next round.
+    FollowedUp,
+    /// The same delivery came before: its job is the one it made then.
+    Repeat,
+    /// A rule is about it, but its author may not ask (not a collaborator, not listed).
+    Refused,
 }

@@ -20,6 +20,9 @@ pub struct JobCreated {
     /// The scheduled start, when the request gave one in the future.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub not_before: Option<DateTime<Utc>>,
+    /// What made the job when no person did (`payload.source`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<crate::source::JobSource>,
 }
 
 /// Who held the job and until when: `job.claimed`, and `job.lease_expired` with what

@@ -9,6 +9,7 @@ use crate::defaults::Defaults;
 use crate::model::Payload;
 use crate::modes::RuntimeMode;
 use crate::rules;
+use crate::source::JobSource;
 use crate::wire::AuthRefs;
 
 const FIELDS: &[&str] = &[
@@ -18,6 +19,7 @@ const FIELDS: &[&str] = &[
     "requiredCapabilities",
     "auth",
     "task",
+    "source",
 ];
 const AUTH_FIELDS: &[&str] = &["repoAuthRef", "publishAuthRef"];
 
@@ -32,6 +34,7 @@ pub fn payload(w: &mut Walker, v: &Value, defaults: &Defaults) -> Option<Payload
         "requiredCapabilities",
     );
     let auth = auth(w, map);
+    let source = field(map, "source").and_then(|v| source(w, v));
     let task = task(w, field(map, "task"), target, defaults)?;
     let mut payload = Payload {
         repository,
@@ -39,6 +42,7 @@ pub fn payload(w: &mut Walker, v: &Value, defaults: &Defaults) -> Option<Payload
         required_capabilities,
         auth,
         task,
+        source,
     };
     match derive_capabilities(&payload) {
         Ok(caps) => payload.required_capabilities = caps,
@@ -91,4 +95,32 @@ fn auth(w: &mut Walker, map: &Map<String, Value>) -> AuthRefs {
         repo_auth_ref: reference("repoAuthRef"),
         publish_auth_ref: reference("publishAuthRef"),
     }
+}
+
+/// `source` where tasks are not stored (the browser).
+#[cfg(not(feature = "sources"))]
+fn source(w: &mut Walker, _: &Value) -> Option<JobSource> {
+    w.error(
+        "source",
+        "set only by the server's integrations: leave it out",
+    );
+    None
+}
+
+/// `source`, as the server's integrations write it; read back strictly, since a job's
+/// stored payload is normalized again (a follow-up, appended steps).
+#[cfg(feature = "sources")]
+fn source(w: &mut Walker, v: &Value) -> Option<JobSource> {
+    let parsed = match JobSource::read(v) {
+        Ok(parsed) => parsed,
+        Err(e) => {
+            w.error("source", format!("not a job source: {e}"));
+            return None;
+        }
+    };
+    let problems = parsed.problems();
+    for (path, problem) in &problems {
+        w.error(*path, *problem);
+    }
+    problems.is_empty().then_some(parsed)
 }

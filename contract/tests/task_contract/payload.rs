@@ -489,7 +489,7 @@ fn unknown_fields_are_rejected_everywhere() {
         (
             with(minimal(), "/payload/branch", json!("x")),
             "branch",
-            "repository, repo, targetRuntime, requiredCapabilities, auth, task",
+            "repository, repo, targetRuntime, requiredCapabilities, auth, task, source",
         ),
         (
             task_with("title", json!("x")),

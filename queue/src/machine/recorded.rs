@@ -86,6 +86,10 @@ pub(crate) fn created_event(job: &Job) -> PendingEvent {
             required_capabilities: job.required_capabilities.clone(),
             created_by_user_id: job.created_by_user_id.clone(),
             not_before: scheduled,
+            source: job
+                .payload
+                .get("source")
+                .and_then(|s| serde_json::from_value(s.clone()).ok()),
         },
     )
 }

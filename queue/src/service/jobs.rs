@@ -39,6 +39,23 @@ impl Queue {
         raw: &serde_json::Value,
         created_by: Option<&str>,
     ) -> Result<Job, QueueError> {
+        if raw.pointer("/payload/source").is_some() {
+            // The delivery it names would be a job's key: only the server's integrations
+            // write one (`create_sourced_job`).
+            return Err(QueueError::invalid(
+                "source",
+                "set only by the server's integrations (a GitHub delivery): leave it out",
+            ));
+        }
+        self.insert_job(raw, created_by).await
+    }
+
+    /// [`create_job`](Self::create_job) for any request, its source included.
+    pub(super) async fn insert_job(
+        &self,
+        raw: &serde_json::Value,
+        created_by: Option<&str>,
+    ) -> Result<Job, QueueError> {
         let now = self.now();
         // Every field problem at once: the schedule's beside the task's.
         let (task, not_before) = match (

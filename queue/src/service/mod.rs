@@ -10,11 +10,13 @@ mod jobs;
 mod lifecycle;
 mod outbox;
 mod pauses;
+mod replies;
 mod retention;
 mod rounds;
 #[cfg(feature = "seed")]
 mod seed;
 mod sessions;
+mod sourced;
 mod tokens;
 mod watches;
 mod workers;

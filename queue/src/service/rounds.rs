@@ -36,9 +36,34 @@ impl Queue {
         causes: Vec<String>,
         instructions: &str,
     ) -> Result<Option<Job>, QueueError> {
+        self.caused_round(id, None, causes, instructions).await
+    }
+
+    /// A follow-up a person asked for by a comment that mentions stepwise on the job's own
+    /// pull request: `comment` (GitHub's id of it) is taken once, however often the
+    /// delivery comes.
+    pub async fn mention_round(
+        &self,
+        id: &JobId,
+        user_id: &str,
+        comment: u64,
+        instructions: &str,
+    ) -> Result<Option<Job>, QueueError> {
+        let cause = format!("{}{comment}", contract::model::MENTION_CAUSE);
+        self.caused_round(id, Some(user_id), vec![cause], instructions)
+            .await
+    }
+
+    async fn caused_round(
+        &self,
+        id: &JobId,
+        user_id: Option<&str>,
+        causes: Vec<String>,
+        instructions: &str,
+    ) -> Result<Option<Job>, QueueError> {
         let body = json!({ "instructions": instructions });
         match self
-            .follow_up_for(id, None, &body, Some(causes.clone()))
+            .follow_up_for(id, user_id, &body, Some(causes.clone()))
             .await
         {
             // Another replica made it first: the job moved on, with the round.

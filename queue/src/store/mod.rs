@@ -230,10 +230,12 @@ mod database;
 mod events;
 mod jobs;
 mod outbox;
+mod replies;
 mod retention;
 #[cfg(feature = "seed")]
 mod seed;
 mod sessions;
+mod sourced;
 mod tokens;
 mod watches;
 mod workers;

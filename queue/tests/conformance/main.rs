@@ -22,6 +22,7 @@ mod listing;
 mod notify;
 mod outbox;
 mod pauses;
+mod replies;
 mod rescuer;
 mod retention;
 mod retry;
@@ -58,6 +59,8 @@ macro_rules! conformance {
 }
 
 conformance! {
+    replies::a_delivery_makes_one_job_and_its_reply_is_due_with_it,
+    replies::a_reply_is_held_by_one_replica_and_due_again_when_its_job_ends,
     watches::a_completion_that_wants_feedback_is_watched_by_one_replica_at_a_time,
     watches::each_cause_of_feedback_makes_one_round,
     watches::a_person_is_asked_once_and_a_later_completion_watches_again,

@@ -83,6 +83,8 @@ pub struct Config {
     pub feedback: crate::feedback::FeedbackConfig,
     /// What GitHub signs its webhook deliveries with; none: they are not taken.
     pub github_webhook_secret: Option<super::github::HookSecret>,
+    /// The rules that make jobs of GitHub's deliveries (read once already, so they read).
+    pub github_rules: Option<std::path::PathBuf>,
 }
 
 impl Config {
@@ -134,6 +136,7 @@ impl Config {
             retention: args.retention.config(),
             feedback,
             github_webhook_secret,
+            github_rules: args.github.github_rules.clone(),
         })
     }
 }

@@ -50,6 +50,11 @@ pub struct GitHubArgs {
         value_name = "SECONDS"
     )]
     pub feedback_poll_seconds: f64,
+    /// Which GitHub issues and comments become jobs, and the task each becomes (a JSON
+    /// file; see the README's "Work from GitHub"). Read again at a delivery when it
+    /// changed. Needs --github-webhook-secret and --github-token.
+    #[arg(long, env = "STEPWISE_GITHUB_RULES", value_name = "FILE")]
+    pub github_rules: Option<std::path::PathBuf>,
 }
 
 impl std::fmt::Debug for GitHubArgs {
@@ -65,6 +70,7 @@ impl std::fmt::Debug for GitHubArgs {
                 &self.github_webhook_secret.as_ref().map(|_| "[REDACTED]"),
             )
             .field("feedback_poll_seconds", &self.feedback_poll_seconds)
+            .field("github_rules", &self.github_rules)
             .finish()
     }
 }
@@ -76,6 +82,7 @@ impl Default for GitHubArgs {
             github_token: None,
             github_webhook_secret: None,
             feedback_poll_seconds: 30.0,
+            github_rules: None,
         }
     }
 }
@@ -121,6 +128,25 @@ impl GitHubArgs {
                 reason: format!("shorter than {MIN_SECRET_CHARS} characters"),
             });
         }
+        if let Some(rules) = &self.github_rules {
+            let missing = match (&secret, &self.github_token) {
+                (None, _) => Some("--github-webhook-secret (GitHub's deliveries are the source)"),
+                (_, None) => Some("--github-token (to check authors and answer on the issue)"),
+                _ => None,
+            };
+            if let Some(missing) = missing {
+                return Err(ConfigError::Flag {
+                    flag: "--github-rules",
+                    value: rules.display().to_string(),
+                    reason: format!("needs {missing}"),
+                });
+            }
+            crate::github::rules::RulesFile::open(rules).map_err(|reason| ConfigError::Flag {
+                flag: "--github-rules",
+                value: rules.display().to_string(),
+                reason,
+            })?;
+        }
         let poll = Duration::from_secs_f64(poll);
         Ok((
             FeedbackConfig {
@@ -132,5 +158,44 @@ impl GitHubArgs {
             },
             secret.map(HookSecret),
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with_rules(rules: &std::path::Path, secret: bool, token: bool) -> GitHubArgs {
+        GitHubArgs {
+            github_rules: Some(rules.to_path_buf()),
+            github_webhook_secret: secret.then(|| "a-secret-of-enough-length".into()),
+            github_token: token.then(|| "ghs_token".into()),
+            ..GitHubArgs::default()
+        }
+    }
+
+    #[test]
+    fn rules_need_the_secret_the_token_and_a_file_that_reads() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("rules.json");
+        let rule = serde_json::json!({"rules": [{"repositories": ["octo/hello"], "label": "go", "job": {"payload": {"task": {}}}}]});
+        std::fs::write(&path, rule.to_string()).unwrap();
+        assert!(with_rules(&path, true, true).resolve().is_ok());
+        let said = |args: GitHubArgs| args.resolve().unwrap_err().to_string();
+        assert!(said(with_rules(&path, false, true)).contains("--github-webhook-secret"));
+        assert!(said(with_rules(&path, true, false)).contains("--github-token"));
+        std::fs::write(
+            &path,
+            r#"{"rules": [{"repositories": ["octo/hello"], "job": {}}]}"#,
+        )
+        .unwrap();
+        let why = said(with_rules(&path, true, true));
+        assert!(
+            why.contains("--github-rules") && why.contains("rules[0].label"),
+            "{why}"
+        );
+        assert!(
+            said(with_rules(&dir.path().join("absent.json"), true, true)).contains("absent.json")
+        );
     }
 }

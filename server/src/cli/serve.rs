@@ -46,17 +46,6 @@ pub async fn run(config: Config) -> Result<(), CliError> {
     let wake = Arc::new(tokio::sync::Notify::new());
     let feedback =
         crate::feedback::FeedbackService::new(config.feedback.clone(), queue.clone(), wake.clone());
-    let state = AppState {
-        queue: queue.clone(),
-        limits: Limits::default(),
-        closing: http_stop.clone(),
-        metrics,
-        github: config
-            .github_webhook_secret
-            .as_ref()
-            .map(|secret| Arc::new(crate::http::GitHubHook::new(secret.0.clone(), wake))),
-    };
-    let app = router(&config.site(), state.clone(), crate::mcp::router(state));
     let listener = tokio::net::TcpListener::bind(config.addr)
         .await
         .map_err(|source| CliError::Bind {
@@ -64,15 +53,26 @@ pub async fn run(config: Config) -> Result<(), CliError> {
             source,
         })?;
     let local = listener.local_addr().map_err(CliError::Serve)?;
+    let base = base_url(local);
+    let mut webhooks = config.webhooks.clone();
+    webhooks.public_url.get_or_insert_with(|| base.clone());
+    let (intake, replies) = github_source(&config, &queue, webhooks.public_url.as_deref())?;
+    let state = AppState {
+        queue: queue.clone(),
+        limits: Limits::default(),
+        closing: http_stop.clone(),
+        metrics,
+        github: config.github_webhook_secret.as_ref().map(|secret| {
+            Arc::new(crate::http::GitHubHook::new(secret.0.clone(), wake).with_intake(intake))
+        }),
+    };
+    let app = router(&config.site(), state.clone(), crate::mcp::router(state));
     // Printed, not logged: these are the lines a person looks for, and a log must never
     // hold a secret. The admin token is shown this once.
     if let Some(secret) = admin {
         say!("created the first admin token (shown only now; keep it): {secret}");
         say!("use it as `Authorization: Bearer <token>`; make more with `stepwise token create`");
     }
-    let base = base_url(local);
-    let mut webhooks = config.webhooks.clone();
-    webhooks.public_url.get_or_insert_with(|| base.clone());
     let notifier = crate::webhooks::WebhookService::new(webhooks, queue.clone(), ended)
         .start(stop.clone())
         .await;
@@ -82,6 +82,7 @@ pub async fn run(config: Config) -> Result<(), CliError> {
         queue::Rescuer::new(queue.clone(), queue::RescuerConfig::default()).start(stop.clone());
     let retention = queue::Retention::new(queue.clone(), config.retention).start(stop.clone());
     let watcher = feedback.start(stop.clone());
+    let replier = replies.map(|r| r.start(stop.clone()));
     let login = session::login_url(&queue, &base)
         .await
         .map_err(CliError::Bootstrap)?;
@@ -136,10 +137,53 @@ pub async fn run(config: Config) -> Result<(), CliError> {
     let _ = retention.await;
     let _ = notifier.await;
     let _ = watcher.await;
+    if let Some(replier) = replier {
+        let _ = replier.await;
+    }
     served.map_err(CliError::Serve)
 }
 
 /// Where a person on this machine reaches a listener: a wildcard bind is reached on loopback.
+/// With `--github-rules`: what makes jobs of GitHub's deliveries, and the service that
+/// answers on their issues.
+fn github_source(
+    config: &Config,
+    queue: &queue::Queue,
+    public_url: Option<&str>,
+) -> Result<
+    (
+        Option<Arc<crate::github::intake::Intake>>,
+        Option<crate::github::replies::ReplyService>,
+    ),
+    CliError,
+> {
+    use crate::github::{api::GitHubApi, intake::Intake, replies, rules::RulesFile};
+    let (Some(path), Some(token)) = (&config.github_rules, &config.feedback.token) else {
+        return Ok((None, None));
+    };
+    let rules = RulesFile::open(path).map_err(|reason| {
+        CliError::Config(super::error::ConfigError::Flag {
+            flag: "--github-rules",
+            value: path.display().to_string(),
+            reason,
+        })
+    })?;
+    let wake = Arc::new(tokio::sync::Notify::new());
+    let api = GitHubApi::new(&config.feedback.api_url, config.feedback.timeout);
+    let intake = Intake::new(rules, api, token.clone(), wake.clone());
+    let reply = replies::ReplyConfig {
+        api_url: config.feedback.api_url.clone(),
+        token: token.clone(),
+        public_url: public_url.unwrap_or_default().to_string(),
+        retry: std::time::Duration::from_secs(5),
+        timeout: config.feedback.timeout,
+    };
+    Ok((
+        Some(Arc::new(intake)),
+        Some(replies::ReplyService::new(reply, queue.clone(), wake)),
+    ))
+}
+
 fn base_url(local: std::net::SocketAddr) -> String {
     let ip = match local.ip() {
         ip if ip.is_unspecified() && ip.is_ipv4() => std::net::Ipv4Addr::LOCALHOST.into(),

@@ -9,8 +9,8 @@ use queue::{Looked, Watch};
 use worker::redact::Redactor;
 
 use super::FeedbackService;
-use super::github::{GitHubError, PullRef};
 use super::text::{Said, instructions};
+use crate::github::api::{self as github, GitHubError, PullRef};
 
 /// How a look ended, before it is written.
 enum Verdict {
@@ -239,9 +239,8 @@ impl FeedbackService {
             let runs = self.api.check_runs(token, pr, &pull.head_sha).await?;
             if runs.iter().all(|r| r.completed()) {
                 // What a round took already is not read again (its log may be large).
-                let fresh = |r: &super::github::CheckRun| {
-                    r.failed() && !spec.took(&format!("check_run:{}", r.id))
-                };
+                let fresh =
+                    |r: &github::CheckRun| r.failed() && !spec.took(&format!("check_run:{}", r.id));
                 for run in runs.into_iter().filter(fresh) {
                     let log = match self.api.job_log(token, pr, run.id).await {
                         Some(log) => log,
@@ -272,7 +271,7 @@ impl FeedbackService {
             // alone takes none.
             // Only those who may change the repository are heard: on a public one anyone
             // can review, and a review's words become the agent's instructions.
-            let mut stands: Vec<&super::github::Review> = Vec::new();
+            let mut stands: Vec<&github::Review> = Vec::new();
             for review in reviews.iter().filter(|r| {
                 r.may_write()
                     && matches!(
@@ -284,7 +283,7 @@ impl FeedbackService {
                 stands.retain(|s| s.user.as_ref().map(|u| u.login.as_str()) != user);
                 stands.push(review);
             }
-            let asks = |r: &&super::github::Review| {
+            let asks = |r: &&github::Review| {
                 r.state == "CHANGES_REQUESTED" && !spec.took(&format!("review:{}", r.id))
             };
             for review in stands.into_iter().filter(asks) {

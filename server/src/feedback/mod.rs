@@ -5,12 +5,11 @@
 //!
 //! The watches are rows the database writes with the job's completion (queue's
 //! `pr_watches`); every replica's service leases due rows and looks (`look.rs`), reading
-//! GitHub's REST API (`github.rs`) and telling the round what it read (`text.rs`). A look
+//! GitHub's REST API (`crate::github::api`) and telling the round what it read (`text.rs`). A look
 //! finds nothing new, and the next is later each time; GitHub's webhooks
 //! (`POST /api/integrations/github`) bring a watch's next look forward. A cause of
 //! feedback makes one round however many replicas see it: the queue takes each cause once.
 
-mod github;
 mod look;
 mod text;
 
@@ -20,7 +19,8 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-pub use github::PullRef;
+use crate::github::api as github;
+pub use crate::github::api::PullRef;
 
 /// Where the GitHub API is and how often a pull request is looked at.
 #[derive(Clone)]

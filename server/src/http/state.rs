@@ -27,11 +27,23 @@ pub struct GitHubHook {
     secret: String,
     /// This replica's pull request feedback service, woken when a delivery is taken.
     pub wake: Arc<tokio::sync::Notify>,
+    /// What makes jobs of deliveries, when the server has rules (`--github-rules`).
+    pub intake: Option<Arc<crate::github::intake::Intake>>,
 }
 
 impl GitHubHook {
     pub fn new(secret: String, wake: Arc<tokio::sync::Notify>) -> GitHubHook {
-        GitHubHook { secret, wake }
+        GitHubHook {
+            secret,
+            wake,
+            intake: None,
+        }
+    }
+
+    /// The hook that also makes jobs of deliveries by `intake`'s rules.
+    pub fn with_intake(mut self, intake: Option<Arc<crate::github::intake::Intake>>) -> GitHubHook {
+        self.intake = intake;
+        self
     }
 
     /// `signed` (`sha256=<hex>`) is the HMAC-SHA256 of `body` under the secret; compared in

@@ -43,6 +43,17 @@ pub async fn fixture_on(
     database_url: Option<&str>,
     wake: std::sync::Arc<tokio::sync::Notify>,
 ) -> Fixture {
+    fixture_with(artifact_limit, database_url, wake, |_| None).await
+}
+
+/// [`fixture_on`] whose GitHub deliveries also make jobs by the intake `intake` makes of
+/// the fixture's queue.
+pub async fn fixture_with(
+    artifact_limit: u64,
+    database_url: Option<&str>,
+    wake: std::sync::Arc<tokio::sync::Notify>,
+    intake: impl FnOnce(&Queue) -> Option<std::sync::Arc<crate::github::intake::Intake>>,
+) -> Fixture {
     let dir = tempfile::tempdir().expect("a temp dir");
     let db = match database_url {
         Some(url) => queue::Database::open_url(url).await,
@@ -66,10 +77,10 @@ pub async fn fixture_on(
         limits,
         closing: closing.clone(),
         metrics,
-        github: Some(std::sync::Arc::new(crate::http::GitHubHook::new(
-            GITHUB_WEBHOOK_SECRET.into(),
-            wake,
-        ))),
+        github: Some(std::sync::Arc::new(
+            crate::http::GitHubHook::new(GITHUB_WEBHOOK_SECRET.into(), wake)
+                .with_intake(intake(&queue)),
+        )),
     };
     let router = router(artifact_limit)
         .merge(crate::http::health::router())

@@ -37,6 +37,16 @@ pub async fn start_on(
     serve(super::fixture_on(ARTIFACT_LIMIT, database_url, wake).await).await
 }
 
+/// [`start_on`] whose GitHub deliveries also make jobs by the intake `intake` makes of
+/// the server's queue.
+pub async fn start_with(
+    database_url: Option<&str>,
+    wake: std::sync::Arc<tokio::sync::Notify>,
+    intake: impl FnOnce(&queue::Queue) -> Option<std::sync::Arc<crate::github::intake::Intake>>,
+) -> TestServer {
+    serve(super::fixture_with(ARTIFACT_LIMIT, database_url, wake, intake).await).await
+}
+
 async fn serve(fixture: Fixture) -> TestServer {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await

@@ -125,10 +125,13 @@ pub async fn test_site_with(
                 limits,
                 closing: CancellationToken::new(),
                 metrics,
-                github: Some(std::sync::Arc::new(crate::http::GitHubHook::new(
-                    super::GITHUB_WEBHOOK_SECRET.into(),
-                    std::sync::Arc::new(tokio::sync::Notify::new()),
-                ))),
+                github: Some(std::sync::Arc::new(
+                    crate::http::GitHubHook::new(
+                        super::GITHUB_WEBHOOK_SECRET.into(),
+                        std::sync::Arc::new(tokio::sync::Notify::new()),
+                    )
+                    .with_intake(Some(any_author_intake(site))),
+                )),
             };
             router(&config.site(), state.clone(), crate::mcp::router(state))
         },
@@ -266,4 +269,24 @@ pub async fn call_server_fn(
         .unwrap();
     let (status, _, body) = send(app, request).await;
     (status, body)
+}
+
+/// An intake whose rule hears anyone in `octo/*`, so the site's GitHub deliveries reach
+/// as far as a job; its API is an address nothing answers at.
+fn any_author_intake(site: &std::path::Path) -> std::sync::Arc<crate::github::intake::Intake> {
+    let rules = site.join("github-rules.json");
+    let file = serde_json::json!({ "rules": [{
+        "repositories": ["octo/*"],
+        "label": "stepwise",
+        "mention": "@stepwise",
+        "authors": "anyone",
+        "job": { "payload": { "task": { "steps": [{ "instructions": "Do it" }] } } },
+    }] });
+    std::fs::write(&rules, file.to_string()).unwrap();
+    std::sync::Arc::new(crate::github::intake::Intake::new(
+        crate::github::rules::RulesFile::open(&rules).unwrap(),
+        crate::github::api::GitHubApi::new("http://127.0.0.1:9", Duration::from_millis(200)),
+        "not-a-token".into(),
+        std::sync::Arc::new(tokio::sync::Notify::new()),
+    ))
 }

@@ -112,7 +112,14 @@ fn valid_body(route: &Route) -> Option<Value> {
         _ if path.ends_with("/budget") => json!({ "maxTokens": 1000, "maxMinutes": 0.5 }),
         "/api/integrations/github" => json!({
             "action": "completed",
-            "repository": { "html_url": "https://github.com/octo/repo" },
+            "repository": { "html_url": "https://github.com/octo/repo", "full_name": "octo/repo",
+                            "clone_url": "https://github.com/octo/repo.git" },
+            "issue": { "number": 3, "title": "Fix it", "body": "It broke.",
+                       "html_url": "https://github.com/octo/repo/issues/3" },
+            "label": { "name": "stepwise" },
+            "comment": { "id": 11, "body": "@stepwise fix it", "user": { "login": "someone" },
+                         "html_url": "https://github.com/octo/repo/issues/3#issuecomment-11" },
+            "sender": { "login": "someone" },
             "check_run": { "id": 1, "name": "test", "conclusion": "failure",
                            "pull_requests": [{ "number": 7 }] },
             "pull_request": { "number": 7, "html_url": "https://github.com/octo/repo/pull/7" },
@@ -235,9 +242,13 @@ fn rest_request(site: &Site, route: &Route, garbage: &mut Garbage) -> Request<Bo
             "pull_request",
             "ping",
             "push",
+            "issues",
+            "issue_comment",
             "",
         ]);
+        let delivery = garbage.pick(&["72d3162e-cc78-11e3", "d-1", "", "a b", "<script>"]);
         request = request
+            .header("X-GitHub-Delivery", delivery)
             .header(
                 "X-Hub-Signature-256",
                 testkit::github::signature(stepwise::testing::GITHUB_WEBHOOK_SECRET, &body),

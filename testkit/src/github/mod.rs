@@ -1,17 +1,21 @@
 //! A scripted GitHub REST API for tests: pull requests, check runs with their logs (as
 //! GitHub Actions serves them, by a redirect to the text), reviews and their line comments,
 //! in GitHub's documented shapes; and webhook deliveries signed as GitHub signs them
-//! (`X-Hub-Signature-256: sha256=<HMAC-SHA256 of the body>`). It answers only a caller
-//! that sends its token, and records every request.
+//! (`X-Hub-Signature-256: sha256=<HMAC-SHA256 of the body>`); issues, their comments and
+//! the repository's collaborators (`issues.rs`). It answers only a caller that sends its
+//! token, and records every request.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
 use axum::Router;
-use axum::routing::get;
+use axum::routing::{get, patch, post};
 use serde_json::{Value, json};
 
+mod issues;
 mod routes;
+
+pub use issues::{Comment, Issue};
 
 use routes::{
     check_run, check_runs, job_logs, log_text, pull, pull_json, pull_ref, repository,
@@ -58,6 +62,8 @@ struct Script {
     checks: Vec<CheckRun>,
     reviews: Vec<Review>,
     requests: Vec<String>,
+    collaborators: Vec<String>,
+    comments: Vec<Comment>,
 }
 
 impl Script {
@@ -112,6 +118,18 @@ impl GitHub {
                 get(review_comments),
             )
             .route("/download/logs/{id}", get(log_text))
+            .route(
+                "/repos/{owner}/{repo}/collaborators/{user}",
+                get(issues::collaborator),
+            )
+            .route(
+                "/repos/{owner}/{repo}/issues/{number}/comments",
+                post(issues::post_comment),
+            )
+            .route(
+                "/repos/{owner}/{repo}/issues/comments/{id}",
+                patch(issues::edit_comment),
+            )
             .with_state(script.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await

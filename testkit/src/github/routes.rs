@@ -72,7 +72,7 @@ pub(super) fn review_json(review: &Review, pull: &Pull) -> Value {
 }
 
 /// Records the request; the 401 GitHub answers when it lacks the token.
-fn refused(script: &Shared, what: String, headers: &HeaderMap) -> Option<Response> {
+pub(super) fn refused(script: &Shared, what: String, headers: &HeaderMap) -> Option<Response> {
     let mut s = script.lock().expect("not poisoned");
     s.requests.push(what);
     let sent = headers
@@ -93,7 +93,7 @@ fn refused(script: &Shared, what: String, headers: &HeaderMap) -> Option<Respons
     None
 }
 
-fn not_found() -> Response {
+pub(super) fn not_found() -> Response {
     (
         StatusCode::NOT_FOUND,
         axum::Json(json!({ "message": "Not Found", "documentation_url": "https://docs.github.com/rest", "status": "404" })),

@@ -1,9 +1,10 @@
-//! `POST /api/integrations/github`: GitHub's webhook deliveries, the fast path of pull
-//! request feedback. A delivery is taken only with a valid `X-Hub-Signature-256` (the
-//! HMAC-SHA256 of the raw body under `--github-webhook-secret`); one of a check run, a
-//! check suite, a review or a pull request brings the next look at the pull requests it
-//! names forward. Nothing is stored of a delivery, and the feedback itself is always read
-//! back from GitHub's API: a delivery only says when to look.
+//! `POST /api/integrations/github`: GitHub's webhook deliveries. A delivery is taken only
+//! with a valid `X-Hub-Signature-256` (the HMAC-SHA256 of the raw body under
+//! `--github-webhook-secret`). One of a check run, a check suite, a review or a pull
+//! request brings the next look at the pull requests it names forward (pull request
+//! feedback, always read back from GitHub's API: a delivery only says when to look). With
+//! `--github-rules`, an issue labeled or a comment that mentions stepwise becomes a job
+//! (`crate::github::intake`), once per `X-GitHub-Delivery`.
 
 use axum::Json;
 use axum::Router;
@@ -11,14 +12,16 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::routing::post;
-use contract::api::{ErrorBody, ErrorCode, GitHubDelivered};
+use contract::api::{DeliveryOutcome, ErrorBody, ErrorCode, GitHubDelivered};
 use serde_json::Value;
 
 use crate::http::error::ApiError;
 use crate::http::state::AppState;
 
 pub fn router() -> Router<AppState> {
-    Router::new().route("/api/integrations/github", post(github))
+    Router::new()
+        .route("/api/integrations/github", post(github))
+        .method_not_allowed_fallback(super::method_not_allowed)
 }
 
 /// The pull requests a delivery of `event` names, by address.
@@ -60,7 +63,7 @@ fn pulls_named(event: &str, payload: &Value) -> Vec<String> {
 
 #[utoipa::path(post, path = "/api/integrations/github", tag = "integrations",
     request_body(content = Vec<u8>, content_type = "application/json", description = "a webhook delivery exactly as GitHub sends it, with its `X-GitHub-Event`, `X-GitHub-Delivery` and `X-Hub-Signature-256` headers"),
-    responses((status = 202, description = "taken: the watches of the pull requests it names look again now", body = GitHubDelivered), (status = 401, description = "no signature, or not the HMAC of the body under the server's secret: nothing was done", body = ErrorBody), (status = 404, description = "the server takes no GitHub deliveries (no --github-webhook-secret)", body = ErrorBody), (status = 400, body = ErrorBody)))]
+    responses((status = 202, description = "taken: the watches of the pull requests it names look again now, and what the rules made of it (a job queued or followed up, a repeat, ignored or refused, and why)", body = GitHubDelivered), (status = 401, description = "no signature, or not the HMAC of the body under the server's secret: nothing was done", body = ErrorBody), (status = 404, description = "the server takes no GitHub deliveries (no --github-webhook-secret)", body = ErrorBody), (status = 400, body = ErrorBody)))]
 async fn github(
     State(state): State<AppState>,
     headers: HeaderMap,
@@ -93,10 +96,28 @@ async fn github(
     if nudged > 0 {
         hook.wake.notify_one();
     }
-    Ok((
-        axum::http::StatusCode::ACCEPTED,
-        Json(GitHubDelivered { event, nudged }),
-    ))
+    let mut answer = GitHubDelivered {
+        event,
+        nudged,
+        outcome: DeliveryOutcome::Ignored,
+        job: None,
+        reason: None,
+    };
+    if let Some(intake) = &hook.intake {
+        let delivery = header("x-github-delivery").unwrap_or_default();
+        if let Some(problem) = contract::source::delivery_problem(delivery) {
+            return Err(ApiError::bad_request(format!(
+                "X-GitHub-Delivery: {problem}"
+            )));
+        }
+        let taken = intake
+            .take(&state.queue, &answer.event, delivery, &payload)
+            .await?;
+        answer.outcome = taken.outcome;
+        answer.job = taken.job;
+        answer.reason = taken.reason;
+    }
+    Ok((axum::http::StatusCode::ACCEPTED, Json(answer)))
 }
 
 #[cfg(test)]

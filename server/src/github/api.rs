@@ -1,7 +1,9 @@
-//! The GitHub REST API as the feedback service reads it: a pull request, its head's check
-//! runs (and a failed one's log, which GitHub Actions serves by a redirect), its reviews
-//! and a review's line comments. Called over HTTPS at a configurable base URL (GitHub
-//! Enterprise's is `https://HOST/api/v3`), with the server's own credential (`--github-token`).
+//! The GitHub REST API as the server calls it: for pull request feedback, a pull request,
+//! its head's check runs (and a failed one's log, which GitHub Actions serves by a
+//! redirect), its reviews and a review's line comments; for jobs from issues, whether a
+//! person is a collaborator, and the comment the server writes and edits on an issue.
+//! Called over HTTPS at a configurable base URL (GitHub Enterprise's is
+//! `https://HOST/api/v3`), with the server's own credential (`--github-token`).
 
 use std::time::Duration;
 
@@ -38,6 +40,17 @@ impl PullRef {
             repo,
             number,
         })
+    }
+
+    /// An issue's or a pull request's page (`…/issues/N` or `…/pull/N`): both take
+    /// comments at the issues API.
+    pub fn parse_thread(url: &str) -> Option<PullRef> {
+        let rest = url.trim().split_once("://")?;
+        PullRef::parse(&format!(
+            "{}://{}",
+            rest.0,
+            rest.1.replacen("/issues/", "/pull/", 1)
+        ))
     }
 
     /// It is a pull request of `repository` as a task names it (`owner/repo`, a URL, or a
@@ -170,10 +183,22 @@ impl GitHubApi {
     }
 
     async fn get(&self, token: &str, path: &str) -> Result<reqwest::Response, GitHubError> {
-        let what = format!("GET {path}");
-        let response = self
-            .http
-            .get(format!("{}{path}", self.base))
+        self.send(token, reqwest::Method::GET, path, None).await
+    }
+
+    async fn send(
+        &self,
+        token: &str,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<&Value>,
+    ) -> Result<reqwest::Response, GitHubError> {
+        let what = format!("{method} {path}");
+        let mut request = self.http.request(method, format!("{}{path}", self.base));
+        if let Some(body) = body {
+            request = request.json(body);
+        }
+        let response = request
             .bearer_auth(token)
             .header("Accept", "application/vnd.github+json")
             .header("X-GitHub-Api-Version", "2022-11-28")
@@ -264,6 +289,70 @@ impl GitHubApi {
         }
         let start = kept.len().saturating_sub(LOG_BYTES);
         Some(String::from_utf8_lossy(&kept[start..]).into_owned())
+    }
+
+    /// `login` may push to the repository (GitHub answers 204 for a collaborator, 404
+    /// for anyone else).
+    pub async fn is_collaborator(
+        &self,
+        token: &str,
+        owner: &str,
+        repo: &str,
+        login: &str,
+    ) -> Result<bool, GitHubError> {
+        let plain = !login.is_empty()
+            && login
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '[' | ']'));
+        if !plain {
+            return Ok(false);
+        }
+        let path = format!("/repos/{owner}/{repo}/collaborators/{login}");
+        match self.get(token, &path).await {
+            Ok(_) => Ok(true),
+            Err(GitHubError::Refused { status: 404, .. }) => Ok(false),
+            Err(other) => Err(other),
+        }
+    }
+
+    /// Writes `body` as a new comment on issue or pull request `thread`; the comment's id.
+    pub async fn post_comment(
+        &self,
+        token: &str,
+        thread: &PullRef,
+        body: &str,
+    ) -> Result<u64, GitHubError> {
+        let path = format!(
+            "/repos/{}/{}/issues/{}/comments",
+            thread.owner, thread.repo, thread.number
+        );
+        let sent = serde_json::json!({ "body": body });
+        let response = self
+            .send(token, reqwest::Method::POST, &path, Some(&sent))
+            .await?;
+        let made: Value = response.json().await.unwrap_or(Value::Null);
+        made["id"].as_u64().ok_or_else(|| GitHubError::Passing {
+            what: format!("POST {path}"),
+            message: "the answer names no comment id".into(),
+        })
+    }
+
+    /// Replaces comment `id`'s text with `body`.
+    pub async fn edit_comment(
+        &self,
+        token: &str,
+        thread: &PullRef,
+        id: u64,
+        body: &str,
+    ) -> Result<(), GitHubError> {
+        let path = format!(
+            "/repos/{}/{}/issues/comments/{id}",
+            thread.owner, thread.repo
+        );
+        let sent = serde_json::json!({ "body": body });
+        self.send(token, reqwest::Method::PATCH, &path, Some(&sent))
+            .await
+            .map(drop)
     }
 
     pub async fn reviews(&self, token: &str, pr: &PullRef) -> Result<Vec<Review>, GitHubError> {
