@@ -115,6 +115,7 @@ pub fn App() -> impl IntoView {
                 <nav aria-label="Main">
                     <a href="/tasks/queue">"Queue"</a>
                     <a href="/tasks/workers">"Workers"</a>
+                    <a href="/tasks/schedules">"Schedules"</a>
                 </nav>
                 <LogoutButton/>
             </header>
@@ -127,6 +128,7 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("/tasks/queue/:id") view=pages::job::JobPage ssr=SsrMode::Async/>
                     <Route path=path!("/tasks/queue/:id/artifacts/:artifact") view=pages::artifact::ArtifactPage ssr=SsrMode::Async/>
                     <Route path=path!("/tasks/workers") view=pages::workers::WorkersPage ssr=SsrMode::Async/>
+                    <Route path=path!("/tasks/schedules") view=pages::schedules::SchedulesPage ssr=SsrMode::Async/>
                     <Route path=path!("/login") view=pages::login::LoginPage/>
                 </Routes>
             </main>

@@ -4,4 +4,5 @@ pub mod login;
 pub mod new_task;
 pub mod not_found;
 pub mod queue;
+pub mod schedules;
 pub mod workers;

@@ -13,6 +13,7 @@ mod pauses;
 mod replies;
 mod retention;
 mod rounds;
+mod schedules;
 #[cfg(feature = "seed")]
 mod seed;
 mod sessions;

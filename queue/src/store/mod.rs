@@ -232,6 +232,7 @@ mod jobs;
 mod outbox;
 mod replies;
 mod retention;
+mod schedules;
 #[cfg(feature = "seed")]
 mod seed;
 mod sessions;
@@ -249,6 +250,7 @@ pub(crate) use events::{EventOrder, EventPage};
 pub(crate) use jobs::ListSql;
 pub(crate) use postgres::{Swap, Swapped};
 pub(crate) use retention::Due;
+pub(crate) use schedules::{Leased, Passed};
 
 fn decode_err(error: impl std::error::Error + Send + Sync + 'static) -> sqlx::Error {
     sqlx::Error::Decode(Box::new(error))

@@ -28,6 +28,7 @@ mod retention;
 mod retry;
 mod rounds;
 mod schedule;
+mod schedules;
 mod text;
 mod tokens;
 mod usage;
@@ -59,6 +60,11 @@ macro_rules! conformance {
 }
 
 conformance! {
+    schedules::a_schedule_s_problems_are_named_by_their_field,
+    schedules::a_slot_makes_exactly_one_job_however_many_replicas_pass,
+    schedules::skip_makes_no_job_while_the_previous_one_goes_on,
+    schedules::missed_slots_run_at_most_the_latest_and_only_with_catch_up,
+    schedules::a_paused_schedule_makes_nothing_and_resumes_at_its_next_slot,
     replies::a_delivery_makes_one_job_and_its_reply_is_due_with_it,
     replies::a_reply_is_held_by_one_replica_and_due_again_when_its_job_ends,
     watches::a_completion_that_wants_feedback_is_watched_by_one_replica_at_a_time,

@@ -10,6 +10,7 @@ mod mcp;
 mod migrate;
 pub mod notify;
 pub mod retention;
+mod schedules;
 mod serve;
 mod signal;
 mod tokens;
@@ -53,6 +54,9 @@ enum Command {
     /// Read and cancel jobs on a running server: list, show, cancel, events (--follow).
     #[command(subcommand)]
     Jobs(JobsCommand),
+    /// Recurring tasks on a running server: create, list, show, pause, resume, delete.
+    #[command(subcommand)]
+    Schedules(schedules::SchedulesCommand),
     /// Serve MCP over stdio, for an agent or IDE that starts it as a process.
     ///
     /// Reaches --server (STEPWISE_SERVER) over REST with --token (STEPWISE_TOKEN), like the
@@ -102,6 +106,10 @@ impl Cli {
                 Ok(())
             }
             Command::Jobs(command) => {
+                jobs::ignore_broken_pipe(command.run(&mut std::io::stdout()).await)?;
+                Ok(())
+            }
+            Command::Schedules(command) => {
                 jobs::ignore_broken_pipe(command.run(&mut std::io::stdout()).await)?;
                 Ok(())
             }

@@ -17,6 +17,7 @@ mod client;
 mod health;
 mod limits;
 mod metrics;
+mod schedules;
 mod seed_worker;
 mod usage;
 

@@ -109,6 +109,7 @@ struct Built {
     job: String,
     artifact: String,
     cancelled: String,
+    sourced: String,
 }
 
 async fn build(site: &Site, texts: &Texts) -> Built {
@@ -186,10 +187,39 @@ async fn build(site: &Site, texts: &Texts) -> Built {
         .request_cancel(&other.id, Some("admin"), Some(texts.reason.clone()))
         .await
         .unwrap();
+    // A job from GitHub (its Source card), and a schedule of the task.
+    static BUILT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let nth = BUILT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let delivery = format!("hostile-{}-{nth}", std::process::id());
+    let source = contract::source::JobSource::Github {
+        issue: "https://github.com/octo/repo/issues/1".into(),
+        delivery: delivery.clone(),
+        comment: Some("https://github.com/octo/repo/issues/1#issuecomment-2".into()),
+    };
+    let (sourced, _) = queue
+        .create_sourced_job(&raw, Some("github:octocat"), &source)
+        .await
+        .unwrap();
+    // Not left queued: the next build claims its own job.
+    queue
+        .request_cancel(&sourced.id, Some("admin"), None)
+        .await
+        .unwrap();
+    let schedule = json!({
+        "name": format!("{} {nth}", texts.title.chars().take(90).collect::<String>()),
+        "cron": "0 6 * * 1",
+        "timezone": "Europe/Berlin",
+        "task": raw,
+    });
+    queue
+        .create_schedule(&schedule, Some("admin"))
+        .await
+        .unwrap();
     Built {
         job: job.id.to_string(),
         artifact: artifact.id,
         cancelled: other.id.to_string(),
+        sourced: sourced.id.to_string(),
     }
 }
 
@@ -248,6 +278,10 @@ async fn pages(backend: Backend) {
                 format!("/tasks/queue/{}", hostile.cancelled),
                 format!("/tasks/queue/{}", harmless.cancelled),
             ),
+            (
+                format!("/tasks/queue/{}", hostile.sourced),
+                format!("/tasks/queue/{}", harmless.sourced),
+            ),
         ];
         for (bad, good) in page_pairs {
             let bad = get(&site, &bad).await;
@@ -276,7 +310,12 @@ async fn pages(backend: Backend) {
         }
     }
     // The lists show every one of those jobs and workers at once.
-    for page in ["/tasks/queue", "/tasks/workers", "/tasks/queue/new"] {
+    for page in [
+        "/tasks/queue",
+        "/tasks/workers",
+        "/tasks/queue/new",
+        "/tasks/schedules",
+    ] {
         check_page(backend, &get(&site, page).await);
     }
     // Garbage in every page's address: ids, filters, cursors and the login's `next`.

@@ -110,6 +110,11 @@ fn valid_body(route: &Route) -> Option<Value> {
         _ if path.ends_with("/steps") => json!({ "steps": [{ "instructions": "more" }] }),
         _ if path.ends_with("/follow-up") => json!({ "steps": [{ "instructions": "once more" }] }),
         _ if path.ends_with("/budget") => json!({ "maxTokens": 1000, "maxMinutes": 0.5 }),
+        "/api/queue/schedules" => json!({
+            "name": "nightly", "cron": "0 3 * * *", "timezone": "Europe/Berlin",
+            "overlap": "skip", "catchUp": true,
+            "task": { "payload": { "repository": "octo/repo", "task": { "instructions": "Hunt flaky tests" } } },
+        }),
         "/api/integrations/github" => json!({
             "action": "completed",
             "repository": { "html_url": "https://github.com/octo/repo", "full_name": "octo/repo",

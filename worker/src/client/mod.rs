@@ -9,6 +9,7 @@
 mod course;
 mod error;
 mod health;
+mod schedules;
 mod sse;
 mod stream;
 mod worker_routes;

@@ -18,6 +18,7 @@ use worker::client::{ClientError, QueueClient};
 
 pub use render::{event_line, job_summary, job_table};
 pub use submit::SubmitArgs;
+pub(super) use submit::read_request;
 
 /// Events are read in pages of this size when not following.
 const EVENTS_PAGE: u32 = 200;
@@ -77,7 +78,7 @@ impl fmt::Debug for ClientArgs {
 }
 
 impl ClientArgs {
-    fn client(&self) -> Result<QueueClient> {
+    pub(super) fn client(&self) -> Result<QueueClient> {
         Ok(QueueClient::new(&self.server, &self.token)?)
     }
 }

@@ -169,7 +169,7 @@ impl SubmitArgs {
     }
 }
 
-fn read_request(path: &Path) -> Result<Value> {
+pub(in crate::cli) fn read_request(path: &Path) -> Result<Value> {
     let (name, text) = if path == Path::new("-") {
         let mut text = String::new();
         std::io::stdin()

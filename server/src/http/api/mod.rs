@@ -8,6 +8,7 @@ mod integrations;
 mod jobs;
 mod json;
 mod openapi;
+mod schedules;
 mod stream;
 pub(crate) mod worker;
 
@@ -25,6 +26,7 @@ pub fn router(max_artifact_bytes: u64) -> Router<AppState> {
         .merge(course::router())
         .merge(worker::router())
         .merge(artifacts::router(max_artifact_bytes))
+        .merge(schedules::router())
         .merge(stream::router())
         .method_not_allowed_fallback(method_not_allowed)
         .fallback(route_not_found);

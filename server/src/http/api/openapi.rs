@@ -7,7 +7,7 @@ use axum::{Json, Router};
 use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use super::{artifacts, course, integrations, jobs, stream, worker};
+use super::{artifacts, course, integrations, jobs, schedules, stream, worker};
 use crate::http::auth::User;
 use crate::http::state::AppState;
 
@@ -20,6 +20,7 @@ use crate::http::state::AppState;
         crate::http::health::healthz, crate::http::health::readyz, crate::http::metrics::metrics,
         worker::claim, worker::heartbeat, worker::complete, worker::fail, worker::append_event, worker::ack_cancel, worker::ack_pause, worker::resume_patch, worker::resume_session, worker::request_approval,
         integrations::github,
+        schedules::create, schedules::list, schedules::show, schedules::remove, schedules::pause, schedules::resume,
     ),
     modifiers(&BearerAuth),
     security(("bearer" = [])),
@@ -29,6 +30,7 @@ use crate::http::state::AppState;
         (name = "artifacts", description = "Logs, patches and results of a job"),
         (name = "health", description = "Probes for load balancers and orchestrators (no token)"),
         (name = "metrics", description = "Prometheus metrics (any user token)"),
+        (name = "schedules", description = "Recurring tasks: a cron line in a time zone, and the job request each slot queues (user tokens)"),
         (name = "integrations", description = "Deliveries from other services, authenticated by their own signatures (no token)"),
     )
 )]
