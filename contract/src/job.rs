@@ -172,6 +172,10 @@ pub struct Job {
     /// approved it. An approved job's next attempt only publishes.
     #[serde(default)]
     pub approval: Option<Approval>,
+    /// The jobs it waits for (`dependsOn`) that have not succeeded yet: no worker claims
+    /// it before they all have. Absent when it waits for none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub waiting_for: Vec<JobId>,
 }
 
 fn first_round() -> u32 {
@@ -230,6 +234,7 @@ impl Job {
             round: 1,
             resume_from: None,
             approval: None,
+            waiting_for: Vec::new(),
         }
     }
 

@@ -66,7 +66,7 @@ pub use model::{
     TaskSpec,
 };
 pub use modes::{ParseModeError, PublishMode, RuntimeMode};
-pub use normalize::{append_steps, normalize, normalize_request, not_before};
+pub use normalize::{append_steps, depends_on, normalize, normalize_request, not_before};
 pub use prompt::{iteration_prompt, prompt};
 pub use steps::{ResolvedStep, generated_step_id};
 pub use timeline::{StageState, StepProgress, StepState, Timeline};

@@ -41,6 +41,11 @@ pub struct JobRequest {
     pub max_attempts: u32,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub affinity_key: Option<String>,
+    /// The jobs this one waits for: it is queued, and no worker claims it before every
+    /// one of them has succeeded; if one fails, is cancelled or dead-letters, it is
+    /// cancelled, the reason naming that job.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub depends_on: Vec<String>,
     pub payload: PayloadInput,
 }
 
@@ -87,6 +92,7 @@ impl Default for JobRequest {
             priority: limits::DEFAULT_PRIORITY,
             max_attempts: limits::DEFAULT_MAX_ATTEMPTS,
             affinity_key: None,
+            depends_on: Vec::new(),
             payload: PayloadInput::default(),
         }
     }

@@ -88,6 +88,11 @@ const SQLITE: &[Embedded] = &[
         "schedules",
         include_str!("../../migrations/sqlite/0019_schedules.sql"),
     ),
+    (
+        20,
+        "job dependencies",
+        include_str!("../../migrations/sqlite/0020_job_dependencies.sql"),
+    ),
 ];
 
 const POSTGRES: &[Embedded] = &[
@@ -185,6 +190,11 @@ const POSTGRES: &[Embedded] = &[
         19,
         "schedules",
         include_str!("../../migrations/postgres/0019_schedules.sql"),
+    ),
+    (
+        20,
+        "job dependencies",
+        include_str!("../../migrations/postgres/0020_job_dependencies.sql"),
     ),
 ];
 

@@ -134,6 +134,7 @@ pub fn JobPage() -> impl IntoView {
                         // fresh ones when what they show changes (see `live::cards_shape`).
                         <div id=CARDS_ID>
                             <source::SourceSection id=view.id.clone()/>
+                            <edges::EdgesSection id=view.id.clone()/>
                             {published_artifact(&view)
                                 .map(|artifact| view! { <published::PublishedSection id=view.id.clone() artifact/> })}
                             <course::CourseSection view/>
@@ -187,6 +188,7 @@ fn LiveJob(initial: JobView) -> impl IntoView {
 }
 
 mod course;
+mod edges;
 /// The browser side of the live job (see `live.rs`).
 #[cfg(feature = "hydrate")]
 mod live;

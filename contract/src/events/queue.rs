@@ -23,6 +23,9 @@ pub struct JobCreated {
     /// What made the job when no person did (`payload.source`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<crate::source::JobSource>,
+    /// The jobs it waits for (`dependsOn`) that had not succeeded when it was made.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub waiting_for: Vec<crate::JobId>,
 }
 
 /// Who held the job and until when: `job.claimed`, and `job.lease_expired` with what

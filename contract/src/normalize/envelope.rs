@@ -9,13 +9,15 @@ use crate::limits;
 use crate::model::NormalizedTask;
 use crate::wire::JobType;
 
-// `notBefore` is read apart, by `schedule::not_before`.
+// `notBefore` and `dependsOn` are read apart, by `schedule::not_before` and
+// `depends::depends_on`.
 const FIELDS: &[&str] = &[
     "type",
     "priority",
     "maxAttempts",
     "affinityKey",
     "notBefore",
+    "dependsOn",
     "payload",
 ];
 

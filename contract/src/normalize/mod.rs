@@ -27,6 +27,7 @@
 mod append;
 mod budget;
 mod container;
+mod depends;
 mod envelope;
 mod payload;
 mod rounds;
@@ -46,6 +47,7 @@ use crate::wire::JobRequest;
 
 pub use append::append_steps;
 pub use budget::budget;
+pub use depends::{MAX_DEPENDS_ON, depends_on};
 pub use schedule::{MAX_DAYS_AHEAD, not_before};
 
 /// Validates `raw` (the request envelope) and fills in everything it leaves to `defaults`.

@@ -68,17 +68,21 @@ pub(crate) fn claimed_event_template(worker: &str, lease: DateTime<Utc>) -> Clai
 }
 
 pub(crate) fn created_event(job: &Job) -> PendingEvent {
-    // A start scheduled ahead of the job's creation, as `create_job` set it.
-    let scheduled = (job.next_attempt_at > job.created_at).then_some(job.next_attempt_at);
+    // A start scheduled ahead of the job's creation, as `create_job` set it; a job that
+    // waits for others starts when they have succeeded, not at a time.
+    let scheduled = (job.next_attempt_at > job.created_at && job.waiting_for.is_empty())
+        .then_some(job.next_attempt_at);
     PendingEvent::new(
         events::JOB_CREATED,
         EventLevel::Info,
-        match scheduled {
-            Some(at) => format!(
+        match (scheduled, job.waiting_for.len()) {
+            (_, 1) => format!("queued, waiting for job {}", job.waiting_for[0]),
+            (_, n) if n > 1 => format!("queued, waiting for {n} jobs"),
+            (Some(at), _) => format!(
                 "queued, to start at {}",
                 at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
             ),
-            None => "queued".to_string(),
+            (None, _) => "queued".to_string(),
         },
         &JobCreated {
             priority: job.priority,
@@ -90,6 +94,7 @@ pub(crate) fn created_event(job: &Job) -> PendingEvent {
                 .payload
                 .get("source")
                 .and_then(|s| serde_json::from_value(s.clone()).ok()),
+            waiting_for: job.waiting_for.clone(),
         },
     )
 }

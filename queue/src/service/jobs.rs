@@ -58,21 +58,27 @@ impl Queue {
     ) -> Result<Job, QueueError> {
         let now = self.now();
         // Every field problem at once: the schedule's beside the task's.
-        let (task, not_before) = match (
+        let (task, not_before, waits) = match (
             contract::normalize(raw, &self.inner.config.defaults),
             contract::not_before(raw, now),
+            self.waits_for(raw).await,
         ) {
-            (Ok(task), Ok(not_before)) => (task, not_before),
-            (task, not_before) => {
+            (Ok(task), Ok(not_before), Ok(waits)) => (task, not_before, waits),
+            (task, not_before, waits) => {
                 let mut errors = task.err().unwrap_or_default();
                 errors.extend(not_before.err());
+                errors.extend(waits.err().unwrap_or_default());
                 return Err(QueueError::Invalid(errors));
             }
         };
         let payload = serde_json::to_value(&task.payload)
             .map_err(|e| QueueError::invalid("payload", e.to_string()))?;
-        // A start in the future: no claim takes the job before then.
-        let scheduled = not_before.filter(|at| *at > now);
+        // A start in the future: no claim takes the job before then. A job that waits for
+        // others starts at the end of time, until the resolver releases it.
+        let scheduled = match waits.is_empty() {
+            true => not_before.filter(|at| *at > now),
+            false => Some(super::dependencies::waiting_start()),
+        };
         let job = Job {
             job_type: task.job_type.as_str().to_string(),
             priority: task.priority,
@@ -81,6 +87,7 @@ impl Queue {
             created_by_user_id: created_by.map(str::to_string),
             max_attempts: task.max_attempts,
             next_attempt_at: scheduled.map_or(now, super::stored),
+            waiting_for: waits,
             ..Job::queued(Uuid::now_v7().into(), payload, now)
         };
         // Stored as its key: one repository written several ways is one for its limit
@@ -105,6 +112,7 @@ impl Queue {
             .db
             .create_job(&job, repository, &[machine::created_event(&job)])
             .await?;
+        self.record_wait(&job).await?;
         self.observe(&job, created.iter().map(|e| (e.kind.as_str(), &e.payload)));
         let mut notes: Vec<Notification> = created
             .iter()
@@ -129,11 +137,14 @@ impl Queue {
     }
 
     pub async fn get_job(&self, id: &JobId) -> Result<Job, QueueError> {
-        self.inner
+        let mut job = self
+            .inner
             .db
             .get_job(id.uuid())
             .await?
-            .ok_or_else(|| QueueError::job_not_found(id))
+            .ok_or_else(|| QueueError::job_not_found(id))?;
+        self.fill_wait(&mut job).await?;
+        Ok(job)
     }
 
     /// Newest first, by keyset: a page never repeats or skips a job, however many are

@@ -4,6 +4,7 @@
 
 mod artifacts;
 mod claims;
+mod dependencies;
 mod events;
 mod follow;
 mod jobs;
@@ -23,6 +24,7 @@ mod watches;
 mod workers;
 mod write;
 
+pub use dependencies::Edges;
 pub use follow::EventFollower;
 
 use std::fmt;

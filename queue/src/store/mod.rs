@@ -120,6 +120,8 @@ macro_rules! job_from_row {
                     .map(|j| j.0),
                 pause_reason: None,
                 round: 1,
+                // Not a column: the edges' (see `Queue::get_job`).
+                waiting_for: Vec::new(),
             }
             .with_derived())
         })()
@@ -227,6 +229,7 @@ mod artifacts;
 mod claim_sql;
 mod claims;
 mod database;
+mod dependencies;
 mod events;
 mod jobs;
 mod outbox;
@@ -246,6 +249,7 @@ mod sqlite;
 
 pub(crate) use claim_sql::ClaimSql;
 pub use database::{Database, DatabaseError, PgDb, SQLITE_FILE, SqliteDb};
+pub(crate) use dependencies::Ended;
 pub(crate) use events::{EventOrder, EventPage};
 pub(crate) use jobs::ListSql;
 pub(crate) use postgres::{Swap, Swapped};

@@ -12,6 +12,7 @@ mod budget;
 mod cancel;
 mod claim;
 mod concurrency;
+mod dependencies;
 mod events;
 mod fencing;
 mod handoff;
@@ -60,6 +61,9 @@ macro_rules! conformance {
 }
 
 conformance! {
+    dependencies::unknown_or_failed_dependencies_are_refused_by_their_place,
+    dependencies::a_waiting_job_is_claimed_only_once_every_dependency_succeeded,
+    dependencies::a_failed_dependency_cancels_its_waiting_jobs_naming_it,
     schedules::a_schedule_s_problems_are_named_by_their_field,
     schedules::a_slot_makes_exactly_one_job_however_many_replicas_pass,
     schedules::skip_makes_no_job_while_the_previous_one_goes_on,

@@ -182,11 +182,33 @@ mod tests {
         std::fs::write(&task, request.to_string()).unwrap();
         let url = server.url();
         let client = ["--server", url.as_str(), "--token", token.as_str()];
-        let made = run(&[&["create"][..], &client, &["--name", "deps", "--cron", "0 6 * * 1", "--timezone", "Europe/Berlin", "--task", task.to_str().unwrap(), "--json"]].concat()).await;
+        let made = run(&[
+            &["create"][..],
+            &client,
+            &[
+                "--name",
+                "deps",
+                "--cron",
+                "0 6 * * 1",
+                "--timezone",
+                "Europe/Berlin",
+                "--task",
+                task.to_str().unwrap(),
+                "--json",
+            ],
+        ]
+        .concat())
+        .await;
         let made: Schedule = serde_json::from_str(&made).unwrap();
-        assert_eq!((made.name.as_str(), made.timezone.as_str(), made.overlap), ("deps", "Europe/Berlin", Overlap::Skip));
+        assert_eq!(
+            (made.name.as_str(), made.timezone.as_str(), made.overlap),
+            ("deps", "Europe/Berlin", Overlap::Skip)
+        );
         let listed = run(&[&["list"][..], &client].concat()).await;
-        assert!(listed.contains(&made.id) && listed.contains("\"0 6 * * 1\" in Europe/Berlin  active"), "{listed}");
+        assert!(
+            listed.contains(&made.id) && listed.contains("\"0 6 * * 1\" in Europe/Berlin  active"),
+            "{listed}"
+        );
         let paused = run(&[&["pause"][..], &client, &[made.id.as_str()]].concat()).await;
         assert!(paused.contains("paused"), "{paused}");
         let resumed = run(&[&["resume"][..], &client, &[made.id.as_str()]].concat()).await;
@@ -195,9 +217,28 @@ mod tests {
         assert!(shown.contains("\"cron\": \"0 6 * * 1\""), "{shown}");
         let deleted = run(&[&["delete"][..], &client, &[made.id.as_str()]].concat()).await;
         assert!(deleted.starts_with("deleted schedule"), "{deleted}");
-        assert!(run(&[&["list"][..], &client].concat()).await.starts_with("no schedules"));
+        assert!(
+            run(&[&["list"][..], &client].concat())
+                .await
+                .starts_with("no schedules")
+        );
         // A bad cron is refused with the field named.
-        let bad = Schedules::try_parse_from(["schedules", "create", "--server", url.as_str(), "--token", token.as_str(), "--name", "x", "--cron", "0 6 *", "--task", task.to_str().unwrap()]).unwrap().command;
+        let bad = Schedules::try_parse_from([
+            "schedules",
+            "create",
+            "--server",
+            url.as_str(),
+            "--token",
+            token.as_str(),
+            "--name",
+            "x",
+            "--cron",
+            "0 6 *",
+            "--task",
+            task.to_str().unwrap(),
+        ])
+        .unwrap()
+        .command;
         let error = bad.run(&mut Vec::new()).await.unwrap_err().to_string();
         assert!(error.contains("cron"), "{error}");
     }

@@ -83,6 +83,8 @@ pub async fn run(config: Config) -> Result<(), CliError> {
     let retention = queue::Retention::new(queue.clone(), config.retention).start(stop.clone());
     let scheduler =
         queue::Scheduler::new(queue.clone(), queue::SchedulerConfig::default()).start(stop.clone());
+    let resolver =
+        queue::Resolver::new(queue.clone(), queue::ResolverConfig::default()).start(stop.clone());
     let watcher = feedback.start(stop.clone());
     let replier = replies.map(|r| r.start(stop.clone()));
     let login = session::login_url(&queue, &base)
@@ -138,6 +140,7 @@ pub async fn run(config: Config) -> Result<(), CliError> {
     let _ = rescuer.await;
     let _ = retention.await;
     let _ = scheduler.await;
+    let _ = resolver.await;
     let _ = notifier.await;
     let _ = watcher.await;
     if let Some(replier) = replier {

@@ -6,7 +6,7 @@ use contract::api::{ErrorBody, ErrorCode};
 use contract::{CompletionInput, FieldError, JobRequest, PublishMode, RuntimeMode, StepInput};
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -74,6 +74,11 @@ pub struct EnqueueArgs {
     /// The payload laid flat: capabilities the worker must have besides the derived ones.
     #[serde(default)]
     pub required_capabilities: Option<Value>,
+    /// The jobs this one waits for, by id (`dependsOn`), with any of the ways above: it is
+    /// queued, and no worker claims it before every one of them has succeeded; if one
+    /// fails or is cancelled, it is cancelled too.
+    #[serde(default)]
+    pub depends_on: Option<Vec<String>>,
 }
 
 impl EnqueueArgs {
@@ -117,6 +122,24 @@ pub enum StepsArg {
 /// The job request the arguments describe: `request` as given, or one built from the
 /// fields, which the server normalizes and checks like any other.
 pub(super) fn job_request(
+    mut args: EnqueueArgs,
+    completion: Option<CompletionInput>,
+) -> Result<Value, ErrorBody> {
+    let depends_on = args.depends_on.take();
+    let mut request = built_request(args, completion)?;
+    if let (Some(ids), Some(fields)) = (depends_on, request.as_object_mut()) {
+        if fields.contains_key("dependsOn") {
+            return Err(ErrorBody::invalid(vec![FieldError::new(
+                "dependsOn",
+                "given twice: in `request` and beside it; give it once",
+            )]));
+        }
+        fields.insert("dependsOn".into(), json!(ids));
+    }
+    Ok(request)
+}
+
+fn built_request(
     mut args: EnqueueArgs,
     completion: Option<CompletionInput>,
 ) -> Result<Value, ErrorBody> {

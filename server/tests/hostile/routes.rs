@@ -86,6 +86,7 @@ fn valid_body(route: &Route) -> Option<Value> {
             "type": "task",
             "priority": 1,
             "maxAttempts": 2,
+            "dependsOn": ["0190a000-0000-7000-8000-000000000000"],
             "payload": {
                 "repository": "octo/repo",
                 "task": {

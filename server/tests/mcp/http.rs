@@ -411,3 +411,33 @@ async fn a_job_id_that_is_not_one_reads_as_an_unknown_job() {
         .await;
     assert!(is_error(&bad) && text(&bad).contains("status"), "{bad}");
 }
+
+#[tokio::test]
+async fn enqueue_with_depends_on_queues_a_job_that_waits_and_names_an_unknown_one() {
+    let s = setup().await;
+    let mut client = s.client("http").await;
+    let first = client
+        .call("queue.enqueue", s.task(json!(["@fake say one"])))
+        .await;
+    assert!(!is_error(&first), "{first}");
+    let first_id = first["structuredContent"]["job"]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut waiting = s.task(json!(["@fake say two"]));
+    waiting["dependsOn"] = json!([first_id]);
+    let second = client.call("queue.enqueue", waiting).await;
+    assert!(!is_error(&second), "{second}");
+    assert_eq!(
+        second["structuredContent"]["job"]["waitingFor"],
+        json!([first_id])
+    );
+    let mut unknown = s.task(json!(["@fake say three"]));
+    unknown["dependsOn"] = json!(["0190a000-0000-7000-8000-000000000000"]);
+    let refused = client.call("queue.enqueue", unknown).await;
+    assert!(is_error(&refused), "{refused}");
+    assert_eq!(
+        refused["structuredContent"]["error"]["errors"][0]["path"], "dependsOn[0]",
+        "{refused}"
+    );
+}

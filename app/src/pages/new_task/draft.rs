@@ -88,6 +88,7 @@ task_fields! {
     CheckTimeout: check_timeout at "task.completion.timeoutSeconds",
     MaxIterations: max_iterations at "task.completion.maxIterations",
     Criteria: criteria at "task.completion.criteria",
+    DependsOn: depends_on at "dependsOn",
 }
 
 impl TaskField {
@@ -123,6 +124,12 @@ fn skill(id: &str, skills: &[SkillInfo]) -> SkillSelection {
 /// The draft as the request a client would submit.
 fn draft_request(task: &TaskDraft, steps: &[StepDraft], skills: &[SkillInfo]) -> JobRequest {
     let mut request = JobRequest::default();
+    request.depends_on = task
+        .depends_on
+        .split([',', ' ', '\n'])
+        .filter(|id| !id.is_empty())
+        .map(str::to_string)
+        .collect();
     request.payload.repository = task.repository.clone();
     let spec = &mut request.payload.task;
     spec.instructions = task.objective.clone();

@@ -148,6 +148,8 @@ pub fn DraftForm(settings: ServerSettings) -> impl IntoView {
                     </div>
                 </fieldset>
                 <StepsEditor steps skills errors/>
+                <TaskInput form field=TaskField::DependsOn id="depends-on" label="Waits for jobs (optional)"
+                    placeholder="job ids, comma separated: it starts once they all succeeded"/>
                 <fieldset class="group">
                     <legend>"Branches and publishing"</legend>
                     <div class="grid">

@@ -26,6 +26,10 @@ pub struct SubmitArgs {
     /// `notBefore`, over what a file gives.
     #[arg(long, value_name = "TIME")]
     pub(super) not_before: Option<String>,
+    /// Wait for this job to succeed before starting (repeat for several): the job is
+    /// queued, and cancelled if one of them fails. Sent as the request's `dependsOn`.
+    #[arg(long = "depends-on", value_name = "JOB_ID")]
+    pub(super) depends_on: Vec<String>,
     /// Print the whole job as JSON instead of a summary.
     #[arg(long)]
     json: bool,
@@ -147,10 +151,23 @@ impl SubmitArgs {
         if let (Some(at), Some(fields)) = (&self.not_before, request.as_object_mut()) {
             fields.insert("notBefore".into(), Value::String(at.clone()));
         }
+        if let (false, Some(fields)) = (self.depends_on.is_empty(), request.as_object_mut()) {
+            fields.insert("dependsOn".into(), serde_json::json!(self.depends_on));
+        }
         let client = self.client.client()?;
         let job = client.create_job(&request).await?;
         if self.json {
             writeln!(out, "{}", pretty(&job))?;
+        } else if !job.waiting_for.is_empty() {
+            let ids: Vec<String> = job.waiting_for.iter().map(ToString::to_string).collect();
+            writeln!(
+                out,
+                "submitted {} ({}, waiting for {})",
+                job.id,
+                job.status,
+                ids.join(", ")
+            )?;
+            writeln!(out, "{}", page_url(&client, &job.id))?;
         } else if job.next_attempt_at > job.created_at {
             writeln!(
                 out,
