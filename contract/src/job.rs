@@ -422,6 +422,7 @@ mod tests {
             round: 1,
             resume_from: None,
             approval: None,
+            waiting_for: Vec::new(),
         };
         let value = serde_json::to_value(&job).unwrap();
         let mut keys: Vec<_> = value.as_object().unwrap().keys().cloned().collect();

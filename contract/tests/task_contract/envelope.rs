@@ -109,7 +109,7 @@ fn a_document_that_is_not_an_object_is_rejected() {
     for raw in [json!(null), json!([]), json!("task"), json!(3)] {
         assert_eq!(
             error(&raw),
-            "expected a JSON object with the fields type, priority, maxAttempts, affinityKey, notBefore, payload"
+            "expected a JSON object with the fields type, priority, maxAttempts, affinityKey, notBefore, dependsOn, payload"
         );
     }
 }
@@ -120,7 +120,7 @@ fn unknown_envelope_field_is_rejected_listing_the_accepted_ones() {
     assert_eq!(paths(&errors), ["priorty"]);
     assert_eq!(
         errors[0].message,
-        "unknown field; the accepted fields are type, priority, maxAttempts, affinityKey, notBefore, payload"
+        "unknown field; the accepted fields are type, priority, maxAttempts, affinityKey, notBefore, dependsOn, payload"
     );
 }
 

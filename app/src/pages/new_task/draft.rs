@@ -307,6 +307,9 @@ mod tests {
             check_timeout: "60".into(),
             max_iterations: "2".into(),
             criteria: "green".into(),
+            depends_on:
+                "0190a000-0000-7000-8000-000000000001, 0190a000-0000-7000-8000-000000000002\n"
+                    .into(),
         };
         let steps = [
             StepDraft {
@@ -323,6 +326,13 @@ mod tests {
             },
         ];
         let json = draft_json(&task, &steps, &skills);
+        assert_eq!(
+            json["dependsOn"],
+            json!([
+                "0190a000-0000-7000-8000-000000000001",
+                "0190a000-0000-7000-8000-000000000002"
+            ])
+        );
         let spec = &json["payload"]["task"];
         assert_eq!(
             spec["runtime"],
