@@ -123,13 +123,15 @@ fn skill(id: &str, skills: &[SkillInfo]) -> SkillSelection {
 
 /// The draft as the request a client would submit.
 fn draft_request(task: &TaskDraft, steps: &[StepDraft], skills: &[SkillInfo]) -> JobRequest {
-    let mut request = JobRequest::default();
-    request.depends_on = task
-        .depends_on
-        .split([',', ' ', '\n'])
-        .filter(|id| !id.is_empty())
-        .map(str::to_string)
-        .collect();
+    let mut request = JobRequest {
+        depends_on: task
+            .depends_on
+            .split([',', ' ', '\n'])
+            .filter(|id| !id.is_empty())
+            .map(str::to_string)
+            .collect(),
+        ..JobRequest::default()
+    };
     request.payload.repository = task.repository.clone();
     let spec = &mut request.payload.task;
     spec.instructions = task.objective.clone();
