@@ -18,6 +18,9 @@ pub enum JobSource {
         issue: String,
         /// GitHub's `X-GitHub-Delivery`.
         delivery: String,
+        /// What asked, from the signed body (`comment:ID`, or `label:ISSUE:LABEL:UPDATED`):
+        /// the job's key, so one request makes one job whatever delivery id carries it.
+        event: String,
         /// The comment that asked for the job, when a mention did.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         comment: Option<String>,
@@ -57,9 +60,16 @@ impl JobSource {
             JobSource::Github {
                 issue,
                 delivery,
+                event,
                 comment,
             } => {
                 problems.extend(delivery_problem(delivery).map(|p| ("source.delivery", p)));
+                if event.is_empty()
+                    || event.chars().count() > 300
+                    || event.contains(char::is_control)
+                {
+                    problems.push(("source.event", "1 to 300 characters, on one line"));
+                }
                 problems.extend(url_problem(issue).map(|p| ("source.issue", p)));
                 problems.extend(
                     comment
@@ -98,7 +108,7 @@ impl JobSource {
                 .ok_or_else(|| format!("{key}: required, a string"))
         };
         let allowed: &[&str] = match map.get("kind").and_then(serde_json::Value::as_str) {
-            Some("github") => &["kind", "issue", "delivery", "comment"],
+            Some("github") => &["kind", "issue", "delivery", "event", "comment"],
             Some("schedule") => &["kind", "schedule", "name", "slot"],
             _ => return Err("kind: \"github\" or \"schedule\"".into()),
         };
@@ -113,6 +123,7 @@ impl JobSource {
             Ok(JobSource::Github {
                 issue: text("issue")?,
                 delivery: text("delivery")?,
+                event: text("event")?,
                 comment,
             })
         } else {
@@ -175,12 +186,15 @@ mod tests {
         let source = JobSource::Github {
             issue: "https://github.com/octo/hello/issues/7".into(),
             delivery: "72d3162e-cc78-11e3-81ab-4c9367dc0958".into(),
+            event: "comment:903".into(),
             comment: None,
         };
+        let written = serde_json::to_value(&source).unwrap();
         assert_eq!(
-            serde_json::to_value(&source).unwrap(),
-            serde_json::json!({"kind": "github", "issue": "https://github.com/octo/hello/issues/7", "delivery": "72d3162e-cc78-11e3-81ab-4c9367dc0958"})
+            written,
+            serde_json::json!({"kind": "github", "issue": "https://github.com/octo/hello/issues/7", "delivery": "72d3162e-cc78-11e3-81ab-4c9367dc0958", "event": "comment:903"})
         );
+        assert_eq!(JobSource::read(&written), Ok(source));
     }
 
     #[test]

@@ -1,9 +1,11 @@
 -- Jobs that come from GitHub (`payload.source`): one job per webhook delivery, and the
 -- comment the server keeps on the issue that asked for it.
 --
--- The delivery id is unique among jobs, so a delivery GitHub sends again (or two replicas
--- take at once) is the job the first made: the insert itself refuses the second.
-CREATE UNIQUE INDEX jobs_source_delivery ON jobs ((payload #>> '{source,delivery}'))
+-- What asked (`source.event`: the comment's id, or the issue, label and time of a label,
+-- read from the signed body) is unique among jobs, so a delivery GitHub sends again, the
+-- same body replayed under another delivery id, or two replicas taking it at once, is the
+-- job the first made: the insert itself refuses the second.
+CREATE UNIQUE INDEX jobs_source_event ON jobs ((payload #>> '{source,event}'))
     WHERE payload ? 'source';
 
 -- The server's comment on the issue (or pull request) a job answers. A row is written by

@@ -1,7 +1,7 @@
 -- Jobs that come from GitHub, and the comment the server keeps on the issue that asked
 -- (SQLite; see the PostgreSQL migration of the same number).
-CREATE UNIQUE INDEX jobs_source_delivery ON jobs (json_extract(payload, '$.source.delivery'))
-    WHERE json_extract(payload, '$.source.delivery') IS NOT NULL;
+CREATE UNIQUE INDEX jobs_source_event ON jobs (json_extract(payload, '$.source.event'))
+    WHERE json_extract(payload, '$.source.event') IS NOT NULL;
 
 CREATE TABLE issue_replies (
     job_id TEXT PRIMARY KEY NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,

@@ -69,10 +69,13 @@ async fn setup(backend: Backend) -> Setup {
     std::fs::write(&rules, file.to_string()).unwrap();
     let replies = Arc::new(tokio::sync::Notify::new());
     let api = GitHubApi::new(&github.url(), Duration::from_secs(5));
+    // Repositories are cloned from where the bare remote is made (octo/hello.git below).
+    let clone_base = format!("{}/", tmp.path().display());
     let intake = Intake::new(
         RulesFile::open(&rules).unwrap(),
         api,
         TOKEN.into(),
+        clone_base,
         replies.clone(),
     );
     let wake = Arc::new(tokio::sync::Notify::new());
@@ -219,11 +222,37 @@ async fn a_labeled_issue_becomes_one_job_answered_on_the_issue(backend: Backend)
     assert_eq!(outcome, DeliveryOutcome::Ignored);
     assert!(s.jobs().await.is_empty());
 
+    // A label set by someone who may not push (an issue template labels for anyone).
+    let (outcome, _) = s
+        .taken(
+            "issues",
+            "a8c1f0e0-0005",
+            &issue.labeled("stepwise", "passer-by"),
+        )
+        .await;
+    assert_eq!(outcome, DeliveryOutcome::Refused);
+    assert!(s.jobs().await.is_empty());
+    // A body whose issue is another repository's, or whose repository is no plain name.
+    let mut elsewhere = labeled.clone();
+    elsewhere["issue"]["html_url"] = json!("https://github.com/victim/other/issues/1");
+    let (outcome, _) = s.taken("issues", "a8c1f0e0-0006", &elsewhere).await;
+    assert_eq!(outcome, DeliveryOutcome::Ignored);
+    let mut traversal = labeled.clone();
+    traversal["repository"]["full_name"] = json!("octo/../victim");
+    let (outcome, _) = s.taken("issues", "a8c1f0e0-0007", &traversal).await;
+    assert_eq!(outcome, DeliveryOutcome::Ignored);
+
     // The label a rule names: one job, however often GitHub sends it.
     let (outcome, made) = s.taken("issues", "a8c1f0e0-0004", &labeled).await;
     assert_eq!(outcome, DeliveryOutcome::Queued);
     let made = made.unwrap();
     let (again, same) = s.taken("issues", "a8c1f0e0-0004", &labeled).await;
+    assert_eq!(
+        (again, same.as_ref()),
+        (DeliveryOutcome::Repeat, Some(&made))
+    );
+    // The same signed body under another delivery id (a replay): the same job.
+    let (again, same) = s.taken("issues", "a8c1f0e0-0099", &labeled).await;
     assert_eq!(
         (again, same.as_ref()),
         (DeliveryOutcome::Repeat, Some(&made))
@@ -234,7 +263,8 @@ async fn a_labeled_issue_becomes_one_job_answered_on_the_issue(backend: Backend)
     assert_eq!(job.id, made);
     assert_eq!(
         job.payload["source"],
-        json!({ "kind": "github", "issue": "https://github.com/octo/hello/issues/12", "delivery": "a8c1f0e0-0004" })
+        json!({ "kind": "github", "issue": "https://github.com/octo/hello/issues/12", "delivery": "a8c1f0e0-0004",
+                "event": "label:1000012:stepwise:2026-11-28T08:00:00Z" })
     );
     assert_eq!(job.payload["repository"], json!(s.remote));
     let objective = job.payload["task"]["instructions"].as_str().unwrap();
@@ -279,6 +309,11 @@ async fn mentions_are_heard_from_collaborators_and_on_the_pull_request(backend: 
     let s = setup(backend).await;
     let issue = s.issue(13, "Greeting", "Write the greeting.");
 
+    // One who may only read (every member of an organization may): not heard either.
+    s.github.add_collaborator_with("reader", "read");
+    let reader = issue.comment("created", 900, "reader", "@stepwise please do it");
+    let (outcome, _) = s.taken("issue_comment", "b1-0000", &reader).await;
+    assert_eq!(outcome, DeliveryOutcome::Refused);
     // A stranger, and an edited comment: no job, no answer.
     let stranger = issue.comment("created", 901, "passer-by", "@stepwise please do it");
     let (outcome, job) = s.taken("issue_comment", "b1-0001", &stranger).await;
@@ -291,7 +326,7 @@ async fn mentions_are_heard_from_collaborators_and_on_the_pull_request(backend: 
         s.github
             .requests()
             .iter()
-            .any(|r| r.ends_with("/collaborators/passer-by")),
+            .any(|r| r.ends_with("/collaborators/passer-by/permission")),
         "asked of GitHub: {:?}",
         s.github.requests()
     );

@@ -9,7 +9,6 @@ use serde_json::Value;
 use super::Queue;
 use crate::error::QueueError;
 use crate::notify::{Notification, NotificationKind};
-use crate::store::Ended;
 
 /// The start of a job that waits: the end of time, which no claim reaches. The claim's
 /// own index passes over it, so waiting costs the claim nothing.
@@ -72,13 +71,24 @@ impl Queue {
         }
     }
 
-    /// Job `job`, just made, waits for its `waiting_for`.
+    /// Job `job`, just made, waits for its `waiting_for`. Edges that could not be written
+    /// would leave it waiting for nothing, forever: it is cancelled instead, and the
+    /// request refused.
     pub(super) async fn record_wait(&self, job: &Job) -> Result<(), QueueError> {
-        if !job.waiting_for.is_empty() {
-            self.inner
-                .db
-                .insert_dependencies(&job.id, &job.waiting_for)
-                .await?;
+        if job.waiting_for.is_empty() {
+            return Ok(());
+        }
+        if let Err(error) = self
+            .inner
+            .db
+            .insert_dependencies(&job.id, &job.waiting_for)
+            .await
+        {
+            let reason = "what it waits for could not be recorded: submit it again".to_string();
+            if let Err(cancel) = self.request_cancel(&job.id, None, Some(reason)).await {
+                tracing::warn!(%cancel, job = %job.id, "a job whose wait was not recorded could not be cancelled");
+            }
+            return Err(error.into());
         }
         Ok(())
     }
@@ -107,44 +117,37 @@ impl Queue {
         })
     }
 
-    /// One pass of the resolver: each waiting edge whose job ended is settled; a job whose
-    /// edges are all met starts now, and one with a broken edge is cancelled with a reason
-    /// naming the job it waited for. How many jobs it released or cancelled.
+    /// One pass of the resolver: for each job with a waiting edge whose job ended, a job
+    /// all of whose dependencies succeeded starts now, and one with a dependency that did
+    /// not is cancelled with a reason naming it; only then are its edges settled, so a
+    /// pass cut short leaves them waiting and the next pass does it again (each step is
+    /// idempotent). How many jobs it released or cancelled.
     pub async fn resolve_dependencies(&self) -> Result<usize, QueueError> {
         let ended = self.inner.db.ended_dependencies(AT_ONCE).await?;
-        let mut touched: Vec<(JobId, Option<Ended>)> = Vec::new();
-        for edge in ended {
-            let met = edge.status == JobState::Succeeded;
-            if self.inner.db.settle_dependency(&edge, met).await? {
-                let broken = (!met).then(|| edge.clone());
-                match touched.iter_mut().find(|(id, _)| *id == edge.job_id) {
-                    Some((_, first)) => {
-                        if first.is_none() {
-                            *first = broken;
-                        }
-                    }
-                    None => touched.push((edge.job_id, broken)),
-                }
+        let mut waiting: Vec<JobId> = Vec::new();
+        for edge in &ended {
+            if !waiting.contains(&edge.job_id) {
+                waiting.push(edge.job_id);
             }
         }
         let mut moved = 0;
-        for (id, broken) in touched {
-            let edges = self.inner.db.dependencies_of(&id).await?;
-            let broken = broken.map(|e| (e.depends_on, e.status)).or_else(|| {
-                edges
-                    .iter()
-                    .find(|(_, state)| state == "broken")
-                    .map(|(other, _)| (*other, JobState::Failed))
+        for id in waiting {
+            let on = self.inner.db.dependency_states(&id).await?;
+            let failed = on.iter().find(|(_, status)| {
+                matches!(
+                    status,
+                    JobState::Failed | JobState::Cancelled | JobState::DeadLetter
+                )
             });
-            if let Some((other, status)) = broken {
+            if let Some((other, status)) = failed {
                 let reason = format!("job {other}, which it waited for, ended {status}");
                 match self.request_cancel(&id, None, Some(reason)).await {
                     Ok(_) => moved += 1,
-                    // It ended or started meanwhile: nothing to cancel.
+                    // It ended, or was cancelled, meanwhile: nothing to cancel.
                     Err(QueueError::StateConflict { .. } | QueueError::NotFound { .. }) => {}
                     Err(other) => return Err(other),
                 }
-            } else if edges.iter().all(|(_, state)| state == "met") {
+            } else if on.iter().all(|(_, status)| *status == JobState::Succeeded) {
                 let now = self.now();
                 if self
                     .inner
@@ -158,6 +161,10 @@ impl Queue {
                         Notification::new(&id, NotificationKind::JobAvailable),
                     ]);
                 }
+            }
+            for edge in ended.iter().filter(|e| e.job_id == id) {
+                let met = edge.status == JobState::Succeeded;
+                self.inner.db.settle_dependency(edge, met).await?;
             }
         }
         Ok(moved)

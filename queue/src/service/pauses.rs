@@ -25,6 +25,16 @@ impl Queue {
         immediate: bool,
     ) -> Result<Job, QueueError> {
         self.transition(id, |job, now| {
+            // Paused and resumed, it would start at once, before the jobs it waits for.
+            if job.status == JobState::Queued
+                && job.next_attempt_at >= super::dependencies::waiting_start()
+            {
+                return Err(QueueError::conflict(
+                    &job.id,
+                    job.status,
+                    "it waits for other jobs and holds nothing to pause: cancel it instead",
+                ));
+            }
             machine::request_pause(job, user_id, immediate, now)
         })
         .await

@@ -63,6 +63,31 @@ impl Database {
         })
     }
 
+    /// The jobs `id` waits (or waited) for, each with its state now.
+    pub(crate) async fn dependency_states(
+        &self,
+        id: &JobId,
+    ) -> Result<Vec<(JobId, JobState)>, sqlx::Error> {
+        on_pool!(self, p => {
+            let rows = sqlx::query(
+                "SELECT d.depends_on, j.status FROM job_dependencies d \
+                 JOIN jobs j ON j.id = d.depends_on WHERE d.job_id = $1 ORDER BY d.depends_on",
+            )
+            .bind(Id(id.uuid()))
+            .fetch_all(p)
+            .await?;
+            rows.iter()
+                .map(|row| {
+                    let status: String = row.try_get("status")?;
+                    Ok((
+                        JobId::from(row.try_get::<Id, _>("depends_on")?.0),
+                        status.parse().unwrap_or(JobState::Queued),
+                    ))
+                })
+                .collect()
+        })
+    }
+
     /// Waiting edges whose job has ended, up to `limit`.
     pub(crate) async fn ended_dependencies(&self, limit: i64) -> Result<Vec<Ended>, sqlx::Error> {
         on_pool!(self, p => {

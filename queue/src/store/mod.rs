@@ -249,7 +249,6 @@ mod sqlite;
 
 pub(crate) use claim_sql::ClaimSql;
 pub use database::{Database, DatabaseError, PgDb, SQLITE_FILE, SqliteDb};
-pub(crate) use dependencies::Ended;
 pub(crate) use events::{EventOrder, EventPage};
 pub(crate) use jobs::ListSql;
 pub(crate) use postgres::{Swap, Swapped};

@@ -1,4 +1,4 @@
-//! The job a source made, by the source's key: a GitHub delivery, a schedule's slot (each
+//! The job a source made, by the source's key: what asked on GitHub, a schedule's slot (each
 //! a unique index of migrations 0018 and 0019).
 
 use contract::JobId;
@@ -15,15 +15,15 @@ impl Database {
     ) -> Result<Option<JobId>, sqlx::Error> {
         let sqlite = matches!(self, Database::Sqlite(_));
         let (sql, first, second) = match (source, sqlite) {
-            (JobSource::Github { delivery, .. }, true) => (
-                "SELECT id FROM jobs WHERE json_extract(payload, '$.source.delivery') = $1",
-                delivery,
+            (JobSource::Github { event, .. }, true) => (
+                "SELECT id FROM jobs WHERE json_extract(payload, '$.source.event') = $1",
+                event,
                 None,
             ),
-            (JobSource::Github { delivery, .. }, false) => (
+            (JobSource::Github { event, .. }, false) => (
                 "SELECT id FROM jobs WHERE payload ? 'source' \
-                 AND payload #>> '{source,delivery}' = $1",
-                delivery,
+                 AND payload #>> '{source,event}' = $1",
+                event,
                 None,
             ),
             (JobSource::Schedule { schedule, slot, .. }, true) => (

@@ -85,6 +85,16 @@ pub async fn a_waiting_job_is_claimed_only_once_every_dependency_succeeded(h: Ha
     let created = h.queue.list_events(&c.id, 0, 10).await.unwrap();
     assert_eq!(created[0].message, "queued, waiting for 2 jobs");
     assert_eq!(created[0].payload["waitingFor"], json!([a.id, b.id]));
+    // Paused and resumed it would start at once: a waiting job is not paused.
+    let paused = h
+        .queue
+        .request_pause(&c.id, Some("alice"), false)
+        .await
+        .unwrap_err();
+    assert!(
+        paused.to_string().contains("waits for other jobs"),
+        "{paused}"
+    );
     // Claims take a and b, never c.
     let first = h.claim("w1").await.unwrap();
     let second = h.claim("w1").await.unwrap();

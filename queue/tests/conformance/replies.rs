@@ -19,6 +19,7 @@ fn source(delivery: &str) -> JobSource {
     JobSource::Github {
         issue: "https://github.com/octo/repo/issues/3".into(),
         delivery: delivery.into(),
+        event: format!("comment:{delivery}"),
         comment: None,
     }
 }

@@ -176,7 +176,8 @@ fn github_source(
     })?;
     let wake = Arc::new(tokio::sync::Notify::new());
     let api = GitHubApi::new(&config.feedback.api_url, config.feedback.timeout);
-    let intake = Intake::new(rules, api, token.clone(), wake.clone());
+    let clone_base = crate::github::api::clone_base(&config.feedback.api_url);
+    let intake = Intake::new(rules, api, token.clone(), clone_base, wake.clone());
     let reply = replies::ReplyConfig {
         api_url: config.feedback.api_url.clone(),
         token: token.clone(),

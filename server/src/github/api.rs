@@ -66,6 +66,15 @@ impl PullRef {
     }
 }
 
+/// Where repositories are cloned from, for the API at `api_url`: `https://github.com/` for
+/// `https://api.github.com`, `https://HOST/` for a GitHub Enterprise's `https://HOST/api/v3`.
+pub fn clone_base(api_url: &str) -> String {
+    let trimmed = api_url.trim().trim_end_matches('/');
+    let base = trimmed.strip_suffix("/api/v3").unwrap_or(trimmed);
+    let base = base.replacen("://api.", "://", 1);
+    format!("{base}/")
+}
+
 /// Why a call gave nothing to go on.
 #[derive(Debug, thiserror::Error)]
 pub enum GitHubError {
@@ -291,9 +300,10 @@ impl GitHubApi {
         Some(String::from_utf8_lossy(&kept[start..]).into_owned())
     }
 
-    /// `login` may push to the repository (GitHub answers 204 for a collaborator, 404
-    /// for anyone else).
-    pub async fn is_collaborator(
+    /// `login` may push to the repository: GitHub's permission of the collaborator is
+    /// `admin` or `write` (a maintainer's is `write`), not `read` (which every member of an
+    /// organization may have) or `none`. Anyone who is no collaborator is a 404.
+    pub async fn may_push(
         &self,
         token: &str,
         owner: &str,
@@ -307,9 +317,15 @@ impl GitHubApi {
         if !plain {
             return Ok(false);
         }
-        let path = format!("/repos/{owner}/{repo}/collaborators/{login}");
-        match self.get(token, &path).await {
-            Ok(_) => Ok(true),
+        let path = format!("/repos/{owner}/{repo}/collaborators/{login}/permission");
+        match self.json::<Value>(token, &path).await {
+            Ok(answer) => Ok(
+                matches!(answer["permission"].as_str(), Some("admin" | "write"))
+                    || matches!(
+                        answer["role_name"].as_str(),
+                        Some("admin" | "maintain" | "write")
+                    ),
+            ),
             Err(GitHubError::Refused { status: 404, .. }) => Ok(false),
             Err(other) => Err(other),
         }
@@ -380,6 +396,15 @@ impl GitHubApi {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn repositories_are_cloned_from_the_api_s_own_host() {
+        assert_eq!(clone_base("https://api.github.com"), "https://github.com/");
+        assert_eq!(
+            clone_base("https://ghe.example.com/api/v3/"),
+            "https://ghe.example.com/"
+        );
+    }
 
     #[test]
     fn a_pull_request_address_reads_as_its_owner_repo_and_number() {

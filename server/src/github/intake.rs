@@ -57,6 +57,9 @@ pub struct Intake {
     rules: RulesFile,
     api: GitHubApi,
     token: String,
+    /// Where a repository is cloned from, its `owner/name` after it: `https://github.com/`,
+    /// or a GitHub Enterprise's `https://HOST/`. Never the payload's own `clone_url`.
+    clone_base: String,
     /// The reply service: a job made or a round started has a reply due.
     pub replies: Arc<Notify>,
 }
@@ -69,7 +72,9 @@ impl std::fmt::Debug for Intake {
 
 /// The delivery as far as a rule reads it.
 struct Asked<'a> {
-    clone_url: &'a str,
+    repository: &'a str,
+    /// What asked, the job's key (`JobSource::Github::event`).
+    key: String,
     /// The page of the issue or pull request.
     thread: &'a str,
     title: &'a str,
@@ -78,11 +83,18 @@ struct Asked<'a> {
 }
 
 impl Intake {
-    pub fn new(rules: RulesFile, api: GitHubApi, token: String, replies: Arc<Notify>) -> Intake {
+    pub fn new(
+        rules: RulesFile,
+        api: GitHubApi,
+        token: String,
+        clone_base: String,
+        replies: Arc<Notify>,
+    ) -> Intake {
         Intake {
             rules,
             api,
             token,
+            clone_base,
             replies,
         }
     }
@@ -102,11 +114,41 @@ impl Intake {
         else {
             return Ok(Taken::ignored(format!("{event} is not about an issue")));
         };
-        if contract::source::url_problem(thread).is_some() || repository.contains('\0') {
-            return Ok(Taken::ignored("the issue's address is not one"));
+        // A delivery is signed, but its fields are checked against each other all the same:
+        // a job works on the repository it names, and its answers go to that repository's
+        // own issue, whatever else the body says.
+        if !plain_repository(repository) {
+            return Ok(Taken::ignored("the repository's name is not owner/name"));
         }
+        let (owner, name) = repository.split_once('/').unwrap_or_default();
+        let of_repository = PullRef::parse_thread(thread).is_some_and(|t| {
+            t.owner.eq_ignore_ascii_case(owner) && t.repo.eq_ignore_ascii_case(name)
+        });
+        if contract::source::url_problem(thread).is_some() || !of_repository {
+            return Ok(Taken::ignored(
+                "the issue's address is not one of the repository's",
+            ));
+        }
+        let key = match (event, &payload["comment"]["id"]) {
+            ("issue_comment", id) => format!("comment:{}", id.as_u64().unwrap_or_default()),
+            _ => format!(
+                "label:{}:{}:{}",
+                payload["issue"]["id"].as_u64().unwrap_or_default(),
+                str_at("/label/name")
+                    .unwrap_or_default()
+                    .chars()
+                    .take(100)
+                    .collect::<String>(),
+                str_at("/issue/updated_at")
+                    .unwrap_or_default()
+                    .chars()
+                    .take(40)
+                    .collect::<String>()
+            ),
+        };
         let asked = Asked {
-            clone_url: str_at("/repository/clone_url").unwrap_or(repository),
+            repository,
+            key,
             thread,
             title: str_at("/issue/title").unwrap_or_default(),
             body: str_at("/issue/body").unwrap_or_default(),
@@ -127,7 +169,15 @@ impl Intake {
                 if asked.pull_request {
                     return Ok(Taken::ignored("a label on a pull request makes no job"));
                 }
-                let by = str_at("/sender/login").unwrap_or("someone");
+                // Whoever set the label must be heard as a commenter would: an issue
+                // template or a workflow labels for anyone who opens an issue.
+                let by = str_at("/sender/login").unwrap_or_default();
+                if !self.may_ask(rule, repository, by).await? {
+                    return Ok(Taken::refused(format!(
+                        "{by} may not ask: {}",
+                        rule_hears(rule)
+                    )));
+                }
                 let objective = objective(&asked, None);
                 self.queue(queue, rule, &asked, delivery, None, by, &objective)
                     .await
@@ -146,12 +196,8 @@ impl Intake {
                 };
                 if !self.may_ask(rule, repository, login).await? {
                     return Ok(Taken::refused(format!(
-                        "{login} may not ask: the rule hears {}",
-                        match &rule.authors {
-                            Authors::Collaborators => "the repository's collaborators".into(),
-                            Authors::Anyone => "anyone".into(),
-                            Authors::Logins(list) => list.join(", "),
-                        }
+                        "{login} may not ask: {}",
+                        rule_hears(rule)
                     )));
                 }
                 let mention = rule.mention.as_deref().unwrap_or_default();
@@ -194,11 +240,7 @@ impl Intake {
             Authors::Logins(list) => Ok(list.iter().any(|l| l.eq_ignore_ascii_case(login))),
             Authors::Collaborators => {
                 let (owner, repo) = repository.split_once('/').unwrap_or_default();
-                match self
-                    .api
-                    .is_collaborator(&self.token, owner, repo, login)
-                    .await
-                {
+                match self.api.may_push(&self.token, owner, repo, login).await {
                     Ok(yes) => Ok(yes),
                     // Not heard is the safe side: the person may ask again.
                     Err(error) => {
@@ -222,12 +264,14 @@ impl Intake {
         objective: &str,
     ) -> Result<Taken, QueueError> {
         let mut request = rule.job.clone();
-        if fill(&mut request, asked.clone_url, objective).is_err() {
+        let repository = format!("{}{}.git", self.clone_base, asked.repository);
+        if fill(&mut request, &repository, objective).is_err() {
             return Ok(Taken::refused("the rule's job is not a job request"));
         }
         let source = JobSource::Github {
             issue: asked.thread.to_string(),
             delivery: delivery.to_string(),
+            event: asked.key.clone(),
             comment: comment.map(str::to_string),
         };
         let by = format!("github:{by}");
@@ -300,6 +344,15 @@ impl Intake {
                 DeliveryOutcome::Repeat,
                 &queue.get_job(job).await?,
             )),
+            // What the comment asked is no step the job can take (too long, say).
+            Err(QueueError::Invalid(errors)) => {
+                let why: Vec<String> = errors.iter().map(ToString::to_string).collect();
+                Ok(Taken {
+                    outcome: DeliveryOutcome::Refused,
+                    job: Some(*job),
+                    reason: Some(format!("the round would not be valid: {}", why.join("; "))),
+                })
+            }
             Err(QueueError::StateConflict { current, .. }) => {
                 let why = format!(
                     "job {job} is {current}: a follow-up waits until it ends; mention again then"
@@ -319,6 +372,27 @@ impl Intake {
             Err(other) => Err(other),
         }
     }
+}
+
+/// Whom a rule hears, for the reason of a refusal.
+fn rule_hears(rule: &Rule) -> String {
+    match &rule.authors {
+        Authors::Collaborators => "the rule hears those who may push to the repository".into(),
+        Authors::Anyone => "the rule hears anyone".into(),
+        Authors::Logins(list) => format!("the rule hears {}", list.join(", ")),
+    }
+}
+
+/// `owner/name` with nothing else in it: no other slash, no `..`, no `#` or `?`.
+fn plain_repository(repository: &str) -> bool {
+    let plain = |s: &str| {
+        !s.is_empty()
+            && s != "."
+            && s != ".."
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+    };
+    matches!(repository.split_once('/'), Some((o, n)) if plain(o) && plain(n))
 }
 
 /// The task's objective: the issue's title and body, and what a comment asked.

@@ -121,6 +121,7 @@ impl ReplyService {
         let pull = published
             .as_ref()
             .and_then(|p| p.pull_request_link())
+            .filter(|pr| contract::source::url_problem(pr).is_none())
             .map(str::to_string);
         let text = reply_text(&job, &self.config.public_url, published.as_ref());
         let token = &self.config.token;
@@ -192,11 +193,21 @@ pub fn reply_text(
             )
         }
         JobState::Succeeded => {
+            // The worker wrote these: a link must be an address and nothing more, and a
+            // branch's name stays inside its backticks.
+            let pr_link = published
+                .and_then(|p| p.pull_request_link())
+                .filter(|pr| contract::source::url_problem(pr).is_none());
             let outcome = match published {
-                Some(p) => match (p.pull_request_link(), &p.branch) {
+                Some(p) => match (pr_link, &p.branch) {
                     (Some(pr), _) => format!("Pull request: {pr}"),
                     (None, Some(branch)) if p.commit.is_some() => {
-                        format!("Pushed to the branch `{}`.", branch.replace('`', "'"))
+                        let branch: String = branch
+                            .chars()
+                            .filter(|c| !c.is_control() && *c != '`')
+                            .take(200)
+                            .collect();
+                        format!("Pushed to the branch `{branch}`.")
                     }
                     _ => "Nothing was published (no changes, or a task that publishes nothing)."
                         .into(),

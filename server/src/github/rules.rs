@@ -126,26 +126,38 @@ impl Rule {
 /// `body` holds `mention` as a word of its own: not inside a longer name, an address or
 /// a quoted line.
 pub fn mentions(body: &str, mention: &str) -> bool {
-    let mention = mention.to_ascii_lowercase();
-    body.lines()
-        .filter(|line| !line.trim_start().starts_with('>'))
-        .any(|line| {
-            let line = line.to_ascii_lowercase();
-            line.match_indices(&mention).any(|(at, _)| {
-                let before = line[..at].chars().next_back();
-                let after = line[at + mention.len()..].chars().next();
-                let apart = |c: Option<char>| {
-                    c.is_none_or(|c| !(c.is_alphanumeric() || matches!(c, '-' | '_' | '/' | '@')))
-                };
-                apart(before) && apart(after)
-            })
-        })
+    mention_at(body, mention).is_some()
 }
 
-/// The text of a comment that mentions `mention`, without the mention.
-pub fn without_mention(body: &str, mention: &str) -> String {
+/// Where in `body` the first mention of `mention` as a word of its own starts.
+fn mention_at(body: &str, mention: &str) -> Option<usize> {
+    let mention = mention.to_ascii_lowercase();
     let lower = body.to_ascii_lowercase();
-    match lower.find(&mention.to_ascii_lowercase()) {
+    let mut line_start = 0;
+    for line in lower.split_inclusive('\n') {
+        let start = line_start;
+        line_start += line.len();
+        if line.trim_start().starts_with('>') {
+            continue;
+        }
+        let found = line.match_indices(&mention).find(|(at, _)| {
+            let before = line[..*at].chars().next_back();
+            let after = line[at + mention.len()..].chars().next();
+            let apart = |c: Option<char>| {
+                c.is_none_or(|c| !(c.is_alphanumeric() || matches!(c, '-' | '_' | '/' | '@')))
+            };
+            apart(before) && apart(after)
+        });
+        if let Some((at, _)) = found {
+            return Some(start + at);
+        }
+    }
+    None
+}
+
+/// The text of a comment that mentions `mention`, without that mention.
+pub fn without_mention(body: &str, mention: &str) -> String {
+    match mention_at(body, mention) {
         Some(at) => format!("{}{}", &body[..at], &body[at + mention.len()..])
             .trim()
             .to_string(),

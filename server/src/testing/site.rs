@@ -287,6 +287,7 @@ fn any_author_intake(site: &std::path::Path) -> std::sync::Arc<crate::github::in
         crate::github::rules::RulesFile::open(&rules).unwrap(),
         crate::github::api::GitHubApi::new("http://127.0.0.1:9", Duration::from_millis(200)),
         "not-a-token".into(),
+        "https://github.com/".into(),
         std::sync::Arc::new(tokio::sync::Notify::new()),
     ))
 }

@@ -194,6 +194,7 @@ async fn build(site: &Site, texts: &Texts) -> Built {
     let source = contract::source::JobSource::Github {
         issue: "https://github.com/octo/repo/issues/1".into(),
         delivery: delivery.clone(),
+        event: format!("comment:{delivery}"),
         comment: Some("https://github.com/octo/repo/issues/1#issuecomment-2".into()),
     };
     let (sourced, _) = queue

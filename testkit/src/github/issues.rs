@@ -1,5 +1,5 @@
 //! Issues as the scripted API holds them: the repository's collaborators (`GET
-//! …/collaborators/{user}`: 204 or 404), the comments written on an issue or pull request
+//! …/collaborators/{user}/permission`, or 404), the comments written on an issue or pull request
 //! (`POST …/issues/{n}/comments`, `PATCH …/issues/comments/{id}`), and the `issues` and
 //! `issue_comment` webhook payloads, in the shapes GitHub's documentation gives.
 
@@ -167,9 +167,17 @@ impl Issue {
 }
 
 impl GitHub {
-    /// `login` may push to every repository the API serves.
+    /// `login` may push to every repository the API serves (GitHub's permission `write`).
     pub fn add_collaborator(&self, login: &str) {
-        self.with(|s| s.collaborators.push(login.to_string()));
+        self.add_collaborator_with(login, "write");
+    }
+
+    /// `login` is a collaborator with `permission`: `admin`, `write`, `read` or `none`.
+    pub fn add_collaborator_with(&self, login: &str, permission: &str) {
+        self.with(|s| {
+            s.collaborators
+                .push((login.to_string(), permission.to_string()))
+        });
     }
 
     /// The comments written so far, in order.
@@ -178,23 +186,28 @@ impl GitHub {
     }
 }
 
-pub(super) async fn collaborator(
+pub(super) async fn permission(
     State(script): State<Shared>,
     Path((owner, repo, user)): Path<(String, String, String)>,
     headers: HeaderMap,
 ) -> Response {
-    let what = format!("GET /repos/{owner}/{repo}/collaborators/{user}");
+    let what = format!("GET /repos/{owner}/{repo}/collaborators/{user}/permission");
     if let Some(refused) = refused(&script, what, &headers) {
         return refused;
     }
     let s = script.lock().expect("not poisoned");
-    if s.collaborators
+    match s
+        .collaborators
         .iter()
-        .any(|c| c.eq_ignore_ascii_case(&user))
+        .find(|(c, _)| c.eq_ignore_ascii_case(&user))
     {
-        StatusCode::NO_CONTENT.into_response()
-    } else {
-        not_found()
+        Some((login, permission)) => axum::Json(json!({
+            "permission": permission,
+            "role_name": permission,
+            "user": { "login": login, "type": "User" },
+        }))
+        .into_response(),
+        None => not_found(),
     }
 }
 

@@ -62,7 +62,8 @@ struct Script {
     checks: Vec<CheckRun>,
     reviews: Vec<Review>,
     requests: Vec<String>,
-    collaborators: Vec<String>,
+    /// `(login, permission)`.
+    collaborators: Vec<(String, String)>,
     comments: Vec<Comment>,
 }
 
@@ -119,8 +120,8 @@ impl GitHub {
             )
             .route("/download/logs/{id}", get(log_text))
             .route(
-                "/repos/{owner}/{repo}/collaborators/{user}",
-                get(issues::collaborator),
+                "/repos/{owner}/{repo}/collaborators/{user}/permission",
+                get(issues::permission),
             )
             .route(
                 "/repos/{owner}/{repo}/issues/{number}/comments",

@@ -57,6 +57,7 @@ fn facts(source: JobSource) -> AnyView {
             issue,
             delivery,
             comment,
+            ..
         } => {
             let kind = if issue.contains("/pull/") { "pull request" } else { "issue" };
             let name = thread_name(&issue);
