@@ -100,6 +100,12 @@ impl JobState {
         )
     }
 
+    /// It is over: terminal, and not waiting at the gate before publish, where an
+    /// operator's approval still sends it on.
+    pub fn has_ended(self) -> bool {
+        self.is_terminal() && self != JobState::AwaitingApproval
+    }
+
     /// An operator may retry it from a step: it ended without succeeding.
     pub fn is_retryable_by_operator(self) -> bool {
         matches!(

@@ -35,9 +35,7 @@ impl Cadence {
                 "five fields (minute hour day-of-month month day-of-week), as \"0 6 * * 1\"; it has {fields}"
             ))
         };
-        let tz = timezone
-            .parse::<Tz>()
-            .map_err(|_| "not an IANA time zone, such as Europe/Berlin or UTC".to_string());
+        let tz = time_zone(timezone);
         match (parsed, tz) {
             (Ok(cron), Ok(tz)) => {
                 let cadence = Cadence { cron, tz };
@@ -63,6 +61,12 @@ impl Cadence {
             .ok()
             .map(|next| next.with_timezone(&Utc))
     }
+}
+
+/// The IANA time zone `name` names, or why it names none.
+pub fn time_zone(name: &str) -> Result<Tz, String> {
+    name.parse::<Tz>()
+        .map_err(|_| "not an IANA time zone, such as Europe/Berlin or UTC".to_string())
 }
 
 /// A slot as a job's source writes it: to the second, in UTC.

@@ -12,7 +12,7 @@ use uuid::Uuid;
 
 use super::Queue;
 use crate::error::{Entity, QueueError};
-use crate::recurring::{Cadence, due_slots, slot_text};
+use crate::recurring::{Cadence, due_slots, slot_text, time_zone};
 use crate::store::{Leased, Passed};
 
 const FIELDS: &[&str] = &["name", "cron", "timezone", "task", "overlap", "catchUp"];
@@ -80,11 +80,10 @@ impl Queue {
             && let Err(problems) = Cadence::parse(cron, &timezone)
         {
             errors.extend(problems.into_iter().map(|(f, why)| FieldError::new(f, why)));
-        } else if cron.is_none() && Cadence::parse("@daily", &timezone).is_err() {
-            errors.push(FieldError::new(
-                "timezone",
-                "not an IANA time zone, such as Europe/Berlin or UTC",
-            ));
+        } else if cron.is_none()
+            && let Err(why) = time_zone(&timezone)
+        {
+            errors.push(FieldError::new("timezone", why));
         }
         let overlap = match map.get("overlap") {
             None | Some(Value::Null) => Overlap::Skip,
@@ -316,9 +315,7 @@ impl Queue {
             return false;
         };
         match self.get_job(&id).await {
-            Ok(job) => {
-                !job.status.is_terminal() || job.status == contract::JobState::AwaitingApproval
-            }
+            Ok(job) => !job.status.has_ended(),
             Err(_) => false,
         }
     }

@@ -308,24 +308,6 @@ impl Intake {
         thread: &str,
         request: &str,
     ) -> Result<Taken, QueueError> {
-        // The same comment again (GitHub redelivers it): the round it made is the answer,
-        // whatever the job does now.
-        let cause = format!("{}{comment}", contract::model::MENTION_CAUSE);
-        let current = queue.get_job(job).await?;
-        let took = current.payload["task"]["rounds"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .any(|r| {
-                r["causes"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .any(|c| c == cause.as_str())
-            });
-        if took {
-            return Ok(Taken::made(DeliveryOutcome::Repeat, &current));
-        }
         let instructions = if request.is_empty() {
             "Address the pull request's latest comment.".to_string()
         } else {
@@ -340,6 +322,8 @@ impl Intake {
                 self.replies.notify_one();
                 Ok(Taken::made(DeliveryOutcome::FollowedUp, &made))
             }
+            // The same comment again (GitHub redelivers it): the queue takes each cause
+            // once, whatever the job does now, and the round it made is the answer.
             Ok(None) => Ok(Taken::made(
                 DeliveryOutcome::Repeat,
                 &queue.get_job(job).await?,

@@ -134,11 +134,7 @@ impl ReplyService {
             None => self.api.post_comment(token, &thread, &text).await,
         };
         match written {
-            Ok(comment_id)
-                if job.status.is_terminal() && job.status != JobState::AwaitingApproval =>
-            {
-                Replied::Done { comment_id, pull }
-            }
+            Ok(comment_id) if job.status.has_ended() => Replied::Done { comment_id, pull },
             Ok(comment_id) => Replied::Posted { comment_id, pull },
             Err(error) => {
                 let lasting = matches!(error, GitHubError::Refused { .. });
