@@ -232,6 +232,7 @@ mod database;
 mod dependencies;
 mod events;
 mod jobs;
+mod leases;
 mod outbox;
 mod replies;
 mod retention;

@@ -25,17 +25,8 @@ impl Database {
         until: DateTime<Utc>,
         limit: i64,
     ) -> Result<Vec<Notice>, sqlx::Error> {
-        // SQLite has one writer at a time, so its pick needs no row locks.
-        let lock = match self {
-            Database::Sqlite(_) => "",
-            Database::Postgres(_) => " FOR UPDATE SKIP LOCKED",
-        };
-        let sql = format!(
-            "UPDATE webhook_outbox SET attempt = attempt + 1, lease_owner = $1, lease_until = $2 \
-             WHERE id IN (SELECT id FROM webhook_outbox WHERE next_at <= $3 \
-             AND (lease_until IS NULL OR lease_until <= $3) ORDER BY next_at, id LIMIT $4{lock}) \
-             {CLAIMED}"
-        );
+        let sql =
+            super::leases::lease_due_sql(self, "webhook_outbox", "id", "", "next_at, id", CLAIMED);
         on_pool!(self, p => {
             let rows = sqlx::query(&sql)
                 .bind(owner)

@@ -19,16 +19,13 @@ impl Database {
         until: DateTime<Utc>,
         limit: i64,
     ) -> Result<Vec<Reply>, sqlx::Error> {
-        let lock = match self {
-            Database::Sqlite(_) => "",
-            Database::Postgres(_) => " FOR UPDATE SKIP LOCKED",
-        };
-        let sql = format!(
-            "UPDATE issue_replies SET attempt = attempt + 1, lease_owner = $1, lease_until = $2 \
-             WHERE job_id IN (SELECT job_id FROM issue_replies WHERE state = 'due' \
-             AND next_at <= $3 AND (lease_until IS NULL OR lease_until <= $3) \
-             ORDER BY next_at LIMIT $4{lock}) \
-             RETURNING job_id, issue, comment_id, version, failures, attempt"
+        let sql = super::leases::lease_due_sql(
+            self,
+            "issue_replies",
+            "job_id",
+            "state = 'due'",
+            "next_at",
+            "RETURNING job_id, issue, comment_id, version, failures, attempt",
         );
         on_pool!(self, p => {
             let rows = sqlx::query(&sql)

@@ -154,15 +154,19 @@ impl Database {
         until: DateTime<Utc>,
         limit: i64,
     ) -> Result<Vec<Leased>, sqlx::Error> {
-        let (lock, not_paused) = match self {
-            Database::Sqlite(_) => ("", "paused = 0"),
-            Database::Postgres(_) => (" FOR UPDATE SKIP LOCKED", "NOT paused"),
+        // Each backend's words for the partial index's own condition, so the pick uses it.
+        let not_paused = match self {
+            Database::Sqlite(_) => "paused = 0",
+            Database::Postgres(_) => "NOT paused",
         };
-        let sql = format!(
-            "UPDATE schedules SET attempt = attempt + 1, lease_owner = $1, lease_until = $2 \
-             WHERE id IN (SELECT id FROM schedules WHERE {not_paused} AND next_at <= $3 \
-             AND (lease_until IS NULL OR lease_until <= $3) ORDER BY next_at LIMIT $4{lock}) \
-             RETURNING {COLUMNS}"
+        let returning = format!("RETURNING {COLUMNS}");
+        let sql = super::leases::lease_due_sql(
+            self,
+            "schedules",
+            "id",
+            not_paused,
+            "next_at",
+            &returning,
         );
         on_pool!(self, p => {
             let rows = sqlx::query(&sql)

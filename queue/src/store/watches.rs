@@ -19,17 +19,13 @@ impl Database {
         until: DateTime<Utc>,
         limit: i64,
     ) -> Result<Vec<Watch>, sqlx::Error> {
-        // SQLite has one writer at a time, so its pick needs no row locks.
-        let lock = match self {
-            Database::Sqlite(_) => "",
-            Database::Postgres(_) => " FOR UPDATE SKIP LOCKED",
-        };
-        let sql = format!(
-            "UPDATE pr_watches SET attempt = attempt + 1, lease_owner = $1, lease_until = $2 \
-             WHERE job_id IN (SELECT job_id FROM pr_watches WHERE state = 'watching' \
-             AND next_at <= $3 AND (lease_until IS NULL OR lease_until <= $3) \
-             ORDER BY next_at LIMIT $4{lock}) \
-             RETURNING job_id, pull, quiet, attempt"
+        let sql = super::leases::lease_due_sql(
+            self,
+            "pr_watches",
+            "job_id",
+            "state = 'watching'",
+            "next_at",
+            "RETURNING job_id, pull, quiet, attempt",
         );
         on_pool!(self, p => {
             let rows = sqlx::query(&sql)
