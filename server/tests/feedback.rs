@@ -20,7 +20,7 @@ use testkit::github::{GitHub, delivery};
 use tokio_util::sync::CancellationToken;
 use worker::client::QueueClient;
 use worker::runner::{Shutdown, WorkerConfig, run};
-use worker::testing::{remote, stage_config};
+use worker::testing::{named_remote, stage_config};
 
 const TOKEN: &str = "ghs_feedbackTokenForTheTests0123456789";
 /// The poll that stands for a server started without `--github-token`.
@@ -75,11 +75,7 @@ async fn setup(backend: Backend, poll: Duration, services: usize) -> Setup {
     }
     let tmp = tempfile::tempdir().unwrap();
     // The repository the pull request is of (octo/hello), as the task names it.
-    let made = remote(tmp.path());
-    let named = tmp.path().join("octo/hello.git");
-    std::fs::create_dir_all(named.parent().unwrap()).unwrap();
-    std::fs::rename(&made, &named).unwrap();
-    let remote = named.display().to_string();
+    let remote = named_remote(tmp.path(), "octo/hello");
     let mut worker_config = WorkerConfig::new(stage_config(tmp.path()));
     worker_config.claim_wait = Duration::from_secs(2);
     let shutdown = Shutdown::default();

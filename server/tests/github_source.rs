@@ -23,7 +23,7 @@ use testkit::github::{Comment, GitHub, Issue, delivery};
 use tokio_util::sync::CancellationToken;
 use worker::client::QueueClient;
 use worker::runner::{Shutdown, WorkerConfig, run};
-use worker::testing::{remote, stage_config};
+use worker::testing::{named_remote, stage_config};
 
 const TOKEN: &str = "ghs_sourceTokenForTheTests0123456789";
 const PUBLIC: &str = "https://stepwise.example";
@@ -89,11 +89,8 @@ async fn setup(backend: Backend) -> Setup {
         timeout: Duration::from_secs(5),
     };
     ReplyService::new(config, server.queue().clone(), replies).start(stop.clone());
-    // The repository the issues are of (octo/hello), as its clone_url names it.
-    let made = remote(tmp.path());
-    let named = tmp.path().join("octo/hello.git");
-    std::fs::create_dir_all(named.parent().unwrap()).unwrap();
-    std::fs::rename(&made, &named).unwrap();
+    // The repository the issues are of (octo/hello), where the intake clones it from.
+    let remote = named_remote(tmp.path(), "octo/hello");
     let mut worker_config = WorkerConfig::new(stage_config(tmp.path()));
     worker_config.claim_wait = Duration::from_secs(2);
     let shutdown = Shutdown::default();
@@ -107,7 +104,7 @@ async fn setup(backend: Backend) -> Setup {
         server,
         user,
         github,
-        remote: named.display().to_string(),
+        remote,
         stop,
         shutdown,
         _db: db,

@@ -145,6 +145,16 @@ pub fn run(dir: &Path, args: &[&str]) -> String {
 }
 
 /// A bare remote whose default branch is `main`, with a `dev` branch one commit ahead.
+/// [`remote`], at `root/OWNER/NAME.git` for `owner_name` (`octo/hello`): a repository whose
+/// path names it as GitHub would.
+pub fn named_remote(root: &Path, owner_name: &str) -> String {
+    let made = remote(root);
+    let named = root.join(format!("{owner_name}.git"));
+    std::fs::create_dir_all(named.parent().expect("a parent")).unwrap();
+    std::fs::rename(&made, &named).unwrap();
+    named.display().to_string()
+}
+
 pub fn remote(root: &Path) -> String {
     let bare = root.join("remote.git");
     let seed = root.join("seed");
