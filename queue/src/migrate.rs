@@ -2,7 +2,8 @@
 //!
 //! Built from `include_str!` rather than sqlx's `migrate!` macro, which would pull the
 //! whole sqlx macro crate (and its compile time) in for this one use. A test checks that
-//! this list and the files under `migrations/` agree.
+//! this list and the files under `migrations/` agree. Past 500 lines by that list alone,
+//! five lines per migration and backend: splitting it would only cut one list in two.
 
 use std::borrow::Cow;
 

@@ -2,13 +2,14 @@
 //! what the worker loop and the `stepwise` CLI use to reach a server. HTTP only, speaking
 //! the contract's wire types.
 //!
-//! The routes people use are here, the worker's in `worker_routes.rs`, the operator's
-//! course in `course.rs`, the servers' readiness in `health.rs`; past 500 lines only by
-//! its own tests (about 90 lines at the end).
+//! The routes people use are here, what a job left (its events, artifacts, checkpoints)
+//! in `left.rs`, the worker's in `worker_routes.rs`, the operator's course in `course.rs`,
+//! schedules in `schedules.rs`, the servers' readiness in `health.rs`.
 
 mod course;
 mod error;
 mod health;
+mod left;
 mod schedules;
 mod sse;
 mod stream;
@@ -19,9 +20,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use contract::api::{ArtifactList, CancelBody, CheckpointList, EventList, JobList};
-use contract::timeline::Checkpoint;
-use contract::{Artifact, Job, JobEvent, JobId, JobState};
+use contract::api::{CancelBody, JobList};
+use contract::{Job, JobId, JobState};
 use reqwest::header::{self, HeaderValue};
 use reqwest::{Method, RequestBuilder, Response, Url};
 use serde::de::DeserializeOwned;
@@ -225,82 +225,6 @@ impl QueueClient {
         };
         self.fetch(self.request(Method::POST, &url).json(&body), &url)
             .await
-    }
-
-    /// `GET /jobs/{id}/events`: the timeline after event id `after`, oldest first, at most
-    /// `limit` (the server's default page is 200).
-    pub async fn list_events(
-        &self,
-        id: &JobId,
-        after: Option<i64>,
-        limit: Option<u32>,
-    ) -> Result<Vec<JobEvent>> {
-        let url = self.job_url(id, &["events"]);
-        let mut query: Vec<(&str, String)> = Vec::new();
-        if let Some(after) = after {
-            query.push(("after", after.to_string()));
-        }
-        if let Some(limit) = limit {
-            query.push(("limit", limit.to_string()));
-        }
-        let builder = self.request(Method::GET, &url).query(&query);
-        let list: EventList = self.fetch(builder, &url).await?;
-        Ok(list.items)
-    }
-
-    /// `GET /jobs/{id}/events?except=KIND`: the first `limit` events of the job but those
-    /// of kind `except` (a step's log lines, which outnumber the rest by far), oldest first.
-    pub async fn list_events_except(
-        &self,
-        id: &JobId,
-        except: &str,
-        after: i64,
-        limit: u32,
-    ) -> Result<Vec<JobEvent>> {
-        let url = self.job_url(id, &["events"]);
-        let query = [
-            ("except", except.to_string()),
-            ("after", after.to_string()),
-            ("limit", limit.to_string()),
-        ];
-        let builder = self.request(Method::GET, &url).query(&query);
-        let list: EventList = self.fetch(builder, &url).await?;
-        Ok(list.items)
-    }
-
-    /// `GET /jobs/{id}/events/stream`: every event after `after`, then live ones as they
-    /// happen, for as long as the stream is polled. See [`EventStream`] for how it
-    /// reconnects and when it ends.
-    pub fn stream_events(&self, id: &JobId, after: Option<i64>) -> EventStream {
-        let segments = ["jobs", &id.to_string(), "events", "stream"]
-            .map(String::from)
-            .to_vec();
-        EventStream::new(self.clone(), segments, after)
-    }
-
-    /// `GET /jobs/{id}/artifacts`.
-    pub async fn list_artifacts(&self, id: &JobId) -> Result<Vec<Artifact>> {
-        let url = self.job_url(id, &["artifacts"]);
-        let list: ArtifactList = self.fetch(self.request(Method::GET, &url), &url).await?;
-        Ok(list.items)
-    }
-
-    /// `GET /jobs/{id}/checkpoints`: the checkpoints saved, oldest first.
-    pub async fn list_checkpoints(&self, id: &JobId) -> Result<Vec<Checkpoint>> {
-        let url = self.job_url(id, &["checkpoints"]);
-        let list: CheckpointList = self.fetch(self.request(Method::GET, &url), &url).await?;
-        Ok(list.items)
-    }
-
-    /// `GET /jobs/{id}/artifacts/{artifact_id}/download`: the stored bytes.
-    pub async fn download_artifact(&self, id: &JobId, artifact_id: &str) -> Result<Vec<u8>> {
-        let url = self.job_url(id, &["artifacts", artifact_id, "download"]);
-        let response = self.send(self.request(Method::GET, &url), &url).await?;
-        let bytes = response
-            .bytes()
-            .await
-            .map_err(|e| self.transport(&url, e))?;
-        Ok(bytes.to_vec())
     }
 
     /// `{base}/api/queue/{segments…}` on the server in use, each segment percent-encoded,
