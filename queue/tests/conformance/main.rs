@@ -15,6 +15,7 @@ mod concurrency;
 mod dependencies;
 mod events;
 mod fencing;
+mod golden;
 mod handoff;
 mod health;
 mod lifecycle;
@@ -61,6 +62,15 @@ macro_rules! conformance {
 }
 
 conformance! {
+    golden::a_job_that_succeeds_reads_as_it_always_did,
+    golden::a_job_that_fails_reads_as_it_always_did,
+    golden::a_job_that_retries_reads_as_it_always_did,
+    golden::a_job_whose_lease_expires_reads_as_it_always_did,
+    golden::jobs_cancelled_queued_and_running_read_as_they_always_did,
+    golden::a_job_paused_and_resumed_reads_as_it_always_did,
+    golden::a_job_approved_at_its_gate_reads_as_it_always_did,
+    golden::a_job_looped_and_followed_up_reads_as_it_always_did,
+    golden::jobs_claimed_and_completed_in_batches_read_as_they_always_did,
     dependencies::unknown_or_failed_dependencies_are_refused_by_their_place,
     dependencies::a_waiting_job_is_claimed_only_once_every_dependency_succeeded,
     dependencies::a_failed_dependency_cancels_its_waiting_jobs_naming_it,
