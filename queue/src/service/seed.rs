@@ -51,4 +51,10 @@ impl Queue {
     pub async fn wal_position(&self) -> Result<Option<(i64, String)>, QueueError> {
         self.inner.db.wal_position().await
     }
+
+    /// PostgreSQL's WAL flushes so far, server-wide (`pg_stat_wal.wal_sync`), as far as its
+    /// processes have reported them; `None` on SQLite.
+    pub async fn wal_flushes(&self) -> Result<Option<i64>, QueueError> {
+        self.inner.db.wal_flushes().await
+    }
 }

@@ -110,4 +110,19 @@ impl Database {
             Database::Sqlite(_) => Ok(None),
         }
     }
+
+    /// How often PostgreSQL's processes have flushed the WAL to disk since its statistics
+    /// were reset (`pg_stat_wal.wal_sync`); `None` on SQLite. Each backend reports its count
+    /// when it goes idle, at most once a second and within ten seconds, or when it exits.
+    pub(crate) async fn wal_flushes(&self) -> Result<Option<i64>, QueueError> {
+        match self {
+            Database::Postgres(PgDb { pool, .. }) => {
+                let flushes: i64 = sqlx::query_scalar("SELECT wal_sync FROM pg_stat_wal")
+                    .fetch_one(pool)
+                    .await?;
+                Ok(Some(flushes))
+            }
+            Database::Sqlite(_) => Ok(None),
+        }
+    }
 }

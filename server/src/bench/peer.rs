@@ -6,8 +6,11 @@
 //! Each side drains N no-op jobs queued beforehand (untimed) with W workers, one per call
 //! and then batched, and reports jobs/s and the bytes of WAL the server wrote meanwhile per
 //! job (server-wide, so both sides count the same way), with the WAL positions between
-//! which `pg_waldump --stats` counts its records. `pg_stat_wal` would count records too, but
-//! a busy backend reports to it at most once a second, too seldom for a phase of seconds.
+//! which `pg_waldump --stats` counts its records, and the WAL flushes per job
+//! (`pg_stat_wal.wal_sync`, server-wide). A backend reports its flushes when it goes idle,
+//! within ten seconds, or when it exits, so each phase is read between two pauses of
+//! `--settle-secs` in which nothing runs: what a phase flushed is all in, and nothing
+//! else is. The pauses are untimed.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -28,6 +31,9 @@ struct Phase {
     wal_bytes: i64,
     wal_from: String,
     wal_to: String,
+    /// WAL flushes meanwhile, server-wide; read around the phase, not by the peer's script.
+    #[serde(default)]
+    flushes: i64,
 }
 
 impl Phase {
@@ -63,9 +69,9 @@ pub(super) async fn compare(queue: &Queue, args: &BenchArgs, dir: &Path) -> Resu
         let single = ours(queue, args, 1).await?;
         let batched = ours(queue, args, args.batch).await?;
         let scratch = ScratchPostgres::create(&args.pg_url, "stepwise_bench_peer").await?;
-        let peer_single = peer(&script, scratch.url(), "unbatched", args).await;
+        let peer_single = peer(queue, &script, scratch.url(), "unbatched", args).await;
         let peer_batched = match &peer_single {
-            Ok(_) => peer(&script, scratch.url(), "batched", args).await,
+            Ok(_) => peer(queue, &script, scratch.url(), "batched", args).await,
             Err(_) => Err(CliError::Bench("skipped".into())),
         };
         scratch.drop_database().await?;
@@ -117,6 +123,17 @@ pub(super) async fn compare(queue: &Queue, args: &BenchArgs, dir: &Path) -> Resu
                     .map(|(a, b)| per_job(a) / per_job(b))
             ),
         );
+        let flushes = |p: &Phase| p.flushes as f64 / p.jobs as f64;
+        println!(
+            "| {what}, WAL flushes per job | {} | {} | {} |",
+            range(ours.iter().map(flushes)),
+            range(theirs.iter().map(flushes)),
+            range(
+                ours.iter()
+                    .zip(theirs)
+                    .map(|(a, b)| flushes(a) / flushes(b).max(f64::MIN_POSITIVE))
+            ),
+        );
     }
     Ok(())
 }
@@ -128,6 +145,7 @@ async fn ours(queue: &Queue, args: &BenchArgs, batch: u32) -> Result<Phase, CliE
     for i in 0..args.jobs {
         queue.create_job(&noop_task(i), Some("bench")).await?;
     }
+    let flushed = settled_flushes(queue, args).await?;
     let (from, wal_from) = wal(queue).await?;
     let started = Instant::now();
     let jobs = drain(queue, args.workers, None, batch, Pace::Overlapped).await?;
@@ -139,7 +157,17 @@ async fn ours(queue: &Queue, args: &BenchArgs, batch: u32) -> Result<Phase, CliE
         wal_bytes: to - from,
         wal_from,
         wal_to,
+        flushes: settled_flushes(queue, args).await? - flushed,
     })
+}
+
+/// The server's WAL flushes so far, once every process has had `--settle-secs` to report.
+async fn settled_flushes(queue: &Queue, args: &BenchArgs) -> Result<i64, CliError> {
+    tokio::time::sleep(std::time::Duration::from_secs(args.settle_secs)).await;
+    queue
+        .wal_flushes()
+        .await?
+        .ok_or_else(|| CliError::Bench("--peer needs --backend postgres".into()))
 }
 
 async fn wal(queue: &Queue) -> Result<(i64, String), CliError> {
@@ -149,8 +177,16 @@ async fn wal(queue: &Queue) -> Result<(i64, String), CliError> {
         .ok_or_else(|| CliError::Bench("--peer needs --backend postgres".into()))
 }
 
-/// Runs one phase of the peer's script and reads its figures.
-async fn peer(script: &Path, url: &str, phase: &str, args: &BenchArgs) -> Result<Phase, CliError> {
+/// Runs one phase of the peer's script and reads its figures. Its flushes are counted from
+/// before the script starts until after it exited, so they include its one `addJobs`.
+async fn peer(
+    queue: &Queue,
+    script: &Path,
+    url: &str,
+    phase: &str,
+    args: &BenchArgs,
+) -> Result<Phase, CliError> {
+    let flushed = settled_flushes(queue, args).await?;
     let output = tokio::process::Command::new("node")
         .arg(script)
         .arg(libpq_url(url))
@@ -169,11 +205,13 @@ async fn peer(script: &Path, url: &str, phase: &str, args: &BenchArgs) -> Result
             String::from_utf8_lossy(&output.stderr).trim()
         )));
     }
-    serde_json::from_str(stdout.trim()).map_err(|e| {
+    let mut figures: Phase = serde_json::from_str(stdout.trim()).map_err(|e| {
         CliError::Bench(format!(
             "graphile-worker's {phase} phase printed {stdout:?}, not its figures: {e}"
         ))
-    })
+    })?;
+    figures.flushes = settled_flushes(queue, args).await? - flushed;
+    Ok(figures)
 }
 
 /// `url` for node-postgres, with `sslmode` meaning what it means to libpq, and so to sqlx
@@ -245,6 +283,7 @@ mod tests {
             peer: Some(Peer::GraphileWorker),
             peer_dir: None,
             rounds: 1,
+            settle_secs: 0,
         };
         let peer = Path::new(env!("CARGO_MANIFEST_DIR")).join("../bench/graphile-worker");
         compare(&queue, &args, &peer).await.unwrap();

@@ -121,6 +121,7 @@ async fn measure(queue: &Queue, args: &BenchArgs) -> Result<(), CliError> {
     }
     report("enqueue (sequential)", args.jobs, started.elapsed());
 
+    let written = Written::start(queue).await?;
     let started = Instant::now();
     let done = drain(queue, args.workers, None, 1, Pace::Sequential).await?;
     report(
@@ -128,6 +129,7 @@ async fn measure(queue: &Queue, args: &BenchArgs) -> Result<(), CliError> {
         done,
         started.elapsed(),
     );
+    written.report(queue, done).await?;
 
     let started = Instant::now();
     for producer in produce(queue, args.producers, args.jobs) {
@@ -141,6 +143,7 @@ async fn measure(queue: &Queue, args: &BenchArgs) -> Result<(), CliError> {
         started.elapsed(),
     );
 
+    let written = Written::start(queue).await?;
     let started = Instant::now();
     let done = drain(queue, args.workers, None, args.batch, Pace::Sequential).await?;
     report(
@@ -151,6 +154,7 @@ async fn measure(queue: &Queue, args: &BenchArgs) -> Result<(), CliError> {
         done,
         started.elapsed(),
     );
+    written.report(queue, done).await?;
 
     end_to_end(
         queue,
@@ -208,6 +212,53 @@ async fn end_to_end(
     }
     report(what, done, started.elapsed());
     Ok(())
+}
+
+/// What a phase wrote to make its jobs durable: PostgreSQL's WAL, server-wide; on SQLite,
+/// what this process handed to `write()`, which is the log's frames and the checkpoints
+/// that copy them into the database (nothing else of the bench writes meanwhile).
+enum Written {
+    Wal(i64),
+    Process(u64),
+}
+
+impl Written {
+    async fn start(queue: &Queue) -> Result<Self, CliError> {
+        Ok(match queue.wal_position().await? {
+            Some((at, _)) => Written::Wal(at),
+            None => Written::Process(process_writes()?),
+        })
+    }
+
+    async fn report(self, queue: &Queue, jobs: usize) -> Result<(), CliError> {
+        let (what, bytes) = match self {
+            Written::Wal(from) => {
+                let to = queue.wal_position().await?.map_or(from, |(at, _)| at);
+                ("WAL", (to - from) as f64)
+            }
+            Written::Process(from) => (
+                "written (log frames and checkpoints)",
+                process_writes()?.saturating_sub(from) as f64,
+            ),
+        };
+        println!(
+            "{:<58} {:>8.0} bytes per job",
+            format!("  {what}"),
+            bytes / jobs.max(1) as f64
+        );
+        Ok(())
+    }
+}
+
+/// The bytes this process has passed to `write()` and its kin so far (`wchar` in
+/// `/proc/self/io`).
+fn process_writes() -> Result<u64, CliError> {
+    let io = std::fs::read_to_string("/proc/self/io")
+        .map_err(|e| CliError::Bench(format!("cannot read /proc/self/io: {e}")))?;
+    io.lines()
+        .find_map(|line| line.strip_prefix("wchar:"))
+        .and_then(|n| n.trim().parse().ok())
+        .ok_or_else(|| CliError::Bench("/proc/self/io has no wchar line".into()))
 }
 
 fn report(what: &str, jobs: usize, took: Duration) {
@@ -347,6 +398,7 @@ mod tests {
             peer: None,
             peer_dir: None,
             rounds: 1,
+            settle_secs: 0,
         }
     }
 

@@ -59,6 +59,11 @@ pub struct BenchArgs {
     /// Rounds of the side-by-side comparison.
     #[arg(long, default_value_t = 3)]
     pub(super) rounds: usize,
+    /// Seconds of quiet before and after each side-by-side phase, for every PostgreSQL
+    /// process to report its WAL flushes (each does within ten seconds of going idle);
+    /// with 0 the flushes per job miss what was not reported yet.
+    #[arg(long, default_value_t = 11, value_name = "SECONDS")]
+    pub(super) settle_secs: u64,
 }
 
 /// The repositories the jobs are spread over, so that a limit per repository leaves the
