@@ -6,8 +6,8 @@
 
 use chrono::{DateTime, Utc};
 use contract::events::{
-    Cancelled, CancelledBy, CheckpointSaved, JobCompleted, LeaseHeld, Retried, WithReason,
-    WorkerCall, WorkerFailure, payload_of,
+    Cancelled, CancelledBy, CheckpointSaved, LeaseHeld, Retried, WithReason, WorkerCall,
+    WorkerFailure, payload_of,
 };
 use contract::job::events;
 use contract::{EventLevel, Job, JobEvent, JobId, JobState};
@@ -189,7 +189,6 @@ pub(crate) fn complete(
         return Ok(Outcome::Unchanged);
     }
     check_fence(job, fence)?;
-    let late_cancel = job.cancel_requested_at.is_some();
     // A pause asked too late is moot, as a late cancel is: the work is done.
     job.pause_requested = None;
     job.status = JobState::Succeeded;
@@ -197,27 +196,7 @@ pub(crate) fn complete(
     job.lease_expires_at = None;
     job.finished_at = Some(now);
     job.updated_at = now;
-    let message = if late_cancel {
-        "succeeded; the cancel request came too late to stop it"
-    } else {
-        "succeeded"
-    };
-    let completed = JobCompleted {
-        call: call(fence),
-        cancel_requested: late_cancel,
-        result_summary: job.result_summary.clone(),
-        // Its presence is what makes the database start watching the pull request.
-        feedback: job
-            .payload
-            .pointer("/task/publish/feedback")
-            .and_then(|v| serde_json::from_value(v.clone()).ok()),
-    };
-    Ok(changed(vec![PendingEvent::new(
-        events::JOB_COMPLETED,
-        EventLevel::Info,
-        message.to_string(),
-        &completed,
-    )]))
+    Ok(changed(vec![completed_event(job)]))
 }
 
 /// running → queued (retry), failed, dead_letter or cancelled; see [`JobState`].
@@ -427,7 +406,7 @@ pub(crate) use budget::{pause_for_budget, set_budget};
 pub(crate) use cancel::{ack_cancel, acknowledged_by, request_cancel};
 use pauses::pause_now;
 pub(crate) use pauses::{ack_pause, paused_by, request_pause, resume, retry_from_step};
-pub(crate) use recorded::{claimed_event, claimed_event_template, created_event};
+pub(crate) use recorded::{claimed_event, claimed_event_template, completed_event, created_event};
 pub(crate) use rounds::{check_follow_up, follow_up, needs_attention};
 
 #[cfg(test)]

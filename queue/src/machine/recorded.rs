@@ -1,12 +1,13 @@
-//! The events of a job's creation and its claims: built here once, for the service and for
-//! the claim statements of both backends.
+//! The events of a job's creation, its claims and its success: built here once, for the
+//! service, for the claim statements of both backends, and for the readers of a timeline
+//! whose `job.completed` is kept in the job's row (`completed_event_id`, migration 0021).
 
 use std::fmt::Display;
 
 use chrono::{DateTime, Utc};
 use contract::EventLevel;
 use contract::Job;
-use contract::events::{JobCreated, LeaseHeld, payload_of};
+use contract::events::{JobCompleted, JobCreated, LeaseHeld, WorkerCall, payload_of};
 use contract::job::events;
 use serde_json::Value;
 
@@ -24,6 +25,37 @@ pub(crate) fn claimed_event(job: &Job) -> PendingEvent {
             attempt: job.attempt,
             lease_expires_at: job.lease_expires_at,
         },
+    )
+}
+
+/// The `job.completed` of a job as its completion left it: everything it says is in the
+/// row, the worker and attempt whose fence the completion passed among it, so the event is
+/// the same whether it was built as the job completed or read back from the row since.
+pub(crate) fn completed_event(job: &Job) -> PendingEvent {
+    let late_cancel = job.cancel_requested_at.is_some();
+    let message = if late_cancel {
+        "succeeded; the cancel request came too late to stop it"
+    } else {
+        "succeeded"
+    };
+    let completed = JobCompleted {
+        call: WorkerCall {
+            worker_id: job.claimed_by.clone().unwrap_or_default(),
+            attempt: job.attempt,
+        },
+        cancel_requested: late_cancel,
+        result_summary: job.result_summary.clone(),
+        // Its presence is what makes the database start watching the pull request.
+        feedback: job
+            .payload
+            .pointer("/task/publish/feedback")
+            .and_then(|v| serde_json::from_value(v.clone()).ok()),
+    };
+    PendingEvent::new(
+        events::JOB_COMPLETED,
+        EventLevel::Info,
+        message.to_string(),
+        &completed,
     )
 }
 

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
-use contract::{Job, JobId};
+use contract::{Job, JobId, JobState};
 
 use super::Queue;
 use crate::error::QueueError;
@@ -13,7 +13,7 @@ use crate::last_written::LastWritten;
 use crate::lease::Fence;
 use crate::machine::{self, Outcome, PendingEvent, Retry};
 use crate::notify::{Notification, NotificationKind};
-use crate::store::{Swap, Tx};
+use crate::store::{Swap, Tx, folds};
 
 /// How often a PostgreSQL transition re-reads a row that changed under it before it
 /// takes the row lock instead (see `Queue::transition`).
@@ -109,7 +109,29 @@ impl Queue {
         now: DateTime<Utc>,
     ) -> Result<(), QueueError> {
         tx.save_jobs(saved).await?;
-        tx.insert_events(events, now).await?;
+        // A success the row keeps draws its id after the job's other events (it has none:
+        // see `store::folds`).
+        let kept: Vec<JobId> = saved
+            .iter()
+            .filter(|job| {
+                let own: Vec<PendingEvent> = events
+                    .iter()
+                    .filter(|(id, _)| *id == job.id)
+                    .map(|(_, e)| (*e).clone())
+                    .collect();
+                folds(job, &own)
+            })
+            .map(|job| job.id)
+            .collect();
+        let appended: Vec<(JobId, &PendingEvent)> = events
+            .iter()
+            .filter(|(id, _)| !kept.contains(id))
+            .copied()
+            .collect();
+        tx.insert_events(&appended, now).await?;
+        for id in &kept {
+            tx.fold_completion(id).await?;
+        }
         for note in notes {
             tx.notify(&note.job_id, note.kind);
         }
@@ -164,6 +186,11 @@ impl Queue {
                     Err(refused) => return Err(refused),
                     Ok(outcome) => changes(&job.id, outcome),
                 };
+                // A succeeded job's success may be kept in its row, which the write must
+                // write out first: under the lock (`Tx::write_out_completion`).
+                if current.status == JobState::Succeeded {
+                    break;
+                }
                 let swap = Swap {
                     old: current,
                     new: job.clone(),
@@ -226,7 +253,10 @@ impl Queue {
         }
         let mut swaps = Vec::new();
         for (n, (id, apply)) in ops.iter().enumerate() {
-            let Some(current) = recent.get(id).filter(|_| named[id] == 1) else {
+            let Some(current) = recent
+                .get(id)
+                .filter(|job| named[id] == 1 && job.status != JobState::Succeeded)
+            else {
                 continue;
             };
             let mut job = current.clone();

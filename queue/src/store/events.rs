@@ -12,6 +12,12 @@ use crate::QueueError;
 use crate::machine::PendingEvent;
 use crate::notify::NotificationKind;
 use crate::store::Database;
+use crate::store::completions;
+use contract::job::events::JOB_COMPLETED;
+
+/// Reads of a page before a success that keeps moving out of its row is given up on: it
+/// moves once in a job's life, so a second read finds it a row.
+const READS: usize = 3;
 
 const INSERT_EVENT: &str = "INSERT INTO job_events (job_id, kind, level, message, payload, created_at) \
      VALUES ($1, $2, $3, $4, $5, $6) RETURNING id";
@@ -136,17 +142,48 @@ impl Tx {
 }
 
 impl Database {
-    /// The job's events that `page` asks for.
+    /// The job's events that `page` asks for: its event rows and the success its row keeps
+    /// (`completions.rs`), in one ordered page. The success is built from the job as it
+    /// is; should the row have written it out meanwhile, the page is read again, and finds
+    /// it a row.
     pub(crate) async fn list_events(
         &self,
         job_id: Uuid,
         page: &EventPage<'_>,
     ) -> Result<Vec<JobEvent>, sqlx::Error> {
+        for _ in 0..READS {
+            let read = self.list_event_rows(job_id, page).await?;
+            let Some(kept) = read.iter().position(|(_, kept)| *kept) else {
+                return Ok(read.into_iter().map(|(event, _)| event).collect());
+            };
+            let wanted = read[kept].0.id;
+            let Some((job, event_id)) = self.folded_job(job_id).await? else {
+                continue;
+            };
+            if event_id != wanted {
+                continue;
+            }
+            let mut events: Vec<JobEvent> = read.into_iter().map(|(event, _)| event).collect();
+            events[kept] = completions::rebuilt(&job, event_id);
+            return Ok(events);
+        }
+        Err(sqlx::Error::Protocol(format!(
+            "job {job_id}'s success moved {READS} times while its timeline was read"
+        )))
+    }
+
+    /// The page's rows: each event, and whether it is only a mark of the success the job's
+    /// row keeps (its id and kind, the rest for the caller to build).
+    async fn list_event_rows(
+        &self,
+        job_id: Uuid,
+        page: &EventPage<'_>,
+    ) -> Result<Vec<(JobEvent, bool)>, sqlx::Error> {
         on_pool!(self, p => {
             let mut query = sqlx::QueryBuilder::new(concat!(
                 "SELECT ",
                 event_columns!(),
-                " FROM job_events WHERE job_id = "
+                ", 0 AS kept FROM job_events WHERE job_id = "
             ));
             query.push_bind(Id(job_id));
             if page.after > 0 {
@@ -155,22 +192,43 @@ impl Database {
             if let Some(kind) = page.except {
                 query.push(" AND kind <> ").push_bind(kind);
             }
+            query
+                .push(
+                    " UNION ALL SELECT completed_event_id AS id, id AS job_id, ",
+                )
+                .push_bind(JOB_COMPLETED)
+                .push(
+                    " AS kind, 'info' AS level, '' AS message, '{}' AS payload, \
+                     finished_at AS created_at, 1 AS kept FROM jobs WHERE id = ",
+                )
+                .push_bind(Id(job_id))
+                .push(" AND completed_event_id > ")
+                .push_bind(page.after);
+            if let Some(kind) = page.except {
+                query.push(" AND ").push_bind(JOB_COMPLETED).push(" <> ").push_bind(kind);
+            }
             query.push(match page.order {
                 EventOrder::Oldest => " ORDER BY id LIMIT ",
                 EventOrder::Newest => " ORDER BY id DESC LIMIT ",
             });
             query.push_bind(page.limit);
             let rows = query.build().fetch_all(p).await?;
-            rows.iter().map(|row| event_from_row!(row)).collect()
+            rows.iter()
+                .map(|row| Ok((event_from_row!(row)?, row.try_get::<i32, _>("kept")? == 1)))
+                .collect()
         })
     }
 
+    /// Its event rows and the success its row keeps.
     pub(crate) async fn count_events(&self, job_id: Uuid) -> Result<i64, sqlx::Error> {
         on_pool!(self, p => {
-            sqlx::query_scalar("SELECT COUNT(*) FROM job_events WHERE job_id = $1")
-                .bind(Id(job_id))
-                .fetch_one(p)
-                .await
+            sqlx::query_scalar(
+                "SELECT (SELECT COUNT(*) FROM job_events WHERE job_id = $1) \
+                 + (SELECT COUNT(*) FROM jobs WHERE id = $1 AND completed_event_id IS NOT NULL)",
+            )
+            .bind(Id(job_id))
+            .fetch_one(p)
+            .await
         })
     }
 

@@ -88,7 +88,8 @@ pub(crate) struct ListSql<'a> {
 
 impl Tx {
     /// The job, locked until commit: `FOR UPDATE` on PostgreSQL; on SQLite the IMMEDIATE
-    /// transaction already excludes every other writer.
+    /// transaction already excludes every other writer. A success its row keeps is written
+    /// out as an event row first, whatever the caller goes on to write (`completions.rs`).
     pub(crate) async fn lock_job(&mut self, id: Uuid) -> Result<Option<Job>, QueueError> {
         let args = [Arg::Id(id)];
         let jobs = match &mut self.conn {
@@ -97,7 +98,11 @@ impl Tx {
                 pg_rows(t, LOCK_JOB_POSTGRES, &args, |r| job_from_row!(r)).await?
             }
         };
-        Ok(jobs.into_iter().next())
+        let job = jobs.into_iter().next();
+        if let Some(job) = &job {
+            self.write_out_completion(job).await?;
+        }
+        Ok(job)
     }
 
     pub(crate) async fn insert_job(
@@ -129,6 +134,14 @@ impl Tx {
     /// The jobs among `ids` that exist, each locked until commit (on PostgreSQL in id
     /// order, so two transactions locking overlapping sets cannot deadlock).
     pub(crate) async fn lock_jobs(&mut self, ids: &[Uuid]) -> Result<Vec<Job>, QueueError> {
+        let jobs = self.lock_jobs_as_they_are(ids).await?;
+        for job in &jobs {
+            self.write_out_completion(job).await?;
+        }
+        Ok(jobs)
+    }
+
+    async fn lock_jobs_as_they_are(&mut self, ids: &[Uuid]) -> Result<Vec<Job>, QueueError> {
         match &mut self.conn {
             TxConn::Sqlite(t) => {
                 let mut jobs = Vec::with_capacity(ids.len());

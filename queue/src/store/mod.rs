@@ -228,6 +228,7 @@ macro_rules! insert_job_sql {
 mod artifacts;
 mod claim_sql;
 mod claims;
+mod completions;
 mod database;
 mod dependencies;
 mod events;
@@ -249,6 +250,7 @@ mod postgres;
 mod sqlite;
 
 pub(crate) use claim_sql::ClaimSql;
+pub(crate) use completions::folds;
 pub use database::{Database, DatabaseError, PgDb, SQLITE_FILE, SqliteDb};
 pub(crate) use events::{EventOrder, EventPage};
 pub(crate) use jobs::ListSql;

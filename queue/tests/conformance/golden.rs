@@ -315,6 +315,66 @@ pub async fn jobs_claimed_and_completed_in_batches_read_as_they_always_did(h: Ha
     golden(&h, "batched", &[jobs[0].id, jobs[1].id]).await;
 }
 
+/// Issue 39's first step, seen from the tables: a success writes no event row (its id is
+/// in the job's row), one made in a batch neither; a next round writes it out as a row
+/// under the same id before it changes the job; the timeline reads the same throughout.
+pub async fn a_success_is_kept_in_its_row_until_the_job_changes_again(h: Harness) {
+    let job = task_job(&h, false).await;
+    let claimed = h.claim_exactly("w1", &job).await;
+    run_step(&h, &claimed, 0).await;
+    complete(&h, &claimed).await;
+    let rows = |id: JobId| {
+        format!("SELECT count(*) FROM job_events WHERE kind = 'job.completed' AND job_id = '{id}'")
+    };
+    let kept = |id: JobId| {
+        format!("SELECT count(*) FROM jobs WHERE completed_event_id IS NOT NULL AND id = '{id}'")
+    };
+    assert_eq!(h.count(&rows(job.id)).await, 0, "no event row");
+    assert_eq!(h.count(&kept(job.id)).await, 1, "kept in the row");
+    let before = every_reading(&h, &job.id).await;
+    assert_eq!(before.last().unwrap().kind, "job.completed");
+
+    // A batch's successes too, whichever way the batch is written.
+    let batch = [task_job(&h, false).await, task_job(&h, false).await];
+    let claimed = h.queue.claim_many(&request("w2"), 2).await.unwrap();
+    h.queue
+        .complete_many(
+            claimed
+                .iter()
+                .map(|job| Completion {
+                    id: job.id,
+                    fence: fence(job),
+                    summary: None,
+                })
+                .collect(),
+        )
+        .await
+        .unwrap();
+    for job in &batch {
+        assert_eq!(h.count(&rows(job.id)).await, 0);
+        assert_eq!(h.count(&kept(job.id)).await, 1);
+    }
+
+    h.advance(Duration::from_secs(60));
+    h.queue
+        .follow_up(
+            &job.id,
+            Some("bob"),
+            &json!({ "instructions": "and the docs" }),
+        )
+        .await
+        .unwrap();
+    assert_eq!(h.count(&rows(job.id)).await, 1, "written out");
+    assert_eq!(h.count(&kept(job.id)).await, 0);
+    let after = every_reading(&h, &job.id).await;
+    assert_eq!(
+        after[..before.len()],
+        before[..],
+        "the same events, the same ids"
+    );
+    assert_eq!(after.len(), before.len() + 1, "and the round's request");
+}
+
 /// Reads each job's timeline every way a reader can, insists the ways agree, and compares
 /// the timelines and the jobs as they end with `golden/<name>.json`.
 async fn golden(h: &Harness, name: &str, jobs: &[JobId]) {

@@ -11,7 +11,7 @@ use sqlx::{PgPool, Postgres, Row};
 
 use crate::QueueError;
 use crate::machine::PendingEvent;
-use crate::store::int;
+use crate::store::{folds, int};
 
 /// One transition to write: `new` over the row if the row still equals `old` in every field
 /// a transition may change, with `events` appended, stamped `now`. Owned, so that it can
@@ -51,7 +51,9 @@ const SWAP_JOB_POSTGRES: &str = "WITH updated AS (UPDATE jobs AS j SET \
        result_summary = ($10::text[])[1], error_message = ($11::text[])[1], \
        started_at = ($12::timestamptz[])[1], finished_at = ($13::timestamptz[])[1], \
        updated_at = ($14::timestamptz[])[1], pause_requested = ($15::jsonb[])[1], \
-       resume_from = ($16::jsonb[])[1], approval = ($17::jsonb[])[1] \
+       resume_from = ($16::jsonb[])[1], approval = ($17::jsonb[])[1], \
+       completed_event_id = CASE WHEN ($40::bool[])[1] THEN nextval('job_events_id_seq') \
+         ELSE j.completed_event_id END \
      WHERE j.id = ($1::uuid[])[1] AND (j.status, j.attempt, j.next_attempt_at, j.claimed_by, \
        j.lease_expires_at, j.cancel_requested_at, j.cancel_requested_by_user_id, \
        j.cancel_reason, j.result_summary, j.error_message, j.started_at, j.finished_at, \
@@ -61,7 +63,7 @@ const SWAP_JOB_POSTGRES: &str = "WITH updated AS (UPDATE jobs AS j SET \
        ($25::text[])[1], ($26::text[])[1], ($27::text[])[1], ($28::timestamptz[])[1], \
        ($29::timestamptz[])[1], ($30::timestamptz[])[1], ($31::jsonb[])[1], \
        ($32::jsonb[])[1], ($33::jsonb[])[1]) \
-     RETURNING j.id), \
+     RETURNING j.id, j.completed_event_id), \
    appended AS (\
      INSERT INTO job_events (job_id, kind, level, message, payload, created_at) \
      SELECT updated.id, e.kind, e.level, e.message, e.payload, e.created_at \
@@ -70,7 +72,8 @@ const SWAP_JOB_POSTGRES: &str = "WITH updated AS (UPDATE jobs AS j SET \
      ORDER BY e.k \
      RETURNING id) \
    SELECT EXISTS (SELECT 1 FROM updated) AS written, \
-     ARRAY(SELECT id FROM appended ORDER BY id) AS event_ids";
+     ARRAY(SELECT id FROM appended ORDER BY id) \
+       || ARRAY(SELECT completed_event_id FROM updated WHERE ($40::bool[])[1]) AS event_ids";
 
 /// The swap of many jobs: `$1` their ids, `$2`..`$17` the new states, `$18`..`$33` the
 /// states as read, `$34`..`$39` the events (the position of their job in the batch, from 1,
@@ -90,16 +93,18 @@ const SWAP_JOBS_POSTGRES: &str = concat!(
        $18::text[], $19::int[], $20::timestamptz[], $21::text[], $22::timestamptz[], \
        $23::timestamptz[], $24::text[], $25::text[], $26::text[], $27::text[], \
        $28::timestamptz[], $29::timestamptz[], $30::timestamptz[], $31::jsonb[], \
-       $32::jsonb[], $33::jsonb[]) WITH ORDINALITY AS u(id, ",
+       $32::jsonb[], $33::jsonb[], $40::bool[]) WITH ORDINALITY AS u(id, ",
     state_columns!(),
     ", o_status, o_attempt, o_next_attempt_at, o_claimed_by, o_lease_expires_at, \
        o_cancel_requested_at, o_cancel_requested_by_user_id, o_cancel_reason, \
        o_result_summary, o_error_message, o_started_at, o_finished_at, o_updated_at, \
-       o_pause_requested, o_resume_from, o_approval, n)), \
+       o_pause_requested, o_resume_from, o_approval, fold, n)), \
      locked AS (SELECT id FROM jobs WHERE id = ANY($1) ORDER BY id FOR UPDATE), \
      updated AS (UPDATE jobs AS j SET ",
     set_states_from_u!(),
-    " FROM input AS u, locked \
+    ", completed_event_id = CASE WHEN u.fold THEN nextval('job_events_id_seq') \
+         ELSE j.completed_event_id END \
+       FROM input AS u, locked \
        WHERE j.id = u.id AND locked.id = u.id \
          AND (j.status, j.attempt, j.next_attempt_at, j.claimed_by, \
          j.lease_expires_at, j.cancel_requested_at, j.cancel_requested_by_user_id, \
@@ -109,7 +114,7 @@ const SWAP_JOBS_POSTGRES: &str = concat!(
          u.o_lease_expires_at, u.o_cancel_requested_at, u.o_cancel_requested_by_user_id, \
          u.o_cancel_reason, u.o_result_summary, u.o_error_message, u.o_started_at, \
          u.o_finished_at, u.o_updated_at, u.o_pause_requested, u.o_resume_from, u.o_approval) \
-       RETURNING u.n, u.id), \
+       RETURNING u.n, u.id, u.fold, j.completed_event_id), \
      appended AS (\
        INSERT INTO job_events (job_id, kind, level, message, payload, created_at) \
        SELECT updated.id, e.kind, e.level, e.message, e.payload, e.created_at \
@@ -120,7 +125,9 @@ const SWAP_JOBS_POSTGRES: &str = concat!(
        ORDER BY e.k \
        RETURNING id, job_id) \
      SELECT u.n, EXISTS (SELECT 1 FROM updated WHERE updated.n = u.n) AS written, \
-       ARRAY(SELECT a.id FROM appended AS a WHERE a.job_id = u.id ORDER BY a.id) AS event_ids \
+       ARRAY(SELECT a.id FROM appended AS a WHERE a.job_id = u.id ORDER BY a.id) \
+         || ARRAY(SELECT d.completed_event_id FROM updated AS d WHERE d.n = u.n AND d.fold) \
+         AS event_ids \
      FROM input AS u ORDER BY u.n"
 );
 
@@ -143,11 +150,18 @@ pub(crate) async fn write_jobs_if_unchanged(
     let query = sqlx::query(sql).bind(ids);
     let query = bind_states(query, sorted.iter().map(|s| &s.new))?;
     let query = bind_states(query, sorted.iter().map(|s| &s.old))?;
+    let folds: Vec<bool> = sorted.iter().map(|s| folds(&s.new, &s.events)).collect();
     let events = || {
-        sorted.iter().enumerate().flat_map(|(n, swap)| {
-            let position = i64::try_from(n + 1).unwrap_or(i64::MAX);
-            swap.events.iter().map(move |e| (position, e, swap.now))
-        })
+        sorted
+            .iter()
+            .zip(&folds)
+            .enumerate()
+            .flat_map(|(n, (swap, &fold))| {
+                let position = i64::try_from(n + 1).unwrap_or(i64::MAX);
+                // A success kept in the row is not appended: the update draws its id.
+                let appended = if fold { &[][..] } else { &swap.events[..] };
+                appended.iter().map(move |e| (position, e, swap.now))
+            })
     };
     let rows = query
         .bind(events().map(|(n, _, _)| n).collect::<Vec<_>>())
@@ -172,6 +186,7 @@ pub(crate) async fn write_jobs_if_unchanged(
                 .collect::<Vec<_>>(),
         )
         .bind(events().map(|(_, _, now)| now).collect::<Vec<_>>())
+        .bind(&folds)
         .fetch_all(pool)
         .await?;
     if rows.len() != swaps.len() {
