@@ -375,6 +375,64 @@ pub async fn a_success_is_kept_in_its_row_until_the_job_changes_again(h: Harness
     assert_eq!(after.len(), before.len() + 1, "and the round's request");
 }
 
+/// The success's id is drawn after the completion has the row: a writer that holds the
+/// row's lock and appends an event (changing nothing of the row) while the completion waits
+/// gets the smaller id, so a reader past that event still finds the success after it.
+pub async fn a_success_kept_in_its_row_comes_after_an_event_appended_while_it_waited(h: Harness) {
+    let job = task_job(&h, false).await;
+    let claimed = h.claim_exactly("w1", &job).await;
+    let Some(pool) = h.postgres_pool() else {
+        // One writer: the completion and the event cannot interleave; in turn, they keep
+        // their order.
+        run_step(&h, &claimed, 0).await;
+        complete(&h, &claimed).await;
+        let events = every_reading(&h, &job.id).await;
+        assert_eq!(events.last().unwrap().kind, "job.completed");
+        return;
+    };
+    let mut holder = pool.begin().await.unwrap();
+    sqlx::query("SELECT id FROM jobs WHERE id = $1 FOR UPDATE")
+        .bind(job.id.uuid())
+        .execute(&mut *holder)
+        .await
+        .unwrap();
+    let queue = h.queue.clone();
+    let fence = fence(&claimed);
+    let completing = tokio::spawn(async move {
+        queue
+            .complete(&claimed.id, &fence, Some("done".into()))
+            .await
+            .unwrap()
+    });
+    // Long enough for the completion to reach the lock and wait there.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        !completing.is_finished(),
+        "the completion waits for the row"
+    );
+    let appended: i64 = sqlx::query_scalar(
+        "INSERT INTO job_events (job_id, kind, level, message, payload, created_at) \
+         VALUES ($1, 'task.warning', 'warn', 'late', '{}', now()) RETURNING id",
+    )
+    .bind(job.id.uuid())
+    .fetch_one(&mut *holder)
+    .await
+    .unwrap();
+    holder.commit().await.unwrap();
+    assert_eq!(
+        completing.await.unwrap().status,
+        contract::JobState::Succeeded
+    );
+    let events = every_reading(&h, &job.id).await;
+    let success = events.last().unwrap();
+    assert_eq!(success.kind, "job.completed");
+    assert!(
+        success.id > appended,
+        "the success ({}) must come after the event appended while it waited ({appended})",
+        success.id
+    );
+}
+
 /// Reads each job's timeline every way a reader can, insists the ways agree, and compares
 /// the timelines and the jobs as they end with `golden/<name>.json`.
 async fn golden(h: &Harness, name: &str, jobs: &[JobId]) {

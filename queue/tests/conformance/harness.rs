@@ -139,6 +139,15 @@ impl Harness {
         .unwrap_or_else(|e| panic!("{sql}: {e}"))
     }
 
+    /// PostgreSQL's pool, for a case that holds a transaction of its own open while the
+    /// queue writes; `None` on SQLite, whose one writer lets no two writes interleave.
+    pub fn postgres_pool(&self) -> Option<sqlx::PgPool> {
+        match &self.db {
+            Database::Postgres(db) => Some(db.pool().clone()),
+            Database::Sqlite(_) => None,
+        }
+    }
+
     /// Runs `sql` on the database behind the queue's back, as an operator's hand would.
     pub async fn execute(&self, sql: &str) {
         match &self.db {

@@ -72,6 +72,7 @@ conformance! {
     golden::a_job_looped_and_followed_up_reads_as_it_always_did,
     golden::jobs_claimed_and_completed_in_batches_read_as_they_always_did,
     golden::a_success_is_kept_in_its_row_until_the_job_changes_again,
+    golden::a_success_kept_in_its_row_comes_after_an_event_appended_while_it_waited,
     dependencies::unknown_or_failed_dependencies_are_refused_by_their_place,
     dependencies::a_waiting_job_is_claimed_only_once_every_dependency_succeeded,
     dependencies::a_failed_dependency_cancels_its_waiting_jobs_naming_it,

@@ -41,9 +41,14 @@ macro_rules! state_columns {
 /// positions, `$34`, all 1, go unread) but shaped for one row: a plain update of that row
 /// with its events appended. The unnest, the join and the per-row answers of the batched
 /// statement cost the server about a fifth of its CPU per claim + complete, measured with
-/// pgbench. One row cannot deadlock, and the update takes the row lock itself, so it is
-/// spared the lock's own WAL record.
-const SWAP_JOB_POSTGRES: &str = "WITH updated AS (UPDATE jobs AS j SET \
+/// pgbench. `$lock` and `$from` are [`SWAP_JOB_POSTGRES`]'s and
+/// [`SWAP_JOB_KEEPING_POSTGRES`]'s difference.
+macro_rules! swap_job_sql {
+    ($lock:literal, $from:literal) => {
+        concat!(
+            "WITH ",
+            $lock,
+            "updated AS (UPDATE jobs AS j SET \
        status = ($2::text[])[1], attempt = ($3::int[])[1], \
        next_attempt_at = ($4::timestamptz[])[1], claimed_by = ($5::text[])[1], \
        lease_expires_at = ($6::timestamptz[])[1], cancel_requested_at = ($7::timestamptz[])[1], \
@@ -53,11 +58,13 @@ const SWAP_JOB_POSTGRES: &str = "WITH updated AS (UPDATE jobs AS j SET \
        updated_at = ($14::timestamptz[])[1], pause_requested = ($15::jsonb[])[1], \
        resume_from = ($16::jsonb[])[1], approval = ($17::jsonb[])[1], \
        completed_event_id = CASE WHEN ($40::bool[])[1] THEN nextval('job_events_id_seq') \
-         ELSE j.completed_event_id END \
-     WHERE j.id = ($1::uuid[])[1] AND (j.status, j.attempt, j.next_attempt_at, j.claimed_by, \
-       j.lease_expires_at, j.cancel_requested_at, j.cancel_requested_by_user_id, \
-       j.cancel_reason, j.result_summary, j.error_message, j.started_at, j.finished_at, \
-       j.updated_at, j.pause_requested, j.resume_from, j.approval) \
+         ELSE j.completed_event_id END ",
+            $from,
+            " WHERE j.id = ($1::uuid[])[1] AND (j.status, j.attempt, j.next_attempt_at, \
+       j.claimed_by, j.lease_expires_at, j.cancel_requested_at, \
+       j.cancel_requested_by_user_id, j.cancel_reason, j.result_summary, j.error_message, \
+       j.started_at, j.finished_at, j.updated_at, j.pause_requested, j.resume_from, \
+       j.approval) \
        IS NOT DISTINCT FROM (($18::text[])[1], ($19::int[])[1], ($20::timestamptz[])[1], \
        ($21::text[])[1], ($22::timestamptz[])[1], ($23::timestamptz[])[1], ($24::text[])[1], \
        ($25::text[])[1], ($26::text[])[1], ($27::text[])[1], ($28::timestamptz[])[1], \
@@ -73,11 +80,30 @@ const SWAP_JOB_POSTGRES: &str = "WITH updated AS (UPDATE jobs AS j SET \
      RETURNING id) \
    SELECT EXISTS (SELECT 1 FROM updated) AS written, \
      ARRAY(SELECT id FROM appended ORDER BY id) \
-       || ARRAY(SELECT completed_event_id FROM updated WHERE ($40::bool[])[1]) AS event_ids";
+       || ARRAY(SELECT completed_event_id FROM updated WHERE ($40::bool[])[1]) AS event_ids"
+        )
+    };
+}
+
+/// The update takes the row lock itself, so this swap is spared the lock's own WAL record;
+/// its events draw their ids after it, reading its output. For a swap that keeps no
+/// success in the row (`$40` false).
+const SWAP_JOB_POSTGRES: &str = swap_job_sql!("", "");
+
+/// [`SWAP_JOB_POSTGRES`] for a success kept in the row (`$40` true): the id it draws must
+/// come after the lock, as an appended event's does, and an update works out its new values
+/// before it waits for a lock held by a writer that changed nothing of the row (one that
+/// only appended an event, whose id would then be the greater one, visible first). So the
+/// row is locked first, as the batched swap does.
+const SWAP_JOB_KEEPING_POSTGRES: &str = swap_job_sql!(
+    "locked AS (SELECT id FROM jobs WHERE id = ($1::uuid[])[1] FOR UPDATE), ",
+    "FROM locked"
+);
 
 /// The swap of many jobs: `$1` their ids, `$2`..`$17` the new states, `$18`..`$33` the
 /// states as read, `$34`..`$39` the events (the position of their job in the batch, from 1,
-/// then kind, level, message, payload and time). Each job's row is locked in id order
+/// then kind, level, message, payload and time), `$40` whether each keeps its success in
+/// its row (its id drawn by the update, after `locked` took the row). Each job's row is locked in id order
 /// first (the ids come sorted), so two batches, or a batch and a transaction that locks
 /// its jobs in id order, cannot deadlock; a row that changed since it was read is locked
 /// and left as it is. The update locks each row before the insert draws its events' ids
@@ -143,14 +169,15 @@ pub(crate) async fn write_jobs_if_unchanged(
     order.sort_by_key(|&i| swaps[i].new.id.uuid());
     let sorted: Vec<&Swap> = order.iter().map(|&i| swaps[i]).collect();
     let ids: Vec<_> = sorted.iter().map(|s| s.new.id.uuid()).collect();
-    let sql = match swaps.len() {
-        1 => SWAP_JOB_POSTGRES,
+    let folds: Vec<bool> = sorted.iter().map(|s| folds(&s.new, &s.events)).collect();
+    let sql = match (swaps.len(), folds.as_slice()) {
+        (1, [false]) => SWAP_JOB_POSTGRES,
+        (1, _) => SWAP_JOB_KEEPING_POSTGRES,
         _ => SWAP_JOBS_POSTGRES,
     };
     let query = sqlx::query(sql).bind(ids);
     let query = bind_states(query, sorted.iter().map(|s| &s.new))?;
     let query = bind_states(query, sorted.iter().map(|s| &s.old))?;
-    let folds: Vec<bool> = sorted.iter().map(|s| folds(&s.new, &s.events)).collect();
     let events = || {
         sorted
             .iter()
