@@ -179,9 +179,16 @@ impl Database {
         job_id: Uuid,
         page: &EventPage<'_>,
     ) -> Result<Vec<(JobEvent, bool)>, sqlx::Error> {
+        // Each branch is limited on its own: over a whole union the planners would sort
+        // every event of the job before the limit, where the rows' branch alone walks its
+        // index from the cursor and stops.
+        let order = match page.order {
+            EventOrder::Oldest => " ORDER BY id LIMIT ",
+            EventOrder::Newest => " ORDER BY id DESC LIMIT ",
+        };
         on_pool!(self, p => {
             let mut query = sqlx::QueryBuilder::new(concat!(
-                "SELECT ",
+                "SELECT * FROM (SELECT ",
                 event_columns!(),
                 ", 0 AS kept FROM job_events WHERE job_id = "
             ));
@@ -192,10 +199,9 @@ impl Database {
             if let Some(kind) = page.except {
                 query.push(" AND kind <> ").push_bind(kind);
             }
+            query.push(order).push_bind(page.limit);
             query
-                .push(
-                    " UNION ALL SELECT completed_event_id AS id, id AS job_id, ",
-                )
+                .push(") AS event_rows UNION ALL SELECT completed_event_id AS id, id AS job_id, ")
                 .push_bind(JOB_COMPLETED)
                 .push(
                     " AS kind, 'info' AS level, '' AS message, '{}' AS payload, \
@@ -207,11 +213,7 @@ impl Database {
             if let Some(kind) = page.except {
                 query.push(" AND ").push_bind(JOB_COMPLETED).push(" <> ").push_bind(kind);
             }
-            query.push(match page.order {
-                EventOrder::Oldest => " ORDER BY id LIMIT ",
-                EventOrder::Newest => " ORDER BY id DESC LIMIT ",
-            });
-            query.push_bind(page.limit);
+            query.push(order).push_bind(page.limit);
             let rows = query.build().fetch_all(p).await?;
             rows.iter()
                 .map(|row| Ok((event_from_row!(row)?, row.try_get::<i32, _>("kept")? == 1)))
