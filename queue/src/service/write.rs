@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
-use contract::{Job, JobId, JobState};
+use contract::{Job, JobId};
 
 use super::Queue;
 use crate::error::QueueError;
@@ -13,7 +13,7 @@ use crate::last_written::LastWritten;
 use crate::lease::Fence;
 use crate::machine::{self, Outcome, PendingEvent, Retry};
 use crate::notify::{Notification, NotificationKind};
-use crate::store::{Swap, Tx, folds};
+use crate::store::{Swap, Tx, folds, swappable};
 
 /// How often a PostgreSQL transition re-reads a row that changed under it before it
 /// takes the row lock instead (see `Queue::transition`).
@@ -114,12 +114,13 @@ impl Queue {
         let kept: Vec<JobId> = saved
             .iter()
             .filter(|job| {
-                let own: Vec<PendingEvent> = events
-                    .iter()
-                    .filter(|(id, _)| *id == job.id)
-                    .map(|(_, e)| (*e).clone())
-                    .collect();
-                folds(job, &own)
+                folds(
+                    job,
+                    events
+                        .iter()
+                        .filter(|(id, _)| *id == job.id)
+                        .map(|(_, e)| *e),
+                )
             })
             .map(|job| job.id)
             .collect();
@@ -186,9 +187,7 @@ impl Queue {
                     Err(refused) => return Err(refused),
                     Ok(outcome) => changes(&job.id, outcome),
                 };
-                // A succeeded job's success may be kept in its row, which the write must
-                // write out first: under the lock (`Tx::write_out_completion`).
-                if current.status == JobState::Succeeded {
+                if !swappable(&current) {
                     break;
                 }
                 let swap = Swap {
@@ -255,7 +254,7 @@ impl Queue {
         for (n, (id, apply)) in ops.iter().enumerate() {
             let Some(current) = recent
                 .get(id)
-                .filter(|job| named[id] == 1 && job.status != JobState::Succeeded)
+                .filter(|job| named[id] == 1 && swappable(job))
             else {
                 continue;
             };

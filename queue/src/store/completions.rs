@@ -43,8 +43,18 @@ const FOLDED_JOB: &str = concat!(
 /// Whether a transition's events are a success the row keeps: the job ended succeeded and
 /// its one event is `job.completed`. Only then, so that no event of the same write could
 /// draw its id before the success's.
-pub(crate) fn folds(job: &Job, events: &[PendingEvent]) -> bool {
-    job.status == JobState::Succeeded && matches!(events, [only] if only.kind == JOB_COMPLETED)
+pub(crate) fn folds<'a>(job: &Job, events: impl IntoIterator<Item = &'a PendingEvent>) -> bool {
+    let mut events = events.into_iter();
+    job.status == JobState::Succeeded
+        && events.next().is_some_and(|only| only.kind == JOB_COMPLETED)
+        && events.next().is_none()
+}
+
+/// Whether a transition of `job`, as it was read, may be written by a lock-free swap: not
+/// when it succeeded, since its success may be kept in its row, which only a write under
+/// the lock writes out first ([`Tx::write_out_completion`]).
+pub(crate) fn swappable(job: &Job) -> bool {
+    job.status != JobState::Succeeded
 }
 
 impl Tx {

@@ -250,7 +250,7 @@ mod postgres;
 mod sqlite;
 
 pub(crate) use claim_sql::ClaimSql;
-pub(crate) use completions::folds;
+pub(crate) use completions::{folds, swappable};
 pub use database::{Database, DatabaseError, PgDb, SQLITE_FILE, SqliteDb};
 pub(crate) use events::{EventOrder, EventPage};
 pub(crate) use jobs::ListSql;
