@@ -406,7 +406,7 @@ pub(crate) use budget::{pause_for_budget, set_budget};
 pub(crate) use cancel::{ack_cancel, acknowledged_by, request_cancel};
 use pauses::pause_now;
 pub(crate) use pauses::{ack_pause, paused_by, request_pause, resume, retry_from_step};
-pub(crate) use recorded::{claimed_event, claimed_event_template, completed_event, created_event};
+pub(crate) use recorded::{claimed_event, completed_event, created_event};
 pub(crate) use rounds::{check_follow_up, follow_up, needs_attention};
 
 #[cfg(test)]

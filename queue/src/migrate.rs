@@ -99,6 +99,11 @@ const SQLITE: &[Embedded] = &[
         "success in the row",
         include_str!("../../migrations/sqlite/0021_success_in_the_row.sql"),
     ),
+    (
+        22,
+        "claim in the row",
+        include_str!("../../migrations/sqlite/0022_claim_in_the_row.sql"),
+    ),
 ];
 
 const POSTGRES: &[Embedded] = &[
@@ -206,6 +211,11 @@ const POSTGRES: &[Embedded] = &[
         21,
         "success in the row",
         include_str!("../../migrations/postgres/0021_success_in_the_row.sql"),
+    ),
+    (
+        22,
+        "claim in the row",
+        include_str!("../../migrations/postgres/0022_claim_in_the_row.sql"),
     ),
 ];
 

@@ -1,29 +1,31 @@
 //! The events of a job's creation, its claims and its success: built here once, for the
-//! service, for the claim statements of both backends, and for the readers of a timeline
-//! whose `job.completed` is kept in the job's row (`completed_event_id`, migration 0021).
-
-use std::fmt::Display;
+//! service, for the claims of both backends, and for the readers of a timeline whose
+//! `job.claimed` and `job.completed` are kept in the job's row (migrations 0021, 0022).
 
 use chrono::{DateTime, Utc};
 use contract::EventLevel;
 use contract::Job;
-use contract::events::{JobCompleted, JobCreated, LeaseHeld, WorkerCall, payload_of};
+use contract::events::{JobCompleted, JobCreated, LeaseHeld, WorkerCall};
 use contract::job::events;
-use serde_json::Value;
 
 use super::PendingEvent;
 
-pub(crate) fn claimed_event(job: &Job) -> PendingEvent {
+/// The `job.claimed` of a job as its claim left it: the worker, the attempt, and the lease
+/// the claim gave (`lease_expires_at`, given apart because heartbeats move the row's: a
+/// claim kept in the row is read back with the lease it kept).
+pub(crate) fn claimed_event(job: &Job, lease_expires_at: Option<DateTime<Utc>>) -> PendingEvent {
     let worker = job.claimed_by.as_deref().unwrap_or("?");
-    let (kind, level) = CLAIMED;
     PendingEvent::new(
-        kind,
-        level,
-        claimed_message(worker, job.attempt, job.max_attempts),
+        events::JOB_CLAIMED,
+        EventLevel::Info,
+        format!(
+            "claimed by {worker} (attempt {} of {})",
+            job.attempt, job.max_attempts
+        ),
         &LeaseHeld {
             worker_id: job.claimed_by.clone(),
             attempt: job.attempt,
-            lease_expires_at: job.lease_expires_at,
+            lease_expires_at,
         },
     )
 }
@@ -57,46 +59,6 @@ pub(crate) fn completed_event(job: &Job) -> PendingEvent {
         message.to_string(),
         &completed,
     )
-}
-
-/// The kind and level of every `job.claimed` event, whichever way it is written.
-const CLAIMED: (&str, EventLevel) = (events::JOB_CLAIMED, EventLevel::Info);
-
-fn claimed_message(worker: &str, attempt: impl Display, max_attempts: impl Display) -> String {
-    format!("claimed by {worker} (attempt {attempt} of {max_attempts})")
-}
-
-/// [`claimed_event`] for a statement that claims and records in one go (PostgreSQL's): it
-/// learns each row's attempt only as it claims, so it gets the message and the payload as
-/// `format()` templates, `%1$s` for the attempt and `%2$s` for the max attempts, made from
-/// the same parts. The statement only fills them in.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct ClaimedTemplate {
-    pub kind: &'static str,
-    pub level: EventLevel,
-    pub message: String,
-    /// JSON text once filled in.
-    pub payload: String,
-}
-
-pub(crate) fn claimed_event_template(worker: &str, lease: DateTime<Utc>) -> ClaimedTemplate {
-    // Stands for the attempt until the text is a template; a NUL is refused in worker ids,
-    // so no other value serializes to it.
-    const HOLE: &str = "\0attempt";
-    let literal = |text: &str| text.replace('%', "%%");
-    let payload = LeaseHeld {
-        worker_id: Some(worker.to_string()),
-        attempt: HOLE,
-        lease_expires_at: Some(lease),
-    };
-    let payload = Value::Object(payload_of(&payload));
-    let hole = Value::from(HOLE);
-    ClaimedTemplate {
-        kind: CLAIMED.0,
-        level: CLAIMED.1,
-        message: claimed_message(&literal(worker), "%1$s", "%2$s"),
-        payload: literal(&payload.to_string()).replace(&hole.to_string(), "%1$s"),
-    }
 }
 
 pub(crate) fn created_event(job: &Job) -> PendingEvent {

@@ -131,7 +131,7 @@ fn every_transition_writes_its_events_exactly() {
         )
     );
     claim(&mut job, "w", at(0), at(10));
-    let claimed = claimed_event(&job);
+    let claimed = claimed_event(&job, job.lease_expires_at);
     assert_eq!(
         (claimed.message.as_str(), Value::Object(claimed.payload)),
         (

@@ -154,7 +154,7 @@ impl Queue {
         );
         let events = [
             machine::created_event(&queued),
-            machine::claimed_event(&job),
+            machine::claimed_event(&job, job.lease_expires_at),
         ];
         let stored = self.inner.db.create_job(&job, repository, &events).await?;
         self.observe(&job, stored.iter().map(|e| (e.kind.as_str(), &e.payload)));

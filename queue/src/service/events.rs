@@ -234,11 +234,7 @@ impl Queue {
         let counts = self
             .inner
             .db
-            .count_kind_since(
-                &uuids,
-                contract::job::task::STEP_FINISHED,
-                events::JOB_CLAIMED,
-            )
+            .count_since_claim(&uuids, contract::job::task::STEP_FINISHED)
             .await?;
         Ok(counts
             .into_iter()

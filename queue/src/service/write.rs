@@ -187,7 +187,7 @@ impl Queue {
                     Err(refused) => return Err(refused),
                     Ok(outcome) => changes(&job.id, outcome),
                 };
-                if !swappable(&current) {
+                if !swappable(&current, &job) {
                     break;
                 }
                 let swap = Swap {
@@ -252,15 +252,13 @@ impl Queue {
         }
         let mut swaps = Vec::new();
         for (n, (id, apply)) in ops.iter().enumerate() {
-            let Some(current) = recent
-                .get(id)
-                .filter(|job| named[id] == 1 && swappable(job))
-            else {
+            let Some(current) = recent.get(id).filter(|_| named[id] == 1) else {
                 continue;
             };
             let mut job = current.clone();
             let outcome = match apply(&mut job, now) {
                 Ok(Outcome::Unchanged) | Err(_) => continue,
+                Ok(_) if !swappable(&current, &job) => continue,
                 Ok(outcome) => outcome,
             };
             let (events, notes) = changes(&job.id, outcome);

@@ -12,11 +12,11 @@ use crate::QueueError;
 use crate::machine::PendingEvent;
 use crate::notify::NotificationKind;
 use crate::store::Database;
-use crate::store::completions;
-use contract::job::events::JOB_COMPLETED;
+use crate::store::kept;
+use contract::job::events::{JOB_CLAIMED, JOB_COMPLETED};
 
-/// Reads of a page before a success that keeps moving out of its row is given up on: it
-/// moves once in a job's life, so a second read finds it a row.
+/// Reads of a page before events that keep moving out of the job's row are given up on:
+/// each moves once in its life, so a second read finds it a row.
 const READS: usize = 3;
 
 const INSERT_EVENT: &str = "INSERT INTO job_events (job_id, kind, level, message, payload, created_at) \
@@ -142,10 +142,9 @@ impl Tx {
 }
 
 impl Database {
-    /// The job's events that `page` asks for: its event rows and the success its row keeps
-    /// (`completions.rs`), in one ordered page. The success is built from the job as it
-    /// is; should the row have written it out meanwhile, the page is read again, and finds
-    /// it a row.
+    /// The job's events that `page` asks for: its event rows and the events its row keeps
+    /// (`kept.rs`), in one ordered page. Those are built from the job as it is; should the
+    /// row have written them out meanwhile, the page is read again, and finds them rows.
     pub(crate) async fn list_events(
         &self,
         job_id: Uuid,
@@ -153,27 +152,35 @@ impl Database {
     ) -> Result<Vec<JobEvent>, sqlx::Error> {
         for _ in 0..READS {
             let read = self.list_event_rows(job_id, page).await?;
-            let Some(kept) = read.iter().position(|(_, kept)| *kept) else {
+            if read.iter().all(|(_, kept)| !kept) {
                 return Ok(read.into_iter().map(|(event, _)| event).collect());
-            };
-            let wanted = read[kept].0.id;
-            let Some((job, event_id)) = self.folded_job(job_id).await? else {
-                continue;
-            };
-            if event_id != wanted {
-                continue;
             }
-            let mut events: Vec<JobEvent> = read.into_iter().map(|(event, _)| event).collect();
-            events[kept] = completions::rebuilt(&job, event_id);
-            return Ok(events);
+            let Some((job, kept)) = self.kept_job(job_id).await? else {
+                continue;
+            };
+            // Each mark must still be kept, under its id; a row must not be.
+            let built = kept::rebuilt(&job, &kept);
+            let events: Option<Vec<JobEvent>> = read
+                .into_iter()
+                .map(
+                    |(event, is_kept)| match built.iter().find(|b| b.id == event.id) {
+                        Some(b) if is_kept => Some(b.clone()),
+                        None if !is_kept => Some(event),
+                        _ => None,
+                    },
+                )
+                .collect();
+            if let Some(events) = events {
+                return Ok(events);
+            }
         }
         Err(sqlx::Error::Protocol(format!(
-            "job {job_id}'s success moved {READS} times while its timeline was read"
+            "job {job_id}'s kept events moved {READS} times while its timeline was read"
         )))
     }
 
-    /// The page's rows: each event, and whether it is only a mark of the success the job's
-    /// row keeps (its id and kind, the rest for the caller to build).
+    /// The page's rows: each event, and whether it is only a mark of an event the job's
+    /// row keeps (its id, kind and time, the rest for the caller to build).
     async fn list_event_rows(
         &self,
         job_id: Uuid,
@@ -200,18 +207,25 @@ impl Database {
                 query.push(" AND kind <> ").push_bind(kind);
             }
             query.push(order).push_bind(page.limit);
-            query
-                .push(") AS event_rows UNION ALL SELECT completed_event_id AS id, id AS job_id, ")
-                .push_bind(JOB_COMPLETED)
-                .push(
-                    " AS kind, 'info' AS level, '' AS message, '{}' AS payload, \
-                     finished_at AS created_at, 1 AS kept FROM jobs WHERE id = ",
-                )
-                .push_bind(Id(job_id))
-                .push(" AND completed_event_id > ")
-                .push_bind(page.after);
-            if let Some(kind) = page.except {
-                query.push(" AND ").push_bind(JOB_COMPLETED).push(" <> ").push_bind(kind);
+            query.push(") AS event_rows");
+            let kept = [
+                (JOB_CLAIMED, "claimed_event_id", "claimed_at"),
+                (JOB_COMPLETED, "completed_event_id", "finished_at"),
+            ];
+            for (kind, id, at) in kept {
+                query
+                    .push(format_args!(" UNION ALL SELECT {id} AS id, id AS job_id, "))
+                    .push_bind(kind)
+                    .push(format_args!(
+                        " AS kind, 'info' AS level, '' AS message, '{{}}' AS payload, \
+                         {at} AS created_at, 1 AS kept FROM jobs WHERE id = "
+                    ))
+                    .push_bind(Id(job_id))
+                    .push(format_args!(" AND {id} > "))
+                    .push_bind(page.after);
+                if let Some(except) = page.except {
+                    query.push(" AND ").push_bind(kind).push(" <> ").push_bind(except);
+                }
             }
             query.push(order).push_bind(page.limit);
             let rows = query.build().fetch_all(p).await?;
@@ -221,12 +235,13 @@ impl Database {
         })
     }
 
-    /// Its event rows and the success its row keeps.
+    /// Its event rows and the events its row keeps.
     pub(crate) async fn count_events(&self, job_id: Uuid) -> Result<i64, sqlx::Error> {
         on_pool!(self, p => {
             sqlx::query_scalar(
                 "SELECT (SELECT COUNT(*) FROM job_events WHERE job_id = $1) \
-                 + (SELECT COUNT(*) FROM jobs WHERE id = $1 AND completed_event_id IS NOT NULL)",
+                 + (SELECT COUNT(claimed_event_id) + COUNT(completed_event_id) \
+                    FROM jobs WHERE id = $1)",
             )
             .bind(Id(job_id))
             .fetch_one(p)
@@ -235,12 +250,12 @@ impl Database {
     }
 
     /// For each of `job_ids` that has any, how many events of `kind` it has since its
-    /// newest event of `since_kind` (or since it was created, when it has none).
-    pub(crate) async fn count_kind_since(
+    /// latest claim (or since it was created, when it has none): the claim its row keeps,
+    /// which is always its latest (`kept.rs`), or else its newest `job.claimed` row.
+    pub(crate) async fn count_since_claim(
         &self,
         job_ids: &[Uuid],
         kind: &str,
-        since_kind: &str,
     ) -> Result<Vec<(Uuid, i64)>, sqlx::Error> {
         if job_ids.is_empty() {
             return Ok(Vec::new());
@@ -252,10 +267,11 @@ impl Database {
             query
                 .push_bind(kind)
                 .push(
-                    " AND e.id > COALESCE((SELECT MAX(s.id) FROM job_events s \
-                     WHERE s.job_id = e.job_id AND s.kind = ",
+                    " AND e.id > COALESCE(\
+                     (SELECT j.claimed_event_id FROM jobs j WHERE j.id = e.job_id), \
+                     (SELECT MAX(s.id) FROM job_events s WHERE s.job_id = e.job_id AND s.kind = ",
                 )
-                .push_bind(since_kind)
+                .push_bind(JOB_CLAIMED)
                 .push("), 0) AND e.job_id IN (");
             let mut ids = query.separated(", ");
             for id in job_ids {

@@ -61,11 +61,19 @@ pub(super) fn created_args<'a>(
     ])
 }
 
-const LOCK_JOB_SQLITE: &str = concat!("SELECT ", job_columns!(), " FROM jobs WHERE id = $1");
+const LOCK_JOB_SQLITE: &str = concat!(
+    "SELECT ",
+    job_columns!(),
+    ", ",
+    kept_columns!(),
+    " FROM jobs WHERE id = $1"
+);
 
 const LOCK_JOB_POSTGRES: &str = concat!(
     "SELECT ",
     job_columns!(),
+    ", ",
+    kept_columns!(),
     " FROM jobs WHERE id = $1 FOR UPDATE"
 );
 
@@ -88,21 +96,26 @@ pub(crate) struct ListSql<'a> {
 
 impl Tx {
     /// The job, locked until commit: `FOR UPDATE` on PostgreSQL; on SQLite the IMMEDIATE
-    /// transaction already excludes every other writer. A success its row keeps is written
-    /// out as an event row first, whatever the caller goes on to write (`completions.rs`).
+    /// transaction already excludes every other writer. What its row keeps of its timeline
+    /// is written out first where the caller's write may change it (`kept.rs`).
     pub(crate) async fn lock_job(&mut self, id: Uuid) -> Result<Option<Job>, QueueError> {
         let args = [Arg::Id(id)];
-        let jobs = match &mut self.conn {
-            TxConn::Sqlite(t) => sqlite_rows(t, LOCK_JOB_SQLITE, &args, |r| job_from_row!(r))?,
+        let locked = match &mut self.conn {
+            TxConn::Sqlite(t) => sqlite_rows(t, LOCK_JOB_SQLITE, &args, |r| {
+                Ok((job_from_row!(r)?, kept_from_row!(r)?))
+            })?,
             TxConn::Postgres(t) => {
-                pg_rows(t, LOCK_JOB_POSTGRES, &args, |r| job_from_row!(r)).await?
+                pg_rows(t, LOCK_JOB_POSTGRES, &args, |r| {
+                    Ok((job_from_row!(r)?, kept_from_row!(r)?))
+                })
+                .await?
             }
         };
-        let job = jobs.into_iter().next();
-        if let Some(job) = &job {
-            self.write_out_completion(job).await?;
-        }
-        Ok(job)
+        let Some((job, kept)) = locked.into_iter().next() else {
+            return Ok(None);
+        };
+        self.locked(&job, kept).await?;
+        Ok(Some(job))
     }
 
     pub(crate) async fn insert_job(
@@ -134,31 +147,31 @@ impl Tx {
     /// The jobs among `ids` that exist, each locked until commit (on PostgreSQL in id
     /// order, so two transactions locking overlapping sets cannot deadlock).
     pub(crate) async fn lock_jobs(&mut self, ids: &[Uuid]) -> Result<Vec<Job>, QueueError> {
-        let jobs = self.lock_jobs_as_they_are(ids).await?;
-        for job in &jobs {
-            self.write_out_completion(job).await?;
+        let locked = match &mut self.conn {
+            TxConn::Sqlite(t) => {
+                let mut locked = Vec::with_capacity(ids.len());
+                for id in ids {
+                    let args = [Arg::Id(*id)];
+                    locked.extend(sqlite_rows(t, LOCK_JOB_SQLITE, &args, |r| {
+                        Ok((job_from_row!(r)?, kept_from_row!(r)?))
+                    })?);
+                }
+                locked
+            }
+            TxConn::Postgres(t) => postgres::lock_jobs(t, ids).await?,
+        };
+        let mut jobs = Vec::with_capacity(locked.len());
+        for (job, kept) in locked {
+            self.locked(&job, kept).await?;
+            jobs.push(job);
         }
         Ok(jobs)
     }
 
-    async fn lock_jobs_as_they_are(&mut self, ids: &[Uuid]) -> Result<Vec<Job>, QueueError> {
-        match &mut self.conn {
-            TxConn::Sqlite(t) => {
-                let mut jobs = Vec::with_capacity(ids.len());
-                for id in ids {
-                    let args = [Arg::Id(*id)];
-                    jobs.extend(sqlite_rows(t, LOCK_JOB_SQLITE, &args, |r| {
-                        job_from_row!(r)
-                    })?);
-                }
-                Ok(jobs)
-            }
-            TxConn::Postgres(t) => postgres::lock_jobs(t, ids).await,
-        }
-    }
-
     /// [`save_job`](Self::save_job) for several jobs; one statement on PostgreSQL.
+    /// A claim a save ends is written out first (`kept.rs`).
     pub(crate) async fn save_jobs(&mut self, jobs: &[&Job]) -> Result<(), QueueError> {
+        self.write_out_claims(jobs).await?;
         if let TxConn::Postgres(t) = &mut self.conn {
             return postgres::save_jobs(t, jobs).await;
         }

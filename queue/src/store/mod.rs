@@ -10,7 +10,7 @@
 mod types;
 
 use chrono::{DateTime, Utc};
-use contract::JobId;
+use contract::{Job, JobId};
 use serde_json::Value;
 use sqlx::postgres::PgRow;
 use sqlx::types::Json;
@@ -42,6 +42,13 @@ macro_rules! job_columns {
          lease_expires_at, cancel_requested_at, cancel_requested_by_user_id, cancel_reason, \
          result_summary, error_message, started_at, finished_at, created_at, updated_at, usage, \
          pause_requested, resume_from, approval"
+    };
+}
+
+/// What of its timeline a job's row keeps (`kept.rs`), read beside `job_columns!`.
+macro_rules! kept_columns {
+    () => {
+        "claimed_event_id, claimed_at, claim_lease_until, completed_event_id"
     };
 }
 
@@ -124,6 +131,28 @@ macro_rules! job_from_row {
                 waiting_for: Vec::new(),
             }
             .with_derived())
+        })()
+    }};
+}
+
+macro_rules! kept_from_row {
+    ($row:expr) => {{
+        let row = $row;
+        (|| -> Result<$crate::store::Kept, sqlx::Error> {
+            let claimed = match row.try_get::<Option<i64>, _>("claimed_event_id")? {
+                Some(id) => Some($crate::store::KeptClaim {
+                    id,
+                    at: row.try_get::<$crate::store::Ts, _>("claimed_at")?.0,
+                    lease_until: row
+                        .try_get::<Option<$crate::store::Ts>, _>("claim_lease_until")?
+                        .map(|at| at.0),
+                }),
+                None => None,
+            };
+            Ok($crate::store::Kept {
+                claimed,
+                completed: row.try_get("completed_event_id")?,
+            })
         })()
     }};
 }
@@ -228,11 +257,11 @@ macro_rules! insert_job_sql {
 mod artifacts;
 mod claim_sql;
 mod claims;
-mod completions;
 mod database;
 mod dependencies;
 mod events;
 mod jobs;
+mod kept;
 mod leases;
 mod outbox;
 mod replies;
@@ -250,10 +279,10 @@ mod postgres;
 mod sqlite;
 
 pub(crate) use claim_sql::ClaimSql;
-pub(crate) use completions::{folds, swappable};
 pub use database::{Database, DatabaseError, PgDb, SQLITE_FILE, SqliteDb};
 pub(crate) use events::{EventOrder, EventPage};
 pub(crate) use jobs::ListSql;
+pub(crate) use kept::{Kept, KeptClaim, folds, swappable};
 pub(crate) use postgres::{Swap, Swapped};
 pub(crate) use retention::Due;
 pub(crate) use schedules::{Leased, Passed};
@@ -374,6 +403,9 @@ enum TxConn {
 pub(crate) struct Tx {
     conn: TxConn,
     notes: Vec<Notification>,
+    /// The running jobs it locked whose claim their row keeps, as locked: a save that
+    /// ends the claim writes it out first (`kept.rs`).
+    claims: Vec<(Job, KeptClaim)>,
 }
 
 impl Tx {
@@ -386,6 +418,7 @@ impl Tx {
         Ok(Tx {
             conn,
             notes: Vec::new(),
+            claims: Vec::new(),
         })
     }
 

@@ -61,7 +61,8 @@ const MARK_LOGS_SQLITE: &str = "UPDATE jobs SET logs_compacted_at = $2 \
 /// Marks the history deleted, if the job is still finished before the cutoff with its
 /// history kept; answers the `finished_at` it stood at.
 const MARK_HISTORY: &str = concat!(
-    "UPDATE jobs SET history_deleted_at = $2, completed_event_id = NULL WHERE id = $1 AND ",
+    "UPDATE jobs SET history_deleted_at = $2, claimed_event_id = NULL, claimed_at = NULL, \
+     claim_lease_until = NULL, completed_event_id = NULL WHERE id = $1 AND ",
     "finished_at IS NOT NULL \
      AND (history_deleted_at IS NULL OR history_deleted_at <= finished_at) \
      AND finished_at < $3 RETURNING finished_at"

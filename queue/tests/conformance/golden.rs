@@ -21,7 +21,7 @@ use crate::harness::*;
 
 /// A task of three steps with a completion loop, so that a follow-up, a retry from a step
 /// and an approval all have somewhere to go.
-async fn task_job(h: &Harness, approval: bool) -> Job {
+pub(crate) async fn task_job(h: &Harness, approval: bool) -> Job {
     let mut task = json!({
         "instructions": "Tidy up.",
         "steps": [
@@ -54,7 +54,7 @@ fn event(kind: &str, message: &str, payload: Value) -> NewEvent {
 
 /// What a worker reports while it runs the step at `index`: the stage and the step
 /// starting, a log line, an iteration of the loop, the step's end and its checkpoint.
-async fn run_step(h: &Harness, job: &Job, index: usize) {
+pub(crate) async fn run_step(h: &Harness, job: &Job, index: usize) {
     h.advance(Duration::from_millis(250));
     let id = format!("step-{}", index + 1);
     let reports = [
@@ -118,12 +118,43 @@ async fn run_step(h: &Harness, job: &Job, index: usize) {
     }
 }
 
-async fn complete(h: &Harness, job: &Job) -> Job {
+pub(crate) async fn complete(h: &Harness, job: &Job) -> Job {
     h.advance(Duration::from_millis(250));
     h.queue
         .complete(&job.id, &fence(job), Some("done".into()))
         .await
         .unwrap()
+}
+
+/// Completes `jobs` in one call, each with its summary "done".
+pub(crate) async fn complete_all(h: &Harness, jobs: &[Job]) {
+    let done = h
+        .queue
+        .complete_many(
+            jobs.iter()
+                .map(|job| Completion {
+                    id: job.id,
+                    fence: fence(job),
+                    summary: Some("done".into()),
+                })
+                .collect(),
+        )
+        .await
+        .unwrap();
+    assert!(done.iter().all(Result::is_ok), "{done:?}");
+}
+
+/// A minute after it ended, bob asks the job for more: its next round.
+pub(crate) async fn follow_up(h: &Harness, job: &Job) {
+    h.advance(Duration::from_secs(60));
+    h.queue
+        .follow_up(
+            &job.id,
+            Some("bob"),
+            &json!({ "instructions": "and the docs" }),
+        )
+        .await
+        .unwrap();
 }
 
 fn rescuer(h: &Harness) -> Rescuer {
@@ -274,15 +305,7 @@ pub async fn a_job_looped_and_followed_up_reads_as_it_always_did(h: Harness) {
         run_step(&h, &first, index).await;
     }
     complete(&h, &first).await;
-    h.advance(Duration::from_secs(60));
-    h.queue
-        .follow_up(
-            &job.id,
-            Some("bob"),
-            &json!({ "instructions": "and the docs" }),
-        )
-        .await
-        .unwrap();
+    follow_up(&h, &job).await;
     let second = h.claim_exactly("w2", &job).await;
     run_step(&h, &second, 3).await;
     complete(&h, &second).await;
@@ -297,140 +320,8 @@ pub async fn jobs_claimed_and_completed_in_batches_read_as_they_always_did(h: Ha
         run_step(&h, job, 0).await;
     }
     h.advance(Duration::from_millis(250));
-    let done = h
-        .queue
-        .complete_many(
-            claimed
-                .iter()
-                .map(|job| Completion {
-                    id: job.id,
-                    fence: fence(job),
-                    summary: Some("done".into()),
-                })
-                .collect(),
-        )
-        .await
-        .unwrap();
-    assert!(done.iter().all(Result::is_ok), "{done:?}");
+    complete_all(&h, &claimed).await;
     golden(&h, "batched", &[jobs[0].id, jobs[1].id]).await;
-}
-
-/// Issue 39's first step, seen from the tables: a success writes no event row (its id is
-/// in the job's row), one made in a batch neither; a next round writes it out as a row
-/// under the same id before it changes the job; the timeline reads the same throughout.
-pub async fn a_success_is_kept_in_its_row_until_the_job_changes_again(h: Harness) {
-    let job = task_job(&h, false).await;
-    let claimed = h.claim_exactly("w1", &job).await;
-    run_step(&h, &claimed, 0).await;
-    complete(&h, &claimed).await;
-    let rows = |id: JobId| {
-        format!("SELECT count(*) FROM job_events WHERE kind = 'job.completed' AND job_id = '{id}'")
-    };
-    let kept = |id: JobId| {
-        format!("SELECT count(*) FROM jobs WHERE completed_event_id IS NOT NULL AND id = '{id}'")
-    };
-    assert_eq!(h.count(&rows(job.id)).await, 0, "no event row");
-    assert_eq!(h.count(&kept(job.id)).await, 1, "kept in the row");
-    let before = every_reading(&h, &job.id).await;
-    assert_eq!(before.last().unwrap().kind, "job.completed");
-
-    // A batch's successes too, whichever way the batch is written.
-    let batch = [task_job(&h, false).await, task_job(&h, false).await];
-    let claimed = h.queue.claim_many(&request("w2"), 2).await.unwrap();
-    h.queue
-        .complete_many(
-            claimed
-                .iter()
-                .map(|job| Completion {
-                    id: job.id,
-                    fence: fence(job),
-                    summary: None,
-                })
-                .collect(),
-        )
-        .await
-        .unwrap();
-    for job in &batch {
-        assert_eq!(h.count(&rows(job.id)).await, 0);
-        assert_eq!(h.count(&kept(job.id)).await, 1);
-    }
-
-    h.advance(Duration::from_secs(60));
-    h.queue
-        .follow_up(
-            &job.id,
-            Some("bob"),
-            &json!({ "instructions": "and the docs" }),
-        )
-        .await
-        .unwrap();
-    assert_eq!(h.count(&rows(job.id)).await, 1, "written out");
-    assert_eq!(h.count(&kept(job.id)).await, 0);
-    let after = every_reading(&h, &job.id).await;
-    assert_eq!(
-        after[..before.len()],
-        before[..],
-        "the same events, the same ids"
-    );
-    assert_eq!(after.len(), before.len() + 1, "and the round's request");
-}
-
-/// The success's id is drawn after the completion has the row: a writer that holds the
-/// row's lock and appends an event (changing nothing of the row) while the completion waits
-/// gets the smaller id, so a reader past that event still finds the success after it.
-pub async fn a_success_kept_in_its_row_comes_after_an_event_appended_while_it_waited(h: Harness) {
-    let job = task_job(&h, false).await;
-    let claimed = h.claim_exactly("w1", &job).await;
-    let Some(pool) = h.postgres_pool() else {
-        // One writer: the completion and the event cannot interleave; in turn, they keep
-        // their order.
-        run_step(&h, &claimed, 0).await;
-        complete(&h, &claimed).await;
-        let events = every_reading(&h, &job.id).await;
-        assert_eq!(events.last().unwrap().kind, "job.completed");
-        return;
-    };
-    let mut holder = pool.begin().await.unwrap();
-    sqlx::query("SELECT id FROM jobs WHERE id = $1 FOR UPDATE")
-        .bind(job.id.uuid())
-        .execute(&mut *holder)
-        .await
-        .unwrap();
-    let queue = h.queue.clone();
-    let fence = fence(&claimed);
-    let completing = tokio::spawn(async move {
-        queue
-            .complete(&claimed.id, &fence, Some("done".into()))
-            .await
-            .unwrap()
-    });
-    // Long enough for the completion to reach the lock and wait there.
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(
-        !completing.is_finished(),
-        "the completion waits for the row"
-    );
-    let appended: i64 = sqlx::query_scalar(
-        "INSERT INTO job_events (job_id, kind, level, message, payload, created_at) \
-         VALUES ($1, 'task.warning', 'warn', 'late', '{}', now()) RETURNING id",
-    )
-    .bind(job.id.uuid())
-    .fetch_one(&mut *holder)
-    .await
-    .unwrap();
-    holder.commit().await.unwrap();
-    assert_eq!(
-        completing.await.unwrap().status,
-        contract::JobState::Succeeded
-    );
-    let events = every_reading(&h, &job.id).await;
-    let success = events.last().unwrap();
-    assert_eq!(success.kind, "job.completed");
-    assert!(
-        success.id > appended,
-        "the success ({}) must come after the event appended while it waited ({appended})",
-        success.id
-    );
 }
 
 /// Reads each job's timeline every way a reader can, insists the ways agree, and compares
@@ -486,7 +377,7 @@ async fn golden(h: &Harness, name: &str, jobs: &[JobId]) {
 
 /// The job's events read from the start, from the end, one by one after each cursor, and
 /// without log lines; every reading must agree with the first, and ids must grow.
-async fn every_reading(h: &Harness, id: &JobId) -> Vec<JobEvent> {
+pub(crate) async fn every_reading(h: &Harness, id: &JobId) -> Vec<JobEvent> {
     let all = h.queue.list_events(id, 0, 1000).await.unwrap();
     assert!(
         all.windows(2).all(|w| w[0].id < w[1].id),

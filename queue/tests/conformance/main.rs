@@ -18,6 +18,7 @@ mod fencing;
 mod golden;
 mod handoff;
 mod health;
+mod kept;
 mod lifecycle;
 mod limits;
 mod listing;
@@ -71,8 +72,11 @@ conformance! {
     golden::a_job_approved_at_its_gate_reads_as_it_always_did,
     golden::a_job_looped_and_followed_up_reads_as_it_always_did,
     golden::jobs_claimed_and_completed_in_batches_read_as_they_always_did,
-    golden::a_success_is_kept_in_its_row_until_the_job_changes_again,
-    golden::a_success_kept_in_its_row_comes_after_an_event_appended_while_it_waited,
+    kept::a_success_is_kept_in_its_row_until_the_job_changes_again,
+    kept::a_success_kept_in_its_row_comes_after_an_event_appended_while_it_waited,
+    kept::a_claim_is_kept_in_its_row_while_its_attempt_stands,
+    kept::a_claim_is_written_out_when_its_attempt_ends_otherwise,
+    kept::a_kept_claim_reads_in_order_with_the_job_s_events,
     dependencies::unknown_or_failed_dependencies_are_refused_by_their_place,
     dependencies::a_waiting_job_is_claimed_only_once_every_dependency_succeeded,
     dependencies::a_failed_dependency_cancels_its_waiting_jobs_naming_it,

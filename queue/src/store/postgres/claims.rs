@@ -1,5 +1,5 @@
-//! The claim: pick, lease and record claimable jobs in one statement, for one claimer or
-//! for several that ask alike and came at once.
+//! The claim: pick and lease claimable jobs, their `job.claimed` kept in their rows, in
+//! one statement, for one claimer or for several that ask alike and came at once.
 
 use chrono::{DateTime, Utc};
 use contract::{Job, JobEvent};
@@ -18,11 +18,17 @@ use crate::store::{Arg, PgDb, pg_rows};
 /// needs no second `status = 'queued'` test, which made the planner reach the row through
 /// jobs_by_status and its dead entries instead of the primary key. `$extra` is one more
 /// condition on the candidate row, `jobs`.
+///
+/// The claim's `job.claimed` is kept in the row (`kept.rs`): its id is drawn from the
+/// events' sequence in the SET, which runs after the pick locked the row, so no event of
+/// the job committed before the claim can have a larger id.
 macro_rules! claim_postgres_sql {
     ($extra:literal) => {
         concat!(
             "UPDATE jobs SET status = 'running', claimed_by = $1, lease_expires_at = $2, \
-         attempt = attempt + 1, started_at = COALESCE(started_at, $3), updated_at = $3 \
+         attempt = attempt + 1, started_at = COALESCE(started_at, $3), updated_at = $3, \
+         claimed_event_id = nextval('job_events_id_seq'), claimed_at = $3, \
+         claim_lease_until = $2 \
          WHERE id = ANY(ARRAY(\
            SELECT id FROM jobs \
            WHERE status = 'queued' AND next_attempt_at <= $3 \
@@ -35,42 +41,23 @@ macro_rules! claim_postgres_sql {
            LIMIT $7 \
            FOR UPDATE SKIP LOCKED)) \
          RETURNING ",
-            job_columns!()
+            job_columns!(),
+            ", claimed_event_id"
         )
     };
 }
 
-/// The claimed rows' `job.claimed` events, appended in the same statement.
-macro_rules! with_claimed_events {
-    ($claim:expr) => {
-        concat!(
-            "WITH claimed AS (",
-            $claim,
-            "), appended AS (\
-       INSERT INTO job_events (job_id, kind, level, message, payload, created_at) \
-       SELECT id, $8, $9, format($10, attempt, max_attempts), format($11, attempt)::jsonb, $3 \
-       FROM claimed \
-       RETURNING id, job_id) \
-     SELECT claimed.*, appended.id AS event_id \
-     FROM claimed JOIN appended ON appended.job_id = claimed.id"
-        )
-    };
-}
+/// The PostgreSQL claim, its `job.claimed` kept in the row, in one statement outside an
+/// explicit transaction.
+const CLAIM_POSTGRES: &str = claim_postgres_sql!("");
 
-/// The PostgreSQL claim with the claims' `job.claimed` events, in one statement outside an
-/// explicit transaction: one round trip instead of four. The event is the one
-/// `machine::claimed_event` builds, given as its kind and level (`$8`, `$9`) and templates
-/// of its message and payload (`$10`, `$11`) that the statement fills in with each claimed
-/// row's attempt and max attempts.
-const CLAIM_WITH_EVENTS_POSTGRES: &str = with_claimed_events!(claim_postgres_sql!(""));
-
-/// [`CLAIM_WITH_EVENTS_POSTGRES`] that also skips a job whose repository has `$12` jobs
-/// running already. The count is only true while no other claim can add to it: see
+/// [`CLAIM_POSTGRES`] that also skips a job whose repository has `$8` jobs running
+/// already. The count is only true while no other claim can add to it: see
 /// [`REPOSITORY_LIMIT_LOCK`].
-const CLAIM_WITH_EVENTS_POSTGRES_LIMITED: &str = with_claimed_events!(claim_postgres_sql!(
+const CLAIM_POSTGRES_LIMITED: &str = claim_postgres_sql!(
     "AND (SELECT count(*) FROM jobs r \
-          WHERE r.repository = jobs.repository AND r.status = 'running') < $12"
-));
+          WHERE r.repository = jobs.repository AND r.status = 'running') < $8"
+);
 
 /// The advisory lock that claims under a repository limit take for their transaction.
 /// `SKIP LOCKED` keeps two claimers off one row, not off two rows of one repository, and
@@ -78,12 +65,12 @@ const CLAIM_WITH_EVENTS_POSTGRES_LIMITED: &str = with_claimed_events!(claim_post
 /// each counting after the one before it committed. Claims with no limit do not wait.
 const REPOSITORY_LIMIT_LOCK: i64 = 0x5354_4550_5749_5345; // "STEPWISE"
 
-/// [`CLAIM_WITH_EVENTS_POSTGRES`] for several claimers that ask alike: `$1` and `$2` are
-/// arrays, a worker id and a lease end per slot (a claimer of N jobs has N slots, in a
-/// row), and so are `$10` and `$11`, the event templates per slot; `$7` is the number of
-/// slots. The jobs picked are handed to the slots in claim order, so the claimers that
-/// came first are served first.
-const CLAIM_SLOTS_WITH_EVENTS_POSTGRES: &str = "WITH picked AS (SELECT ARRAY(\
+/// [`CLAIM_POSTGRES`] for several claimers that ask alike: `$1` and `$2` are arrays, a
+/// worker id and a lease end per slot (a claimer of N jobs has N slots, in a row); `$7` is
+/// the number of slots. The jobs picked are handed to the slots in claim order, so the
+/// claimers that came first are served first. `picked` locks every row before `claimed`
+/// works out a value, so the ids drawn there come after the lock, as in [`CLAIM_POSTGRES`].
+const CLAIM_SLOTS_POSTGRES: &str = "WITH picked AS (SELECT ARRAY(\
        SELECT id FROM jobs \
        WHERE status = 'queued' AND next_attempt_at <= $3 \
          AND cancel_requested_at IS NULL \
@@ -92,23 +79,15 @@ const CLAIM_SLOTS_WITH_EVENTS_POSTGRES: &str = "WITH picked AS (SELECT ARRAY(\
          AND ($6::text[] IS NULL OR repository = ANY($6)) \
        ORDER BY priority DESC, created_at, id \
        LIMIT $7 \
-       FOR UPDATE SKIP LOCKED) AS ids), \
-     claimed AS (\
-       UPDATE jobs SET status = 'running', \
-         claimed_by = ($1::text[])[array_position(picked.ids, jobs.id)], \
-         lease_expires_at = ($2::timestamptz[])[array_position(picked.ids, jobs.id)], \
-         attempt = jobs.attempt + 1, started_at = COALESCE(jobs.started_at, $3), \
-         updated_at = $3 \
-       FROM picked WHERE jobs.id = ANY(picked.ids) \
-       RETURNING jobs.*, array_position(picked.ids, jobs.id) AS slot), \
-     appended AS (\
-       INSERT INTO job_events (job_id, kind, level, message, payload, created_at) \
-       SELECT id, $8, $9, format(($10::text[])[slot], attempt, max_attempts), \
-         format(($11::text[])[slot], attempt)::jsonb, $3 \
-       FROM claimed \
-       RETURNING id, job_id) \
-     SELECT claimed.*, appended.id AS event_id \
-     FROM claimed JOIN appended ON appended.job_id = claimed.id";
+       FOR UPDATE SKIP LOCKED) AS ids) \
+     UPDATE jobs SET status = 'running', \
+       claimed_by = ($1::text[])[array_position(picked.ids, jobs.id)], \
+       lease_expires_at = ($2::timestamptz[])[array_position(picked.ids, jobs.id)], \
+       attempt = jobs.attempt + 1, started_at = COALESCE(jobs.started_at, $3), \
+       updated_at = $3, claimed_event_id = nextval('job_events_id_seq'), claimed_at = $3, \
+       claim_lease_until = ($2::timestamptz[])[array_position(picked.ids, jobs.id)] \
+     FROM picked WHERE jobs.id = ANY(picked.ids) \
+     RETURNING jobs.*, array_position(picked.ids, jobs.id) AS slot";
 
 /// The jobs a claim leased, in claim order, each with its stored `job.claimed` event.
 pub(crate) type Claimed = Vec<(Job, JobEvent)>;
@@ -218,24 +197,16 @@ async fn claim_together(pool: &PgPool, claims: &[&Claim]) -> Result<Vec<Claimed>
         .expect("a group is never empty");
     let mut workers = Vec::new();
     let mut leases = Vec::new();
-    let mut messages = Vec::new();
-    let mut payloads = Vec::new();
     let mut owner = Vec::new();
-    let mut kind_and_level = None;
     for (n, claim) in claims.iter().enumerate() {
-        let event = machine::claimed_event_template(&claim.worker_id, claim.lease_until);
-        kind_and_level = Some((event.kind, event.level));
         for _ in 0..claim.limit {
             workers.push(claim.worker_id.as_str());
             leases.push(claim.lease_until);
-            messages.push(event.message.clone());
-            payloads.push(event.payload.clone());
             owner.push(n);
         }
     }
-    let (kind, level) = kind_and_level.expect("a group is never empty");
     let first = claims[0];
-    let rows = sqlx::query(CLAIM_SLOTS_WITH_EVENTS_POSTGRES)
+    let rows = sqlx::query(CLAIM_SLOTS_POSTGRES)
         .bind(&workers)
         .bind(&leases)
         .bind(crate::store::Ts(now))
@@ -243,10 +214,6 @@ async fn claim_together(pool: &PgPool, claims: &[&Claim]) -> Result<Vec<Claimed>
         .bind(first.allowed_types.as_deref())
         .bind(first.allowed_repositories.as_deref())
         .bind(i64::try_from(workers.len()).unwrap_or(i64::MAX))
-        .bind(kind)
-        .bind(level.as_str())
-        .bind(&messages)
-        .bind(&payloads)
         .fetch_all(pool)
         .await?;
     let mut shares: Vec<Vec<(Job, i64)>> = claims.iter().map(|_| Vec::new()).collect();
@@ -256,26 +223,26 @@ async fn claim_together(pool: &PgPool, claims: &[&Claim]) -> Result<Vec<Claimed>
             .ok()
             .and_then(|s| owner.get(s))
             .ok_or(sqlx::Error::RowNotFound)?;
-        shares[*claimer].push((job_from_row!(row)?, row.try_get::<i64, _>("event_id")?));
+        shares[*claimer].push(claimed_row(row)?);
     }
     Ok(shares.into_iter().map(|rows| stored(rows, now)).collect())
 }
 
+/// A claimed row: the job and the id of the `job.claimed` its row keeps.
+fn claimed_row(row: &PgRow) -> Result<(Job, i64), sqlx::Error> {
+    Ok((
+        job_from_row!(row)?,
+        row.try_get::<i64, _>("claimed_event_id")?,
+    ))
+}
+
 /// One claimer's claim, in one statement, or under a repository limit one per job.
 async fn claim_alone(pool: &PgPool, claim: &ClaimSql<'_>) -> Result<Claimed, QueueError> {
-    let event = machine::claimed_event_template(claim.worker_id, claim.lease_until);
     let mut args = claim_args(claim)?;
-    args.push(Arg::text(event.kind));
-    args.push(Arg::text(event.level.as_str()));
-    args.push(Arg::text(&event.message));
-    args.push(Arg::text(&event.payload));
-    let decode = |r: &PgRow| -> Result<(Job, i64), sqlx::Error> {
-        Ok((job_from_row!(r)?, r.try_get::<i64, _>("event_id")?))
-    };
     let rows = match claim.repository_limit {
         None => {
             let mut conn = pool.acquire().await?;
-            pg_rows(&mut conn, CLAIM_WITH_EVENTS_POSTGRES, &args, decode).await?
+            pg_rows(&mut conn, CLAIM_POSTGRES, &args, claimed_row).await?
         }
         Some(limit) => {
             // One job per statement, so that each counts the claims before it: a batch
@@ -289,8 +256,7 @@ async fn claim_alone(pool: &PgPool, claim: &ClaimSql<'_>) -> Result<Claimed, Que
                 .await?;
             let mut rows = Vec::new();
             for _ in 0..claim.limit {
-                let one =
-                    pg_rows(&mut tx, CLAIM_WITH_EVENTS_POSTGRES_LIMITED, &args, decode).await?;
+                let one = pg_rows(&mut tx, CLAIM_POSTGRES_LIMITED, &args, claimed_row).await?;
                 if one.is_empty() {
                     break;
                 }
@@ -303,12 +269,13 @@ async fn claim_alone(pool: &PgPool, claim: &ClaimSql<'_>) -> Result<Claimed, Que
     Ok(stored(rows, claim.now))
 }
 
-/// The claimed jobs in claim order, each with its `job.claimed` event as stored at `now`.
+/// The claimed jobs in claim order, each with its `job.claimed` event as kept at `now`.
 fn stored(mut rows: Vec<(Job, i64)>, now: DateTime<Utc>) -> Claimed {
     rows.sort_by(|(a, _), (b, _)| claim_order(a, b));
     rows.into_iter()
         .map(|(job, event_id)| {
-            let event = machine::claimed_event(&job).stored(&job.id, event_id, now);
+            let event =
+                machine::claimed_event(&job, job.lease_expires_at).stored(&job.id, event_id, now);
             (job, event)
         })
         .collect()
@@ -347,22 +314,17 @@ mod tests {
         .execute(pool)
         .await
         .unwrap();
-        let plan: Vec<String> =
-            sqlx::query_scalar(&format!("EXPLAIN {CLAIM_WITH_EVENTS_POSTGRES}"))
-                .bind("w")
-                .bind(Ts(Utc::now()))
-                .bind(Ts(Utc::now()))
-                .bind(Json(vec!["codex".to_string()]))
-                .bind(None::<Vec<String>>)
-                .bind(None::<Vec<String>>)
-                .bind(1_i64)
-                .bind("job.claimed")
-                .bind("info")
-                .bind("claimed")
-                .bind("{}")
-                .fetch_all(pool)
-                .await
-                .unwrap();
+        let plan: Vec<String> = sqlx::query_scalar(&format!("EXPLAIN {CLAIM_POSTGRES}"))
+            .bind("w")
+            .bind(Ts(Utc::now()))
+            .bind(Ts(Utc::now()))
+            .bind(Json(vec!["codex".to_string()]))
+            .bind(None::<Vec<String>>)
+            .bind(None::<Vec<String>>)
+            .bind(1_i64)
+            .fetch_all(pool)
+            .await
+            .unwrap();
         let plan = plan.join("\n");
         assert!(plan.contains("Index Scan using jobs_claim_order"), "{plan}");
         assert!(!plan.contains("Sort"), "{plan}");

@@ -12,7 +12,7 @@ use super::swaps::bind_states;
 use crate::QueueError;
 use crate::machine::PendingEvent;
 use crate::store::jobs::{created_args, state_args};
-use crate::store::{Arg, bind_pg};
+use crate::store::{Arg, Kept, bind_pg};
 
 /// PostgreSQL: the job and its first events (`$24`..`$27` arrays, inserted in their order)
 /// in one statement, run outside an explicit transaction (a statement is atomic on its
@@ -30,6 +30,8 @@ const INSERT_JOB_WITH_EVENTS_POSTGRES: &str = concat!(
 const LOCK_JOBS_POSTGRES: &str = concat!(
     "SELECT ",
     job_columns!(),
+    ", ",
+    kept_columns!(),
     " FROM jobs WHERE id = ANY($1) ORDER BY id FOR UPDATE"
 );
 
@@ -84,16 +86,19 @@ pub(crate) async fn create_job(
 }
 
 /// The jobs among `ids` that exist, locked in id order, so two transactions locking
-/// overlapping sets cannot deadlock.
-pub(crate) async fn lock_jobs(t: &mut PgConnection, ids: &[Uuid]) -> Result<Vec<Job>, QueueError> {
+/// overlapping sets cannot deadlock; each with what its row keeps of its timeline.
+pub(crate) async fn lock_jobs(
+    t: &mut PgConnection,
+    ids: &[Uuid],
+) -> Result<Vec<(Job, Kept)>, QueueError> {
     let rows = sqlx::query(LOCK_JOBS_POSTGRES)
         .bind(ids)
         .fetch_all(t)
         .await?;
     Ok(rows
         .iter()
-        .map(|r| job_from_row!(r))
-        .collect::<Result<_, _>>()?)
+        .map(|r| Ok((job_from_row!(r)?, kept_from_row!(r)?)))
+        .collect::<Result<_, sqlx::Error>>()?)
 }
 
 /// Saves several jobs' changed fields in one statement.

@@ -1,13 +1,14 @@
-//! SQLite's claim: one UPDATE on the writer, then the claims' events as Rust builds them.
+//! SQLite's claim: one UPDATE on the writer, then each claim's `job.claimed` kept in its
+//! row.
 
-use contract::{Job, JobEvent, JobId};
+use contract::{Job, JobEvent};
 
-use super::RowExt;
+use super::{DRAW_EVENT_IDS, RowExt};
 use crate::QueueError;
-use crate::machine::{self, PendingEvent};
+use crate::machine;
 use crate::store::SqliteDb;
 use crate::store::claim_sql::{ClaimSql, claim_args, claim_order};
-use crate::store::{Arg, Tx, TxConn, sqlite_rows};
+use crate::store::{Arg, sqlite_rows};
 
 /// SQLite: the statement runs inside `BEGIN IMMEDIATE`, and SQLite admits one writer at a
 /// time, so no other claim can run between the subquery's pick and the update.
@@ -19,7 +20,8 @@ macro_rules! claim_sqlite_sql {
     ($extra:literal) => {
         concat!(
             "UPDATE jobs SET status = 'running', claimed_by = $1, lease_expires_at = $2, \
-         attempt = attempt + 1, started_at = COALESCE(started_at, $3), updated_at = $3 \
+         attempt = attempt + 1, started_at = COALESCE(started_at, $3), updated_at = $3, \
+         claimed_at = $3, claim_lease_until = $2 \
          WHERE id IN (\
            SELECT j.id FROM jobs j INDEXED BY jobs_claim_order \
            WHERE j.status = 'queued' AND j.next_attempt_at <= $3 \
@@ -48,8 +50,11 @@ const CLAIM_SQLITE_LIMITED: &str = claim_sqlite_sql!(
           WHERE r.repository = j.repository AND r.status = 'running') < $8"
 );
 
-/// [`CLAIM_SQLITE`], then the claims' events from `machine::claimed_event`,
-/// in one transaction on the writer.
+/// Keeps a claimed job's `job.claimed` in its row under the id drawn for it.
+const KEEP_CLAIM_SQLITE: &str = "UPDATE jobs SET claimed_event_id = $2 WHERE id = $1";
+
+/// [`CLAIM_SQLITE`], then the claims' `job.claimed` kept in their rows (`kept.rs`) under
+/// ids drawn in claim order, in one transaction on the writer.
 pub(crate) async fn claim(
     db: &SqliteDb,
     claim: &ClaimSql<'_>,
@@ -80,17 +85,19 @@ pub(crate) async fn claim(
     }
     // RETURNING follows no order; callers get the claim order.
     jobs.sort_by(claim_order);
-    let claimed: Vec<PendingEvent> = jobs.iter().map(machine::claimed_event).collect();
-    let appended: Vec<(JobId, &PendingEvent)> = jobs
-        .iter()
-        .zip(&claimed)
-        .map(|(job, event)| (job.id, event))
-        .collect();
-    let mut tx = Tx {
-        conn: TxConn::Sqlite(t),
-        notes: Vec::new(),
-    };
-    let events = tx.insert_events(&appended, claim.now).await?;
-    tx.commit().await?;
-    Ok(jobs.into_iter().zip(events).collect())
+    let n = i64::try_from(jobs.len()).unwrap_or(i64::MAX);
+    let last: i64 = sqlite_rows(&t, DRAW_EVENT_IDS, &[Arg::BigInt(n)], |r| r.try_get("seq"))?
+        .into_iter()
+        .next()
+        .ok_or(sqlx::Error::RowNotFound)?;
+    let mut claimed = Vec::with_capacity(jobs.len());
+    for (event_id, job) in (last - n + 1..).zip(jobs) {
+        let args = [Arg::Id(job.id.uuid()), Arg::BigInt(event_id)];
+        sqlite_rows(&t, KEEP_CLAIM_SQLITE, &args, |_| Ok(()))?;
+        let event =
+            machine::claimed_event(&job, job.lease_expires_at).stored(&job.id, event_id, claim.now);
+        claimed.push((job, event));
+    }
+    t.commit().await?;
+    Ok(claimed)
 }

@@ -22,3 +22,9 @@ mod writer;
 pub(crate) use claim::claim;
 pub(crate) use columns::{RowExt, bind};
 pub(crate) use writer::{SqliteTx, SqliteWriter};
+
+/// Draws `$1` event ids at once and returns the last: SQLite hands out AUTOINCREMENT ids
+/// from `sqlite_sequence`, so an id drawn there stays below every later event's, as an
+/// insert's would. For the events a job's row keeps (`kept.rs`), on the one writer.
+pub(crate) const DRAW_EVENT_IDS: &str =
+    "UPDATE sqlite_sequence SET seq = seq + $1 WHERE name = 'job_events' RETURNING seq";

@@ -1,0 +1,199 @@
+//! A job's claim and success kept in its row (migrations 0021, 0022) instead of event rows:
+//! the claim statements and the completion draw the event's id from the events' own
+//! sequence into the row, readers build the events from the row with the builders the
+//! writes used (`machine::claimed_event`, `machine::completed_event`), and a write that
+//! would change what the row says of them writes them out as rows under their ids first.
+//! What a reader sees never changes.
+
+use chrono::{DateTime, Utc};
+use contract::job::events::JOB_COMPLETED;
+use contract::{Job, JobEvent, JobId, JobState};
+use sqlx::Row;
+use uuid::Uuid;
+
+use super::sqlite::{DRAW_EVENT_IDS, RowExt};
+use super::{Arg, Id, Tx, TxConn, pg_rows, sqlite_rows};
+use crate::QueueError;
+use crate::machine::{self, PendingEvent};
+use crate::notify::NotificationKind;
+use crate::store::Database;
+
+/// What of a job's timeline its row keeps.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Kept {
+    pub claimed: Option<KeptClaim>,
+    /// The id of its `job.completed`.
+    pub completed: Option<i64>,
+}
+
+/// A `job.claimed` the row keeps: its id, when, and the lease the claim gave (heartbeats
+/// move the row's). The worker and the attempt are the row's while the claim stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct KeptClaim {
+    pub id: i64,
+    pub at: DateTime<Utc>,
+    pub lease_until: Option<DateTime<Utc>>,
+}
+
+const FOLD_POSTGRES: &str = "UPDATE jobs SET completed_event_id = nextval('job_events_id_seq') \
+     WHERE id = $1 RETURNING completed_event_id";
+
+const FOLD_SQLITE: &str = "UPDATE jobs SET completed_event_id = $2 WHERE id = $1";
+
+const UNFOLD: &str = "UPDATE jobs SET claimed_event_id = NULL, claimed_at = NULL, \
+     claim_lease_until = NULL, completed_event_id = NULL WHERE id = $1";
+
+const WRITE_OUT_POSTGRES: &str = "INSERT INTO job_events \
+     (id, job_id, kind, level, message, payload, created_at) OVERRIDING SYSTEM VALUE \
+     VALUES ($1, $2, $3, $4, $5, $6, $7)";
+const WRITE_OUT_SQLITE: &str = "INSERT INTO job_events \
+     (id, job_id, kind, level, message, payload, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)";
+
+const KEPT_JOB: &str = concat!(
+    "SELECT ",
+    job_columns!(),
+    ", ",
+    kept_columns!(),
+    " FROM jobs WHERE id = $1"
+);
+
+/// Whether a transition's events are a success the row keeps: the job ended succeeded and
+/// its one event is `job.completed`. Only then, so that no event of the same write could
+/// draw its id before the success's.
+pub(crate) fn folds<'a>(job: &Job, events: impl IntoIterator<Item = &'a PendingEvent>) -> bool {
+    let mut events = events.into_iter();
+    job.status == JobState::Succeeded
+        && events.next().is_some_and(|only| only.kind == JOB_COMPLETED)
+        && events.next().is_none()
+}
+
+/// Whether `new` still says what `old`'s claim said: it is the same attempt of the same
+/// worker, running or succeeded. Anything else ends the claim the row may keep.
+fn claim_stands(old: &Job, new: &Job) -> bool {
+    matches!(new.status, JobState::Running | JobState::Succeeded)
+        && new.claimed_by == old.claimed_by
+        && new.attempt == old.attempt
+}
+
+/// Whether the transition of `old` to `new` may be written by a lock-free swap: not when
+/// it changes a job whose row may keep an event the change ends (a succeeded job, or a
+/// running job leaving its claim), which only a write under the lock writes out first.
+/// So successes and heartbeats swap; failures, retries and lost leases take the lock.
+pub(crate) fn swappable(old: &Job, new: &Job) -> bool {
+    match old.status {
+        JobState::Succeeded => false,
+        JobState::Running => claim_stands(old, new),
+        _ => true,
+    }
+}
+
+impl Tx {
+    /// Keeps `job`'s success in its row: draws the event's id and announces it as an
+    /// appended event would be.
+    pub(crate) async fn fold_completion(&mut self, job: &JobId) -> Result<i64, QueueError> {
+        let id = Arg::Id(job.uuid());
+        let event_id: i64 = match &mut self.conn {
+            TxConn::Postgres(t) => {
+                pg_rows(t, FOLD_POSTGRES, &[id], |r| r.try_get("completed_event_id"))
+                    .await?
+                    .into_iter()
+                    .next()
+                    .ok_or(sqlx::Error::RowNotFound)?
+            }
+            TxConn::Sqlite(t) => {
+                let drawn: i64 =
+                    sqlite_rows(t, DRAW_EVENT_IDS, &[Arg::BigInt(1)], |r| r.try_get("seq"))?
+                        .into_iter()
+                        .next()
+                        .ok_or(sqlx::Error::RowNotFound)?;
+                sqlite_rows(t, FOLD_SQLITE, &[id, Arg::BigInt(drawn)], |_| Ok(()))?;
+                drawn
+            }
+        };
+        self.notify(job, NotificationKind::EventAppended { event_id });
+        Ok(event_id)
+    }
+
+    /// What a lock learns of the row besides the job: a succeeded job's kept events are
+    /// written out at once, since any write to it changes them (a next round, a feedback
+    /// round); a running job's claim is remembered for [`Self::write_out_claims`], since
+    /// most writes to it (an event appended, a heartbeat) leave its claim standing.
+    pub(super) async fn locked(&mut self, job: &Job, kept: Kept) -> Result<(), QueueError> {
+        if job.status == JobState::Succeeded {
+            return self.write_out(job, kept).await;
+        }
+        if let Some(claim) = kept.claimed {
+            self.claims.retain(|(locked, _)| locked.id != job.id);
+            self.claims.push((job.clone(), claim));
+        }
+        Ok(())
+    }
+
+    /// Before `saved` are written: the claim of each that the save ends becomes an event
+    /// row, built from the job as it was locked.
+    pub(super) async fn write_out_claims(&mut self, saved: &[&Job]) -> Result<(), QueueError> {
+        for new in saved {
+            let Some(at) = self.claims.iter().position(|(old, _)| old.id == new.id) else {
+                continue;
+            };
+            if claim_stands(&self.claims[at].0, new) {
+                continue;
+            }
+            let (old, claim) = self.claims.swap_remove(at);
+            let kept = Kept {
+                claimed: Some(claim),
+                completed: None,
+            };
+            self.write_out(&old, kept).await?;
+        }
+        Ok(())
+    }
+
+    /// `kept` of `job` as event rows under their own ids, oldest first, and the row clear
+    /// of them.
+    async fn write_out(&mut self, job: &Job, kept: Kept) -> Result<(), QueueError> {
+        let events = rebuilt(job, &kept);
+        if events.is_empty() {
+            return Ok(());
+        }
+        for event in &events {
+            let args = [
+                Arg::BigInt(event.id),
+                Arg::Id(job.id.uuid()),
+                Arg::text(&event.kind),
+                Arg::text(event.level.as_str()),
+                Arg::text(&event.message),
+                Arg::json(&event.payload)?,
+                Arg::at(event.created_at),
+            ];
+            match &mut self.conn {
+                TxConn::Sqlite(t) => sqlite_rows(t, WRITE_OUT_SQLITE, &args, |_| Ok(()))?,
+                TxConn::Postgres(t) => pg_rows(t, WRITE_OUT_POSTGRES, &args, |_| Ok(())).await?,
+            };
+        }
+        self.execute(UNFOLD, &[Arg::Id(job.id.uuid())]).await
+    }
+}
+
+impl Database {
+    /// The job as it is, with what its row keeps of its timeline.
+    pub(crate) async fn kept_job(&self, job: Uuid) -> Result<Option<(Job, Kept)>, sqlx::Error> {
+        on_pool!(self, p => {
+            let row = sqlx::query(KEPT_JOB).bind(Id(job)).fetch_optional(p).await?;
+            row.map(|row| Ok((job_from_row!(&row)?, kept_from_row!(&row)?)))
+                .transpose()
+        })
+    }
+}
+
+/// The events `job`'s row keeps, in id order, as the claim and the completion built them.
+pub(crate) fn rebuilt(job: &Job, kept: &Kept) -> Vec<JobEvent> {
+    let claimed = kept.claimed.map(|claim| {
+        machine::claimed_event(job, claim.lease_until).stored(&job.id, claim.id, claim.at)
+    });
+    let completed = kept.completed.map(|id| {
+        let at = job.finished_at.unwrap_or(job.updated_at);
+        machine::completed_event(job).stored(&job.id, id, at)
+    });
+    claimed.into_iter().chain(completed).collect()
+}
