@@ -263,3 +263,38 @@ pub async fn a_kept_claim_reads_in_order_with_the_job_s_events(h: Harness) {
         events.len() as u64
     );
 }
+
+/// A claim never waits for a row another writer holds (it skips it), and draws its id
+/// once it holds the row: an event appended under another writer's lock before the claim
+/// gets the smaller id, so a reader past that event still finds the claim after it.
+pub async fn a_kept_claim_comes_after_an_event_appended_under_another_lock(h: Harness) {
+    let job = task_job(&h, false).await;
+    let Some(pool) = h.postgres_pool() else {
+        // One writer: nothing can hold the row while a claim runs.
+        h.claim_exactly("w1", &job).await;
+        let events = every_reading(&h, &job.id).await;
+        assert_eq!(events.last().unwrap().kind, "job.claimed");
+        return;
+    };
+    let mut holder = pool.begin().await.unwrap();
+    sqlx::query("SELECT id FROM jobs WHERE id = $1 FOR UPDATE")
+        .bind(job.id.uuid())
+        .execute(&mut *holder)
+        .await
+        .unwrap();
+    assert!(h.claim("w1").await.is_none(), "the held row is skipped");
+    let appended: i64 = sqlx::query_scalar(
+        "INSERT INTO job_events (job_id, kind, level, message, payload, created_at) \
+         VALUES ($1, 'task.warning', 'warn', 'late', '{}', now()) RETURNING id",
+    )
+    .bind(job.id.uuid())
+    .fetch_one(&mut *holder)
+    .await
+    .unwrap();
+    holder.commit().await.unwrap();
+    h.claim_exactly("w1", &job).await;
+    let events = every_reading(&h, &job.id).await;
+    let claim = events.last().unwrap();
+    assert_eq!(claim.kind, "job.claimed");
+    assert!(claim.id > appended, "{} > {appended}", claim.id);
+}
