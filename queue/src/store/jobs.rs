@@ -97,7 +97,7 @@ pub(crate) struct ListSql<'a> {
 impl Tx {
     /// The job, locked until commit: `FOR UPDATE` on PostgreSQL; on SQLite the IMMEDIATE
     /// transaction already excludes every other writer. What its row keeps of its timeline
-    /// is written out first where the caller's write may change it (`kept.rs`).
+    /// is remembered, for a save that changes it to write out first (`kept.rs`).
     pub(crate) async fn lock_job(&mut self, id: Uuid) -> Result<Option<Job>, QueueError> {
         let args = [Arg::Id(id)];
         let locked = match &mut self.conn {
@@ -114,7 +114,7 @@ impl Tx {
         let Some((job, kept)) = locked.into_iter().next() else {
             return Ok(None);
         };
-        self.locked(&job, kept).await?;
+        self.locked(&job, kept);
         Ok(Some(job))
     }
 
@@ -139,6 +139,7 @@ impl Tx {
 
     /// Writes the job's task (`payload`): steps appended, which no transition does.
     pub(crate) async fn save_payload(&mut self, job: &Job) -> Result<(), QueueError> {
+        self.write_out_changed(&[job]).await?;
         let args = [Arg::Id(job.id.uuid()), Arg::json(&job.payload)?];
         self.execute("UPDATE jobs SET payload = $2 WHERE id = $1", &args)
             .await
@@ -162,16 +163,16 @@ impl Tx {
         };
         let mut jobs = Vec::with_capacity(locked.len());
         for (job, kept) in locked {
-            self.locked(&job, kept).await?;
+            self.locked(&job, kept);
             jobs.push(job);
         }
         Ok(jobs)
     }
 
     /// [`save_job`](Self::save_job) for several jobs; one statement on PostgreSQL.
-    /// A claim a save ends is written out first (`kept.rs`).
+    /// What their rows keep and the save changes is written out first (`kept.rs`).
     pub(crate) async fn save_jobs(&mut self, jobs: &[&Job]) -> Result<(), QueueError> {
-        self.write_out_claims(jobs).await?;
+        self.write_out_changed(jobs).await?;
         if let TxConn::Postgres(t) = &mut self.conn {
             return postgres::save_jobs(t, jobs).await;
         }

@@ -114,39 +114,43 @@ impl Tx {
         Ok(event_id)
     }
 
-    /// What a lock learns of the row besides the job: a succeeded job's kept events are
-    /// written out at once, since any write to it changes them (a next round, a feedback
-    /// round); a running job's claim is remembered for [`Self::write_out_claims`], since
-    /// most writes to it (an event appended, a heartbeat) leave its claim standing.
-    pub(super) async fn locked(&mut self, job: &Job, kept: Kept) -> Result<(), QueueError> {
-        if job.status == JobState::Succeeded {
-            return self.write_out(job, kept).await;
+    /// What a lock learns of the row besides the job: what its row keeps, remembered as
+    /// the job was locked for [`Self::write_out_changed`], since most writes under the
+    /// lock leave it as it is (an event appended, a heartbeat, a notification recorded).
+    pub(super) fn locked(&mut self, job: &Job, kept: Kept) {
+        if kept == Kept::default() {
+            return;
         }
-        if let Some(claim) = kept.claimed {
-            self.claims.retain(|(locked, _)| locked.id != job.id);
-            self.claims.push((job.clone(), claim));
+        self.kept.retain(|(locked, _)| locked.id != job.id);
+        self.kept.push((job.clone(), kept));
+    }
+
+    /// Before `saved` are written: what the row of each keeps and the save would change
+    /// becomes event rows, built from the job as it was locked. Any save of a succeeded
+    /// job changes it (a next round); a running job's claim stands while the attempt does.
+    pub(super) async fn write_out_changed(&mut self, saved: &[&Job]) -> Result<(), QueueError> {
+        for new in saved {
+            let Some(at) = self.kept.iter().position(|(old, _)| old.id == new.id) else {
+                continue;
+            };
+            let (old, _) = &self.kept[at];
+            if old.status != JobState::Succeeded && claim_stands(old, new) {
+                continue;
+            }
+            let (old, kept) = self.kept.swap_remove(at);
+            self.write_out(&old, kept).await?;
         }
         Ok(())
     }
 
-    /// Before `saved` are written: the claim of each that the save ends becomes an event
-    /// row, built from the job as it was locked.
-    pub(super) async fn write_out_claims(&mut self, saved: &[&Job]) -> Result<(), QueueError> {
-        for new in saved {
-            let Some(at) = self.claims.iter().position(|(old, _)| old.id == new.id) else {
-                continue;
-            };
-            if claim_stands(&self.claims[at].0, new) {
-                continue;
-            }
-            let (old, claim) = self.claims.swap_remove(at);
-            let kept = Kept {
-                claimed: Some(claim),
-                completed: None,
-            };
-            self.write_out(&old, kept).await?;
-        }
-        Ok(())
+    /// Before a write that changes `job`'s timeline itself (retention deleting it): all
+    /// its row keeps becomes event rows, as they read.
+    pub(super) async fn write_out_kept(&mut self, job: Uuid) -> Result<(), QueueError> {
+        let Some(at) = self.kept.iter().position(|(old, _)| old.id.uuid() == job) else {
+            return Ok(());
+        };
+        let (old, kept) = self.kept.swap_remove(at);
+        self.write_out(&old, kept).await
     }
 
     /// `kept` of `job` as event rows under their own ids, oldest first, and the row clear

@@ -403,9 +403,9 @@ enum TxConn {
 pub(crate) struct Tx {
     conn: TxConn,
     notes: Vec<Notification>,
-    /// The running jobs it locked whose claim their row keeps, as locked: a save that
-    /// ends the claim writes it out first (`kept.rs`).
-    claims: Vec<(Job, KeptClaim)>,
+    /// The jobs it locked whose row keeps events, as locked: a save that would change
+    /// them writes them out first (`kept.rs`).
+    kept: Vec<(Job, Kept)>,
 }
 
 impl Tx {
@@ -418,7 +418,7 @@ impl Tx {
         Ok(Tx {
             conn,
             notes: Vec::new(),
-            claims: Vec::new(),
+            kept: Vec::new(),
         })
     }
 

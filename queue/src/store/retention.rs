@@ -135,8 +135,10 @@ impl Tx {
         Ok(self.count_rows(&sql, &args).await? == 1)
     }
 
-    /// Deletes up to `limit` of the job's events, oldest first; answers how many.
+    /// Deletes up to `limit` of the job's events, oldest first; answers how many. The
+    /// events its row keeps count among them: they are written out as rows first.
     pub(crate) async fn delete_events(&mut self, job: Uuid, limit: i64) -> Result<u64, QueueError> {
+        self.write_out_kept(job).await?;
         self.count_rows(EVENTS, &[Arg::Id(job), Arg::BigInt(limit)])
             .await
     }

@@ -298,3 +298,28 @@ pub async fn a_kept_claim_comes_after_an_event_appended_under_another_lock(h: Ha
     assert_eq!(claim.kind, "job.claimed");
     assert!(claim.id > appended, "{} > {appended}", claim.id);
 }
+
+/// Events appended to a job that succeeded (a webhook's delivery recorded) leave what its
+/// row keeps where it is: only a write that changes the job writes it out.
+pub async fn a_success_stays_kept_while_events_are_appended_after_it(h: Harness) {
+    let job = task_job(&h, false).await;
+    let claimed = h.claim_exactly("w1", &job).await;
+    complete(&h, &claimed).await;
+    let before = every_reading(&h, &job.id).await;
+    let recorded = h
+        .queue
+        .record_notification(&job.id, true, "delivered".into(), Default::default())
+        .await
+        .unwrap();
+    for (kind, column) in [
+        ("job.claimed", "claimed_event_id"),
+        ("job.completed", "completed_event_id"),
+    ] {
+        assert_eq!(h.count(&rows(kind, job.id)).await, 0, "{kind}");
+        assert_eq!(h.count(&kept(column, job.id)).await, 1, "{kind}");
+    }
+    let after = every_reading(&h, &job.id).await;
+    assert_eq!(after[..before.len()], before[..]);
+    assert_eq!(after.last().unwrap().id, recorded.id);
+    assert!(recorded.id > before.last().unwrap().id);
+}

@@ -78,6 +78,7 @@ conformance! {
     kept::a_claim_is_written_out_when_its_attempt_ends_otherwise,
     kept::a_kept_claim_reads_in_order_with_the_job_s_events,
     kept::a_kept_claim_comes_after_an_event_appended_under_another_lock,
+    kept::a_success_stays_kept_while_events_are_appended_after_it,
     dependencies::unknown_or_failed_dependencies_are_refused_by_their_place,
     dependencies::a_waiting_job_is_claimed_only_once_every_dependency_succeeded,
     dependencies::a_failed_dependency_cancels_its_waiting_jobs_naming_it,
