@@ -7,7 +7,7 @@ use uuid::Uuid;
 
 use super::postgres;
 use super::sqlite::RowExt;
-use super::{Arg, Id, Ts, Tx, TxConn, int, pg_rows, sqlite_rows};
+use super::{Arg, Id, Ts, Tx, TxConn, int, sqlite_rows};
 use crate::QueueError;
 use crate::machine::PendingEvent;
 use crate::store::{Database, PgDb};
@@ -69,14 +69,6 @@ const LOCK_JOB_SQLITE: &str = concat!(
     " FROM jobs WHERE id = $1"
 );
 
-const LOCK_JOB_POSTGRES: &str = concat!(
-    "SELECT ",
-    job_columns!(),
-    ", ",
-    kept_columns!(),
-    " FROM jobs WHERE id = $1 FOR UPDATE"
-);
-
 const INSERT_JOB: &str = insert_job_sql!();
 
 const SAVE_JOB: &str = "UPDATE jobs SET status = $2, attempt = $3, next_attempt_at = $4, \
@@ -99,23 +91,7 @@ impl Tx {
     /// transaction already excludes every other writer. What its row keeps of its timeline
     /// is remembered, for a save that changes it to write out first (`kept.rs`).
     pub(crate) async fn lock_job(&mut self, id: Uuid) -> Result<Option<Job>, QueueError> {
-        let args = [Arg::Id(id)];
-        let locked = match &mut self.conn {
-            TxConn::Sqlite(t) => sqlite_rows(t, LOCK_JOB_SQLITE, &args, |r| {
-                Ok((job_from_row!(r)?, kept_from_row!(r)?))
-            })?,
-            TxConn::Postgres(t) => {
-                pg_rows(t, LOCK_JOB_POSTGRES, &args, |r| {
-                    Ok((job_from_row!(r)?, kept_from_row!(r)?))
-                })
-                .await?
-            }
-        };
-        let Some((job, kept)) = locked.into_iter().next() else {
-            return Ok(None);
-        };
-        self.locked(&job, kept);
-        Ok(Some(job))
+        Ok(self.lock_jobs(&[id]).await?.pop())
     }
 
     pub(crate) async fn insert_job(

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use contract::JobId;
+use contract::{JobEvent, JobId};
 use queue::{Rescuer, RescuerConfig};
 use serde_json::json;
 
@@ -188,10 +188,7 @@ pub async fn a_claim_is_written_out_when_its_attempt_ends_otherwise(h: Harness) 
         .fail(&job.id, &fence(&first), "the network went".into(), true)
         .await
         .unwrap();
-    assert_eq!(h.count(&rows("job.claimed", job.id)).await, 1, "a retry");
-    assert_eq!(h.count(&kept("claimed_event_id", job.id)).await, 0);
-    let after = every_reading(&h, &job.id).await;
-    assert_eq!(after[..before.len()], before[..]);
+    claims_written_out(&h, job.id, 1, &before, "a retry").await;
 
     h.advance(Duration::from_secs(3600));
     let second = h.claim_exactly("w2", &job).await;
@@ -209,13 +206,7 @@ pub async fn a_claim_is_written_out_when_its_attempt_ends_otherwise(h: Harness) 
     h.advance(LEASE * 2);
     let rescuer = Rescuer::new(h.queue.clone(), RescuerConfig::default());
     assert_eq!(rescuer.run_once().await.unwrap().total(), 1);
-    assert_eq!(
-        h.count(&rows("job.claimed", job.id)).await,
-        2,
-        "a lost lease"
-    );
-    assert_eq!(h.count(&kept("claimed_event_id", job.id)).await, 0);
-    assert_eq!(every_reading(&h, &job.id).await[..before.len()], before[..]);
+    claims_written_out(&h, job.id, 2, &before, "a lost lease").await;
 
     // A cancel: asked, the attempt stands; acknowledged, it ends.
     let job = task_job(&h, false).await;
@@ -227,9 +218,7 @@ pub async fn a_claim_is_written_out_when_its_attempt_ends_otherwise(h: Harness) 
         .unwrap();
     assert_eq!(h.count(&kept("claimed_event_id", job.id)).await, 1, "asked");
     h.queue.ack_cancel(&job.id, &fence(&claimed)).await.unwrap();
-    assert_eq!(h.count(&rows("job.claimed", job.id)).await, 1, "cancelled");
-    assert_eq!(h.count(&kept("claimed_event_id", job.id)).await, 0);
-    assert_eq!(every_reading(&h, &job.id).await[..before.len()], before[..]);
+    claims_written_out(&h, job.id, 1, &before, "cancelled").await;
 
     // A pause: asked, the attempt stands; obeyed, it ends.
     let job = task_job(&h, false).await;
@@ -242,9 +231,19 @@ pub async fn a_claim_is_written_out_when_its_attempt_ends_otherwise(h: Harness) 
     assert_eq!(h.count(&kept("claimed_event_id", job.id)).await, 1, "asked");
     let paused = h.queue.ack_pause(&job.id, &fence(&claimed)).await.unwrap();
     assert_eq!(paused.status, contract::JobState::Paused);
-    assert_eq!(h.count(&rows("job.claimed", job.id)).await, 1, "paused");
-    assert_eq!(h.count(&kept("claimed_event_id", job.id)).await, 0);
-    assert_eq!(every_reading(&h, &job.id).await[..before.len()], before[..]);
+    claims_written_out(&h, job.id, 1, &before, "paused").await;
+}
+
+/// After `why` ended an attempt: the job's claims are `n` event rows, its row keeps none,
+/// and its timeline still begins with `before`, the same events under the same ids.
+async fn claims_written_out(h: &Harness, id: JobId, n: i64, before: &[JobEvent], why: &str) {
+    assert_eq!(h.count(&rows("job.claimed", id)).await, n, "{why}");
+    assert_eq!(h.count(&kept("claimed_event_id", id)).await, 0, "{why}");
+    assert_eq!(
+        every_reading(h, &id).await[..before.len()],
+        before[..],
+        "{why}"
+    );
 }
 
 /// The claim's id is drawn after the claim has the row, so every event of the job that

@@ -105,11 +105,11 @@ const SWAP_JOB_KEEPING_POSTGRES: &str = swap_job_sql!(
 /// then kind, level, message, payload and time), `$40` whether each keeps its success in
 /// its row (its id drawn by the update, after `locked` took the row). Each job's row is
 /// locked in id order first (the ids come sorted), so two batches, or a batch and a
-/// transaction that locks its jobs in id order, cannot deadlock; a row that changed since it was read is locked
-/// and left as it is. The update locks each row before the insert draws its events' ids
-/// (the insert reads the update's output), so a job's event ids still become visible in
-/// order. One answer row per job, in batch order: whether it was written, and its new
-/// event ids.
+/// transaction that locks its jobs in id order, cannot deadlock; a row that changed since
+/// it was read is locked and left as it is. The update locks each row before the insert
+/// draws its events' ids (the insert reads the update's output), so a job's event ids
+/// still become visible in order. One answer row per job, in batch order: whether it was
+/// written, and its new event ids.
 const SWAP_JOBS_POSTGRES: &str = concat!(
     "WITH input AS (SELECT * FROM unnest($1::uuid[], \
        $2::text[], $3::int[], $4::timestamptz[], $5::text[], $6::timestamptz[], \
