@@ -162,18 +162,7 @@ pub async fn a_claim_is_kept_in_its_row_while_its_attempt_stands(h: Harness) {
     }
 
     follow_up(&h, &job).await;
-    assert_eq!(
-        h.count(&rows("job.claimed", job.id)).await,
-        1,
-        "written out"
-    );
-    assert_eq!(h.count(&kept("claimed_event_id", job.id)).await, 0);
-    let after = every_reading(&h, &job.id).await;
-    assert_eq!(
-        after[..before.len()],
-        before[..],
-        "the same events, the same ids"
-    );
+    claims_written_out(&h, job.id, 1, &before, "written out by the next round").await;
 }
 
 /// Whatever ends an attempt other than a success (a retry, a lost lease, a cancel, a
