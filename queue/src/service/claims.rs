@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use contract::Job;
+use contract::{Job, JobEvent};
 use tokio::time::Instant;
 
 use super::Queue;
@@ -41,17 +41,7 @@ impl Queue {
         request: &ClaimRequest,
         limit: u32,
     ) -> Result<Vec<Job>, QueueError> {
-        request.validate()?;
-        if !(1..=MAX_CLAIM_BATCH).contains(&limit) {
-            return Err(QueueError::invalid(
-                "limit",
-                format!("must be between 1 and {MAX_CLAIM_BATCH}"),
-            ));
-        }
-        let lease = chrono::Duration::from_std(request.lease)
-            .ok()
-            .filter(|lease| *lease > chrono::Duration::zero())
-            .ok_or_else(|| QueueError::invalid("lease", "must be a positive duration"))?;
+        let lease = claim_lease(request, limit)?;
         let repository_limit = self.repository_limit(request);
         let _turn = match repository_limit {
             Some(_) => Some(self.inner.claim_turn.lock().await),
@@ -63,16 +53,16 @@ impl Queue {
             .inner
             .db
             .claim_jobs(&ClaimSql {
-                worker_id: &request.worker_id,
-                capabilities: &request.capabilities,
-                allowed_types: request.allowed_types.as_deref(),
-                allowed_repositories: allowed_repositories.as_deref(),
-                now,
-                lease_until: now.checked_add_signed(lease).unwrap_or(now),
-                limit,
                 repository_limit,
+                ..claim_sql(request, allowed_repositories.as_deref(), now, lease, limit)
             })
             .await?;
+        Ok(self.leased(claimed))
+    }
+
+    /// What follows a written claim: the observers told, the jobs remembered, and the
+    /// events and changes published; the jobs, in claim order.
+    pub(super) fn leased(&self, claimed: Vec<(Job, JobEvent)>) -> Vec<Job> {
         let mut notes = Vec::with_capacity(claimed.len() * 2);
         let mut jobs = Vec::with_capacity(claimed.len());
         for (job, event) in claimed {
@@ -88,7 +78,7 @@ impl Queue {
             recent.remember(&jobs);
         }
         self.inner.notifier.publish(notes);
-        Ok(jobs)
+        jobs
     }
 
     /// The limit of running jobs per repository a claim by `request` keeps to: the
@@ -181,5 +171,45 @@ impl Queue {
             machine::fail(job, &fence, now, why, true, at_once)
         })
         .await
+    }
+}
+
+/// The lease of a claim by `request` of up to `limit` jobs, once both are checked.
+pub(super) fn claim_lease(
+    request: &ClaimRequest,
+    limit: u32,
+) -> Result<chrono::Duration, QueueError> {
+    request.validate()?;
+    if !(1..=MAX_CLAIM_BATCH).contains(&limit) {
+        return Err(QueueError::invalid(
+            "limit",
+            format!("must be between 1 and {MAX_CLAIM_BATCH}"),
+        ));
+    }
+    chrono::Duration::from_std(request.lease)
+        .ok()
+        .filter(|lease| *lease > chrono::Duration::zero())
+        .ok_or_else(|| QueueError::invalid("lease", "must be a positive duration"))
+}
+
+/// The claim `request` makes at `now` of up to `limit` jobs for `lease`, with no
+/// repository limit; `allowed_repositories` are its repositories as keys
+/// ([`ClaimRequest::repository_keys`]).
+pub(super) fn claim_sql<'a>(
+    request: &'a ClaimRequest,
+    allowed_repositories: Option<&'a [String]>,
+    now: chrono::DateTime<chrono::Utc>,
+    lease: chrono::Duration,
+    limit: u32,
+) -> ClaimSql<'a> {
+    ClaimSql {
+        worker_id: &request.worker_id,
+        capabilities: &request.capabilities,
+        allowed_types: request.allowed_types.as_deref(),
+        allowed_repositories,
+        now,
+        lease_until: now.checked_add_signed(lease).unwrap_or(now),
+        limit,
+        repository_limit: None,
     }
 }

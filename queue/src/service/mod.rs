@@ -6,6 +6,7 @@ mod artifacts;
 mod claims;
 mod dependencies;
 mod events;
+mod finishes;
 mod follow;
 mod jobs;
 mod lifecycle;

@@ -161,6 +161,25 @@ impl Queue {
         id: &'a JobId,
         apply: impl Fn(&mut Job, DateTime<Utc>) -> Result<Outcome, QueueError> + Send + Sync + 'a,
     ) -> Result<Job, QueueError> {
+        let write = |swap| async {
+            let written = self.inner.db.write_job_if_unchanged(swap).await?;
+            Ok(written.map(|ids| (ids, ())))
+        };
+        Ok(self.transition_with(id, apply, write).await?.0)
+    }
+
+    /// [`Self::transition`] whose swap `write` may write more in the same commit, and
+    /// answers what it wrote besides (`None` for a transition written otherwise: under
+    /// the lock, or not at all when it changed nothing).
+    pub(super) async fn transition_with<'a, T, W>(
+        &self,
+        id: &'a JobId,
+        apply: impl Fn(&mut Job, DateTime<Utc>) -> Result<Outcome, QueueError> + Send + Sync + 'a,
+        write: impl Fn(Swap) -> W,
+    ) -> Result<(Job, Option<T>), QueueError>
+    where
+        W: Future<Output = Result<Option<(Vec<i64>, T)>, QueueError>>,
+    {
         if let Some(recent) = &self.inner.last_written {
             let mut guess = recent.get(id);
             let mut reads = 0;
@@ -183,7 +202,7 @@ impl Queue {
                     // Only a write is checked against the row; a no-op or a refusal
                     // decided on a remembered copy is decided again on the row itself.
                     Ok(Outcome::Unchanged) | Err(_) if guessed => continue,
-                    Ok(Outcome::Unchanged) => return Ok(job),
+                    Ok(Outcome::Unchanged) => return Ok((job, None)),
                     Err(refused) => return Err(refused),
                     Ok(outcome) => changes(&job.id, outcome),
                 };
@@ -196,15 +215,16 @@ impl Queue {
                     events: events.clone(),
                     now,
                 };
-                let Some(event_ids) = self.inner.db.write_job_if_unchanged(swap).await? else {
+                let Some((event_ids, besides)) = write(swap).await? else {
                     continue;
                 };
                 self.swapped(recent, &job, &events, event_ids, notes);
-                return Ok(job);
+                return Ok((job, Some(besides)));
             }
         }
         let mut results = self.transition_locked(vec![(id, Box::new(apply))]).await?;
-        results.pop().expect("one answer per transition")
+        let job = results.pop().expect("one answer per transition")?;
+        Ok((job, None))
     }
 
     /// What follows a written swap: the row is remembered, the observers told, and the

@@ -5,7 +5,7 @@
 use contract::{Job, JobEvent};
 
 use super::claim_sql::ClaimSql;
-use super::{postgres, sqlite};
+use super::{Swap, Swapped, postgres, sqlite};
 use crate::QueueError;
 use crate::store::Database;
 
@@ -20,5 +20,21 @@ impl Database {
             Database::Postgres(db) => postgres::claim(db, claim).await,
             Database::Sqlite(db) => sqlite::claim(db, claim).await,
         }
+    }
+
+    /// PostgreSQL: a completion written as a swap and, if it was written, the same
+    /// worker's next claim (one with no repository limit), in one transaction that
+    /// concurrent ones share (`postgres/finishes.rs`). Nothing is claimed when the row had
+    /// changed.
+    pub(crate) async fn finish(
+        &self,
+        swap: Swap,
+        claim: &ClaimSql<'_>,
+    ) -> Result<(Swapped, Vec<(Job, JobEvent)>), QueueError> {
+        let Database::Postgres(db) = self else {
+            unreachable!("a PostgreSQL path; SQLite transitions hold the write lock")
+        };
+        let claim = postgres::Claim::of(claim);
+        db.finishes.write(postgres::Finish { swap, claim }).await
     }
 }

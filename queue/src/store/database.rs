@@ -6,7 +6,7 @@ use sqlx::postgres::PgPoolOptions;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{PgPool, SqlitePool};
 
-use super::postgres::{Claim, Claimed, Committer};
+use super::postgres::{Claim, Claimed, Committer, Finish, Finished};
 use super::sqlite::SqliteWriter;
 use super::{Swap, Swapped};
 
@@ -32,23 +32,27 @@ impl SqliteDb {
     }
 }
 
-/// A PostgreSQL server: the pool, and the lines that concurrent claims and transitions
-/// written without a lock wait in to share statements (see `store/postgres/committer.rs`).
+/// A PostgreSQL server: the pool, and the lines that concurrent claims, transitions
+/// written without a lock, and completions with their worker's next claim wait in to share
+/// statements and commits (see `store/postgres/committer.rs`).
 #[derive(Clone, Debug)]
 pub struct PgDb {
     pub(crate) pool: PgPool,
     pub(crate) swaps: Committer<Swap, Swapped>,
     pub(crate) claims: Committer<Claim, Claimed>,
+    pub(crate) finishes: Committer<Finish, Finished>,
 }
 
 impl PgDb {
     fn new(pool: PgPool, lines: PgPool) -> Self {
         let swaps = super::postgres::swap_committer(lines.clone());
-        let claims = super::postgres::claim_committer(lines);
+        let claims = super::postgres::claim_committer(lines.clone());
+        let finishes = super::postgres::finish_committer(lines);
         PgDb {
             pool,
             swaps,
             claims,
+            finishes,
         }
     }
 
@@ -100,8 +104,9 @@ impl Database {
                 .connect(url)
                 .await
                 .map_err(connect_error)?;
-            // The committers' own connections, one per statement they may run at once.
-            let lines = pg_pool_options(2 * super::postgres::IN_FLIGHT as u32, COMMITTER_SETTINGS)
+            // The committers' own connections, one per statement they may run at once (a
+            // finish runs two in one transaction, on one connection).
+            let lines = pg_pool_options(3 * super::postgres::IN_FLIGHT as u32, COMMITTER_SETTINGS)
                 .connect_lazy(url)
                 .map_err(connect_error)?;
             Ok(Database::Postgres(PgDb::new(pool, lines)))

@@ -326,7 +326,7 @@ pub async fn jobs_claimed_and_completed_in_batches_read_as_they_always_did(h: Ha
 
 /// Reads each job's timeline every way a reader can, insists the ways agree, and compares
 /// the timelines and the jobs as they end with `golden/<name>.json`.
-async fn golden(h: &Harness, name: &str, jobs: &[JobId]) {
+pub(crate) async fn golden(h: &Harness, name: &str, jobs: &[JobId]) {
     let mut read = Vec::new();
     for (n, id) in jobs.iter().enumerate() {
         let events = every_reading(h, id).await;

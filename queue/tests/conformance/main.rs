@@ -15,6 +15,7 @@ mod concurrency;
 mod dependencies;
 mod events;
 mod fencing;
+mod finishes;
 mod golden;
 mod handoff;
 mod health;
@@ -72,6 +73,11 @@ conformance! {
     golden::a_job_approved_at_its_gate_reads_as_it_always_did,
     golden::a_job_looped_and_followed_up_reads_as_it_always_did,
     golden::jobs_claimed_and_completed_in_batches_read_as_they_always_did,
+    finishes::a_job_completed_with_its_next_claim_reads_as_one_completed_alone,
+    finishes::the_next_jobs_are_leased_in_claim_order_once_the_completion_is_written,
+    finishes::a_refused_completion_or_claim_writes_nothing,
+    finishes::the_next_claim_keeps_to_the_worker_s_capabilities_and_repository_limit,
+    finishes::concurrent_finishes_complete_every_job_once_and_lease_none_twice,
     kept::a_success_is_kept_in_its_row_until_the_job_changes_again,
     kept::a_success_kept_in_its_row_comes_after_an_event_appended_while_it_waited,
     kept::a_claim_is_kept_in_its_row_while_its_attempt_stands,

@@ -4,7 +4,7 @@
 use chrono::{DateTime, Utc};
 use contract::{Job, JobEvent};
 use sqlx::postgres::PgRow;
-use sqlx::{PgPool, Row};
+use sqlx::{PgConnection, PgPool, Row};
 
 use super::Committer;
 use crate::QueueError;
@@ -12,35 +12,18 @@ use crate::machine;
 use crate::store::claim_sql::{ClaimSql, claim_args, claim_order};
 use crate::store::{Arg, PgDb, pg_rows};
 
-/// The subquery locks its pick `FOR UPDATE SKIP LOCKED`, so concurrent
-/// claimers each skip rows another is taking and never block on or double-claim one. The
-/// lock re-checks the subquery's conditions on the row's latest version, so the update
-/// needs no second `status = 'queued'` test, which made the planner reach the row through
-/// jobs_by_status and its dead entries instead of the primary key. `$extra` is one more
-/// condition on the candidate row, `jobs`.
-///
-/// The claim's `job.claimed` is kept in the row (`kept.rs`): its id is drawn from the
-/// events' sequence in the SET, which runs after the pick locked the row, so no event of
-/// the job committed before the claim can have a larger id.
+/// The claim of one claimer: its pick (`claim_pick!`, `$extra` one more condition on the
+/// candidate row) leased in the same statement. The pick's lock re-checks its conditions,
+/// so the update needs no second `status = 'queued'` test, which made the planner reach the
+/// row through jobs_by_status and its dead entries instead of the primary key.
 macro_rules! claim_postgres_sql {
     ($extra:literal) => {
         concat!(
-            "UPDATE jobs SET status = 'running', claimed_by = $1, lease_expires_at = $2, \
-         attempt = attempt + 1, started_at = COALESCE(started_at, $3), updated_at = $3, \
-         claimed_event_id = nextval('job_events_id_seq'), claimed_at = $3, \
-         claim_lease_until = $2 \
-         WHERE id = ANY(ARRAY(\
-           SELECT id FROM jobs \
-           WHERE status = 'queued' AND next_attempt_at <= $3 \
-             AND cancel_requested_at IS NULL \
-             AND required_capabilities <@ $4 \
-             AND ($5::text[] IS NULL OR job_type = ANY($5)) \
-             AND ($6::text[] IS NULL OR repository = ANY($6)) ",
-            $extra,
-            " ORDER BY priority DESC, created_at, id \
-           LIMIT $7 \
-           FOR UPDATE SKIP LOCKED)) \
-         RETURNING ",
+            "UPDATE jobs SET ",
+            claim_set!("$1", "$2", "$3"),
+            " WHERE id = ANY(ARRAY(",
+            claim_pick!("$3", "$4", "$5", "$6", "$7", $extra),
+            ")) RETURNING ",
             job_columns!(),
             ", claimed_event_id"
         )
@@ -70,24 +53,18 @@ const REPOSITORY_LIMIT_LOCK: i64 = 0x5354_4550_5749_5345; // "STEPWISE"
 /// the number of slots. The jobs picked are handed to the slots in claim order, so the
 /// claimers that came first are served first. `picked` locks every row before `claimed`
 /// works out a value, so the ids drawn there come after the lock, as in [`CLAIM_POSTGRES`].
-const CLAIM_SLOTS_POSTGRES: &str = "WITH picked AS (SELECT ARRAY(\
-       SELECT id FROM jobs \
-       WHERE status = 'queued' AND next_attempt_at <= $3 \
-         AND cancel_requested_at IS NULL \
-         AND required_capabilities <@ $4 \
-         AND ($5::text[] IS NULL OR job_type = ANY($5)) \
-         AND ($6::text[] IS NULL OR repository = ANY($6)) \
-       ORDER BY priority DESC, created_at, id \
-       LIMIT $7 \
-       FOR UPDATE SKIP LOCKED) AS ids) \
-     UPDATE jobs SET status = 'running', \
-       claimed_by = ($1::text[])[array_position(picked.ids, jobs.id)], \
-       lease_expires_at = ($2::timestamptz[])[array_position(picked.ids, jobs.id)], \
-       attempt = jobs.attempt + 1, started_at = COALESCE(jobs.started_at, $3), \
-       updated_at = $3, claimed_event_id = nextval('job_events_id_seq'), claimed_at = $3, \
-       claim_lease_until = ($2::timestamptz[])[array_position(picked.ids, jobs.id)] \
-     FROM picked WHERE jobs.id = ANY(picked.ids) \
-     RETURNING jobs.*, array_position(picked.ids, jobs.id) AS slot";
+const CLAIM_SLOTS_POSTGRES: &str = concat!(
+    "WITH picked AS (SELECT ARRAY(",
+    claim_pick!("$3", "$4", "$5", "$6", "$7", ""),
+    ") AS ids) UPDATE jobs SET ",
+    claim_set!(
+        "($1::text[])[array_position(picked.ids, jobs.id)]",
+        "($2::timestamptz[])[array_position(picked.ids, jobs.id)]",
+        "$3"
+    ),
+    " FROM picked WHERE jobs.id = ANY(picked.ids) \
+     RETURNING jobs.*, array_position(picked.ids, jobs.id) AS slot"
+);
 
 /// The jobs a claim leased, in claim order, each with its stored `job.claimed` event.
 pub(crate) type Claimed = Vec<(Job, JobEvent)>;
@@ -95,17 +72,17 @@ pub(crate) type Claimed = Vec<(Job, JobEvent)>;
 /// A claim with no repository limit, owned, so that it can wait in the committer's line.
 #[derive(Debug, Clone)]
 pub(crate) struct Claim {
-    worker_id: String,
-    capabilities: Vec<String>,
-    allowed_types: Option<Vec<String>>,
-    allowed_repositories: Option<Vec<String>>,
-    now: DateTime<Utc>,
-    lease_until: DateTime<Utc>,
-    limit: u32,
+    pub(super) worker_id: String,
+    pub(super) capabilities: Vec<String>,
+    pub(super) allowed_types: Option<Vec<String>>,
+    pub(super) allowed_repositories: Option<Vec<String>>,
+    pub(super) now: DateTime<Utc>,
+    pub(super) lease_until: DateTime<Utc>,
+    pub(super) limit: u32,
 }
 
 impl Claim {
-    fn of(claim: &ClaimSql<'_>) -> Self {
+    pub(crate) fn of(claim: &ClaimSql<'_>) -> Self {
         Claim {
             worker_id: claim.worker_id.to_string(),
             capabilities: claim.capabilities.to_vec(),
@@ -131,7 +108,7 @@ impl Claim {
     }
 
     /// Whether one statement can serve both: the same jobs are claimable by each.
-    fn alike(&self, other: &Claim) -> bool {
+    pub(super) fn alike(&self, other: &Claim) -> bool {
         self.capabilities == other.capabilities
             && self.allowed_types == other.allowed_types
             && self.allowed_repositories == other.allowed_repositories
@@ -148,17 +125,11 @@ pub(crate) fn claim_committer(pool: PgPool) -> Committer<Claim, Claimed> {
         |pool, claims| async move {
             let mut answers: Vec<Option<Result<Claimed, QueueError>>> =
                 claims.iter().map(|_| None).collect();
-            let mut groups: Vec<Vec<usize>> = Vec::new();
-            for (i, claim) in claims.iter().enumerate() {
-                match groups.iter_mut().find(|g| claims[g[0]].alike(claim)) {
-                    Some(group) => group.push(i),
-                    None => groups.push(vec![i]),
-                }
-            }
-            for group in groups {
+            let all: Vec<&Claim> = claims.iter().collect();
+            for group in alike(&all) {
                 let together: Vec<&Claim> = group.iter().map(|&i| &claims[i]).collect();
                 if together.len() > 1
-                    && let Ok(shares) = claim_together(&pool, &together).await
+                    && let Ok(shares) = claim_together_on(&pool, &together).await
                 {
                     for (i, share) in group.iter().zip(shares) {
                         answers[*i] = Some(Ok(share));
@@ -177,6 +148,44 @@ pub(crate) fn claim_committer(pool: PgPool) -> Committer<Claim, Claimed> {
     )
 }
 
+/// The claims of a batch by the positions of those that ask alike, in order.
+fn alike(claims: &[&Claim]) -> Vec<Vec<usize>> {
+    let mut groups: Vec<Vec<usize>> = Vec::new();
+    for (i, claim) in claims.iter().enumerate() {
+        match groups.iter_mut().find(|g| claims[g[0]].alike(claim)) {
+            Some(group) => group.push(i),
+            None => groups.push(vec![i]),
+        }
+    }
+    groups
+}
+
+/// Every claim of a batch inside the caller's transaction, those that ask alike in one
+/// statement; the jobs of each, in order. A failure fails them all: the transaction is
+/// lost with it.
+pub(super) async fn claim_all(
+    conn: &mut PgConnection,
+    claims: &[&Claim],
+) -> Result<Vec<Claimed>, QueueError> {
+    let mut answers: Vec<Claimed> = claims.iter().map(|_| Vec::new()).collect();
+    for group in alike(claims) {
+        let together: Vec<&Claim> = group.iter().map(|&i| claims[i]).collect();
+        let shares = match together.as_slice() {
+            [one] => vec![claim_one(conn, &one.sql()).await?],
+            _ => claim_together(conn, &together).await?,
+        };
+        for (i, share) in group.into_iter().zip(shares) {
+            answers[i] = share;
+        }
+    }
+    Ok(answers)
+}
+
+/// [`claim_together`] on a connection of `pool`, outside a transaction.
+async fn claim_together_on(pool: &PgPool, claims: &[&Claim]) -> Result<Vec<Claimed>, QueueError> {
+    claim_together(&mut *pool.acquire().await?, claims).await
+}
+
 /// Leases up to `claim.limit` jobs and records each claim's `job.claimed` event; returns
 /// the jobs in claim order, each with its stored event. A claim with no repository limit
 /// waits in the claim line (see [`claim_committer`]).
@@ -189,7 +198,10 @@ pub(crate) async fn claim(db: &PgDb, claim: &ClaimSql<'_>) -> Result<Claimed, Qu
 
 /// Claims for several claimers that ask alike, in one statement: the jobs of each, in the
 /// order of `claims`.
-async fn claim_together(pool: &PgPool, claims: &[&Claim]) -> Result<Vec<Claimed>, QueueError> {
+async fn claim_together(
+    conn: &mut PgConnection,
+    claims: &[&Claim],
+) -> Result<Vec<Claimed>, QueueError> {
     let now = claims
         .iter()
         .map(|c| c.now)
@@ -214,7 +226,7 @@ async fn claim_together(pool: &PgPool, claims: &[&Claim]) -> Result<Vec<Claimed>
         .bind(first.allowed_types.as_deref())
         .bind(first.allowed_repositories.as_deref())
         .bind(i64::try_from(workers.len()).unwrap_or(i64::MAX))
-        .fetch_all(pool)
+        .fetch_all(conn)
         .await?;
     let mut shares: Vec<Vec<(Job, i64)>> = claims.iter().map(|_| Vec::new()).collect();
     for row in &rows {
@@ -229,7 +241,7 @@ async fn claim_together(pool: &PgPool, claims: &[&Claim]) -> Result<Vec<Claimed>
 }
 
 /// A claimed row: the job and the id of the `job.claimed` its row keeps.
-fn claimed_row(row: &PgRow) -> Result<(Job, i64), sqlx::Error> {
+pub(super) fn claimed_row(row: &PgRow) -> Result<(Job, i64), sqlx::Error> {
     Ok((
         job_from_row!(row)?,
         row.try_get::<i64, _>("claimed_event_id")?,
@@ -240,10 +252,7 @@ fn claimed_row(row: &PgRow) -> Result<(Job, i64), sqlx::Error> {
 async fn claim_alone(pool: &PgPool, claim: &ClaimSql<'_>) -> Result<Claimed, QueueError> {
     let mut args = claim_args(claim)?;
     let rows = match claim.repository_limit {
-        None => {
-            let mut conn = pool.acquire().await?;
-            pg_rows(&mut conn, CLAIM_POSTGRES, &args, claimed_row).await?
-        }
+        None => return claim_one(&mut *pool.acquire().await?, claim).await,
         Some(limit) => {
             // One job per statement, so that each counts the claims before it: a batch
             // never takes two jobs of a repository with room for one.
@@ -269,8 +278,15 @@ async fn claim_alone(pool: &PgPool, claim: &ClaimSql<'_>) -> Result<Claimed, Que
     Ok(stored(rows, claim.now))
 }
 
+/// One claimer's claim with no repository limit, in one statement on `conn`.
+async fn claim_one(conn: &mut PgConnection, claim: &ClaimSql<'_>) -> Result<Claimed, QueueError> {
+    let args = claim_args(claim)?;
+    let rows = pg_rows(conn, CLAIM_POSTGRES, &args, claimed_row).await?;
+    Ok(stored(rows, claim.now))
+}
+
 /// The claimed jobs in claim order, each with its `job.claimed` event as kept at `now`.
-fn stored(mut rows: Vec<(Job, i64)>, now: DateTime<Utc>) -> Claimed {
+pub(super) fn stored(mut rows: Vec<(Job, i64)>, now: DateTime<Utc>) -> Claimed {
     rows.sort_by(|(a, _), (b, _)| claim_order(a, b));
     rows.into_iter()
         .map(|(job, event_id)| {
@@ -287,24 +303,14 @@ mod tests {
     use chrono::Utc;
     use sqlx::types::Json;
 
-    use crate::ScratchPostgres;
-    use crate::store::Database;
     use crate::store::Ts;
 
     /// A burst of jobs into a table the planner has no statistics for yet: the claim must
     /// still walk jobs_claim_order rather than sort every queued job.
     #[tokio::test]
     async fn postgres_claim_walks_the_claim_index_before_statistics_exist() {
-        let admin = std::env::var("STEPWISE_TEST_PG_URL")
-            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_string());
-        let scratch = ScratchPostgres::create(&admin, "stepwise_t_plan")
-            .await
-            .unwrap();
-        let db = Database::open_url(scratch.url()).await.unwrap();
-        crate::migrate::run(&db).await.unwrap();
-        let Database::Postgres(PgDb { pool, .. }) = &db else {
-            unreachable!("a postgres URL opens PostgreSQL")
-        };
+        let (scratch, _db, pool) = super::super::scratch("stepwise_t_plan").await;
+        let pool = &pool;
         sqlx::query(
             "INSERT INTO jobs (id, job_type, status, priority, payload, repository, \
              required_capabilities, max_attempts, next_attempt_at, created_at, updated_at) \

@@ -5,9 +5,10 @@
 use chrono::{DateTime, Utc};
 use contract::Job;
 use sqlx::postgres::PgArguments;
+use sqlx::postgres::PgRow;
 use sqlx::query::Query;
 use sqlx::types::Json;
-use sqlx::{PgPool, Postgres, Row};
+use sqlx::{PgConnection, Postgres, Row};
 
 use crate::QueueError;
 use crate::machine::PendingEvent;
@@ -100,6 +101,58 @@ const SWAP_JOB_KEEPING_POSTGRES: &str = swap_job_sql!(
     "FROM locked"
 );
 
+/// [`SWAP_JOBS_POSTGRES`] up to its answer: the `WITH` of `input`, `locked`, `updated` (one
+/// row per swap written, with its position `n`) and `appended`, for a statement that
+/// writes more after the swaps (`finishes.rs`).
+macro_rules! swap_jobs_ctes {
+    () => {
+        concat!(
+            "WITH input AS (SELECT * FROM unnest($1::uuid[], \
+           $2::text[], $3::int[], $4::timestamptz[], $5::text[], $6::timestamptz[], \
+           $7::timestamptz[], $8::text[], $9::text[], $10::text[], $11::text[], \
+           $12::timestamptz[], $13::timestamptz[], $14::timestamptz[], $15::jsonb[], \
+           $16::jsonb[], $17::jsonb[], \
+           $18::text[], $19::int[], $20::timestamptz[], $21::text[], $22::timestamptz[], \
+           $23::timestamptz[], $24::text[], $25::text[], $26::text[], $27::text[], \
+           $28::timestamptz[], $29::timestamptz[], $30::timestamptz[], $31::jsonb[], \
+           $32::jsonb[], $33::jsonb[], $40::bool[]) WITH ORDINALITY AS u(id, ",
+        state_columns!(),
+        ", o_status, o_attempt, o_next_attempt_at, o_claimed_by, o_lease_expires_at, \
+           o_cancel_requested_at, o_cancel_requested_by_user_id, o_cancel_reason, \
+           o_result_summary, o_error_message, o_started_at, o_finished_at, o_updated_at, \
+           o_pause_requested, o_resume_from, o_approval, fold, n)), \
+         locked AS (SELECT id FROM jobs WHERE id = ANY($1) ORDER BY id FOR UPDATE), \
+         updated AS (UPDATE jobs AS j SET ",
+        set_states_from_u!(),
+        ", completed_event_id = CASE WHEN u.fold THEN nextval('job_events_id_seq') \
+             ELSE j.completed_event_id END \
+           FROM input AS u, locked \
+           WHERE j.id = u.id AND locked.id = u.id \
+             AND (j.status, j.attempt, j.next_attempt_at, j.claimed_by, \
+             j.lease_expires_at, j.cancel_requested_at, j.cancel_requested_by_user_id, \
+             j.cancel_reason, j.result_summary, j.error_message, j.started_at, j.finished_at, \
+             j.updated_at, j.pause_requested, j.resume_from, j.approval) \
+             IS NOT DISTINCT FROM (u.o_status, u.o_attempt, u.o_next_attempt_at, u.o_claimed_by, \
+             u.o_lease_expires_at, u.o_cancel_requested_at, u.o_cancel_requested_by_user_id, \
+             u.o_cancel_reason, u.o_result_summary, u.o_error_message, u.o_started_at, \
+             u.o_finished_at, u.o_updated_at, u.o_pause_requested, u.o_resume_from, u.o_approval) \
+           RETURNING u.n, u.id, u.fold, j.completed_event_id), \
+         appended AS (\
+           INSERT INTO job_events (job_id, kind, level, message, payload, created_at) \
+           SELECT updated.id, e.kind, e.level, e.message, e.payload, e.created_at \
+           FROM unnest($34::bigint[], $35::text[], $36::text[], $37::text[], $38::jsonb[], \
+             $39::timestamptz[]) WITH ORDINALITY AS e(job, kind, level, message, payload, \
+             created_at, k) \
+           JOIN updated ON updated.n = e.job \
+           ORDER BY e.k \
+           RETURNING id, job_id)"
+        )
+    };
+}
+
+/// [`swap_jobs_ctes!`], for a statement built at run time.
+pub(super) const SWAP_JOBS_CTES: &str = swap_jobs_ctes!();
+
 /// The swap of many jobs: `$1` their ids, `$2`..`$17` the new states, `$18`..`$33` the
 /// states as read, `$34`..`$39` the events (the position of their job in the batch, from 1,
 /// then kind, level, message, payload and time), `$40` whether each keeps its success in
@@ -111,46 +164,8 @@ const SWAP_JOB_KEEPING_POSTGRES: &str = swap_job_sql!(
 /// still become visible in order. One answer row per job, in batch order: whether it was
 /// written, and its new event ids.
 const SWAP_JOBS_POSTGRES: &str = concat!(
-    "WITH input AS (SELECT * FROM unnest($1::uuid[], \
-       $2::text[], $3::int[], $4::timestamptz[], $5::text[], $6::timestamptz[], \
-       $7::timestamptz[], $8::text[], $9::text[], $10::text[], $11::text[], \
-       $12::timestamptz[], $13::timestamptz[], $14::timestamptz[], $15::jsonb[], \
-       $16::jsonb[], $17::jsonb[], \
-       $18::text[], $19::int[], $20::timestamptz[], $21::text[], $22::timestamptz[], \
-       $23::timestamptz[], $24::text[], $25::text[], $26::text[], $27::text[], \
-       $28::timestamptz[], $29::timestamptz[], $30::timestamptz[], $31::jsonb[], \
-       $32::jsonb[], $33::jsonb[], $40::bool[]) WITH ORDINALITY AS u(id, ",
-    state_columns!(),
-    ", o_status, o_attempt, o_next_attempt_at, o_claimed_by, o_lease_expires_at, \
-       o_cancel_requested_at, o_cancel_requested_by_user_id, o_cancel_reason, \
-       o_result_summary, o_error_message, o_started_at, o_finished_at, o_updated_at, \
-       o_pause_requested, o_resume_from, o_approval, fold, n)), \
-     locked AS (SELECT id FROM jobs WHERE id = ANY($1) ORDER BY id FOR UPDATE), \
-     updated AS (UPDATE jobs AS j SET ",
-    set_states_from_u!(),
-    ", completed_event_id = CASE WHEN u.fold THEN nextval('job_events_id_seq') \
-         ELSE j.completed_event_id END \
-       FROM input AS u, locked \
-       WHERE j.id = u.id AND locked.id = u.id \
-         AND (j.status, j.attempt, j.next_attempt_at, j.claimed_by, \
-         j.lease_expires_at, j.cancel_requested_at, j.cancel_requested_by_user_id, \
-         j.cancel_reason, j.result_summary, j.error_message, j.started_at, j.finished_at, \
-         j.updated_at, j.pause_requested, j.resume_from, j.approval) \
-         IS NOT DISTINCT FROM (u.o_status, u.o_attempt, u.o_next_attempt_at, u.o_claimed_by, \
-         u.o_lease_expires_at, u.o_cancel_requested_at, u.o_cancel_requested_by_user_id, \
-         u.o_cancel_reason, u.o_result_summary, u.o_error_message, u.o_started_at, \
-         u.o_finished_at, u.o_updated_at, u.o_pause_requested, u.o_resume_from, u.o_approval) \
-       RETURNING u.n, u.id, u.fold, j.completed_event_id), \
-     appended AS (\
-       INSERT INTO job_events (job_id, kind, level, message, payload, created_at) \
-       SELECT updated.id, e.kind, e.level, e.message, e.payload, e.created_at \
-       FROM unnest($34::bigint[], $35::text[], $36::text[], $37::text[], $38::jsonb[], \
-         $39::timestamptz[]) WITH ORDINALITY AS e(job, kind, level, message, payload, \
-         created_at, k) \
-       JOIN updated ON updated.n = e.job \
-       ORDER BY e.k \
-       RETURNING id, job_id) \
-     SELECT u.n, EXISTS (SELECT 1 FROM updated WHERE updated.n = u.n) AS written, \
+    swap_jobs_ctes!(),
+    " SELECT u.n, EXISTS (SELECT 1 FROM updated WHERE updated.n = u.n) AS written, \
        ARRAY(SELECT a.id FROM appended AS a WHERE a.job_id = u.id ORDER BY a.id) \
          || ARRAY(SELECT d.completed_event_id FROM updated AS d WHERE d.n = u.n AND d.fold) \
          AS event_ids \
@@ -161,20 +176,47 @@ const SWAP_JOBS_POSTGRES: &str = concat!(
 /// order given. Two swaps of one job cannot share a batch: the second would be checked
 /// against the row as it was before the first.
 pub(crate) async fn write_jobs_if_unchanged(
-    pool: &PgPool,
+    conn: &mut PgConnection,
     swaps: &[&Swap],
 ) -> Result<Vec<Swapped>, QueueError> {
-    // In id order: the order the rows are locked in, whatever order the callers came in.
-    let mut order: Vec<usize> = (0..swaps.len()).collect();
-    order.sort_by_key(|&i| swaps[i].new.id.uuid());
-    let sorted: Vec<&Swap> = order.iter().map(|&i| swaps[i]).collect();
-    let ids: Vec<_> = sorted.iter().map(|s| s.new.id.uuid()).collect();
-    let folds: Vec<bool> = sorted.iter().map(|s| folds(&s.new, &s.events)).collect();
+    let order = id_order(swaps);
+    let folds: Vec<bool> = order
+        .iter()
+        .map(|&i| folds(&swaps[i].new, &swaps[i].events))
+        .collect();
     let sql = match (swaps.len(), folds.as_slice()) {
         (1, [false]) => SWAP_JOB_POSTGRES,
         (1, _) => SWAP_JOB_KEEPING_POSTGRES,
         _ => SWAP_JOBS_POSTGRES,
     };
+    let rows = bind_swaps(sql, swaps, &order)?.fetch_all(conn).await?;
+    if rows.len() != swaps.len() {
+        return Err(sqlx::Error::RowNotFound.into());
+    }
+    let mut answers: Vec<Swapped> = vec![None; swaps.len()];
+    for (row, &caller) in rows.iter().zip(&order) {
+        answers[caller] = swapped(row, swaps[caller])?;
+    }
+    Ok(answers)
+}
+
+/// The swaps' positions in id order: the order their rows are locked in, whatever order
+/// the callers came in. A swap's number in the statements (`n`, from 1) is its place here.
+pub(super) fn id_order(swaps: &[&Swap]) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..swaps.len()).collect();
+    order.sort_by_key(|&i| swaps[i].new.id.uuid());
+    order
+}
+
+/// `sql` with the swaps bound as `$1`..`$40` of [`SWAP_JOBS_POSTGRES`], in `order`.
+pub(super) fn bind_swaps<'q>(
+    sql: &'q str,
+    swaps: &[&'q Swap],
+    order: &[usize],
+) -> Result<Query<'q, Postgres, PgArguments>, QueueError> {
+    let sorted: Vec<&'q Swap> = order.iter().map(|&i| swaps[i]).collect();
+    let ids: Vec<_> = sorted.iter().map(|s| s.new.id.uuid()).collect();
+    let folds: Vec<bool> = sorted.iter().map(|s| folds(&s.new, &s.events)).collect();
     let query = sqlx::query(sql).bind(ids);
     let query = bind_states(query, sorted.iter().map(|s| &s.new))?;
     let query = bind_states(query, sorted.iter().map(|s| &s.old))?;
@@ -190,7 +232,7 @@ pub(crate) async fn write_jobs_if_unchanged(
                 appended.iter().map(move |e| (position, e, swap.now))
             })
     };
-    let rows = query
+    Ok(query
         .bind(events().map(|(n, _, _)| n).collect::<Vec<_>>())
         .bind(
             events()
@@ -213,24 +255,21 @@ pub(crate) async fn write_jobs_if_unchanged(
                 .collect::<Vec<_>>(),
         )
         .bind(events().map(|(_, _, now)| now).collect::<Vec<_>>())
-        .bind(&folds)
-        .fetch_all(pool)
-        .await?;
-    if rows.len() != swaps.len() {
+        .bind(folds))
+}
+
+/// A swap's answer from its row of the statement (`written`, `event_ids`): its event ids
+/// when it was written, which must be one per event it wrote.
+pub(super) fn swapped(row: &PgRow, swap: &Swap) -> Result<Swapped, QueueError> {
+    let written: bool = row.try_get("written")?;
+    if !written {
+        return Ok(None);
+    }
+    let ids: Vec<i64> = row.try_get("event_ids")?;
+    if ids.len() != swap.events.len() {
         return Err(sqlx::Error::RowNotFound.into());
     }
-    let mut answers: Vec<Swapped> = vec![None; swaps.len()];
-    for (row, &caller) in rows.iter().zip(&order) {
-        let written: bool = row.try_get("written")?;
-        let ids: Vec<i64> = row.try_get("event_ids")?;
-        if written {
-            if ids.len() != swaps[caller].events.len() {
-                return Err(sqlx::Error::RowNotFound.into());
-            }
-            answers[caller] = Some(ids);
-        }
-    }
-    Ok(answers)
+    Ok(Some(ids))
 }
 
 /// Binds the sixteen columns a transition may change, one array each, in the order of

@@ -1,0 +1,333 @@
+//! A worker's completion and its next claim written together (issue 39, step 3): one
+//! statement, so one round trip, one commit and one WAL flush for both, and, through the
+//! committer's line, for every other worker's that came at the same time. At a few workers
+//! each commit otherwise waits on its own flush, and a job took two: its claim's and its
+//! completion's.
+
+use std::sync::LazyLock;
+
+use chrono::{DateTime, Utc};
+use sqlx::types::Json;
+use sqlx::{PgConnection, PgPool, Row};
+
+use super::Committer;
+use super::claims::{Claim, Claimed, claim_all, claimed_row, stored};
+use super::swaps::{
+    SWAP_JOBS_CTES, Swap, Swapped, bind_swaps, id_order, swapped, write_jobs_if_unchanged,
+};
+use crate::QueueError;
+use crate::store::{Id, Ts};
+
+/// A completion written as a swap (the row unchanged since it was read), then the claim,
+/// made only if the swap was written.
+#[derive(Debug, Clone)]
+pub(crate) struct Finish {
+    pub swap: Swap,
+    pub claim: Claim,
+}
+
+/// What a [`Finish`] came to: the swap's answer and, when it was written, what the claim
+/// leased (nothing claimed when it was not).
+pub(crate) type Finished = (Swapped, Claimed);
+
+/// The swaps of a batch of finishes (`$1`..`$40`, as `SWAP_JOBS_POSTGRES` takes them),
+/// then the claims of those written, in one statement. The claims ask alike (one pick
+/// serves them all): `$41`..`$43` are their slots, a claimer of N jobs having N in a row
+/// (the number of its finish in the swaps' order, the worker, the lease's end), `$44` the
+/// time, `$45`..`$47` the capabilities, types and repositories asked. `slots` keeps the
+/// slots of the swaps written, renumbered; the pick takes as many jobs and hands them out
+/// in claim order, the slots of the finishes that came first first. Every swap's row is
+/// locked by `locked` and written by `updated` before `slots` reads which were, so the
+/// claims' event ids, drawn after the pick's locks, come after the completions'. One row
+/// per job claimed, with its finish's answer, and one for a finish that claimed none.
+static FINISH_JOBS_POSTGRES: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "{SWAP_JOBS_CTES}, \
+         slots AS (SELECT s.finish, s.worker, s.lease, row_number() OVER (ORDER BY s.k) AS k \
+           FROM unnest($41::bigint[], $42::text[], $43::timestamptz[]) \
+             WITH ORDINALITY AS s(finish, worker, lease, k) \
+           WHERE s.finish IN (SELECT n FROM updated)), \
+         picked AS (SELECT ARRAY({pick}) AS ids), \
+         claimed AS (UPDATE jobs SET {set} FROM picked, slots AS s \
+           WHERE jobs.id = ANY(picked.ids) AND s.k = array_position(picked.ids, jobs.id) \
+           RETURNING jobs.*, s.finish, s.k AS slot) \
+         SELECT u.n, EXISTS (SELECT 1 FROM updated WHERE updated.n = u.n) AS written, \
+           ARRAY(SELECT a.id FROM appended AS a WHERE a.job_id = u.id ORDER BY a.id) \
+             || ARRAY(SELECT d.completed_event_id FROM updated AS d \
+                      WHERE d.n = u.n AND d.fold) AS event_ids, \
+           c.* \
+         FROM input AS u LEFT JOIN claimed AS c ON c.finish = u.n ORDER BY u.n, c.slot",
+        pick = claim_pick!(
+            "$44",
+            "$45",
+            "$46",
+            "$47",
+            "(SELECT count(*) FROM slots)",
+            ""
+        ),
+        set = claim_set!("s.worker", "s.lease", "$44"),
+    )
+});
+
+/// The line that concurrent finishes wait in: a batch is one statement when its claims ask
+/// alike, else one transaction. A batch that fails is written again one finish at a time,
+/// so that each gets its own answer.
+pub(crate) fn finish_committer(pool: PgPool) -> Committer<Finish, Finished> {
+    Committer::new(
+        pool,
+        |finish: &Finish| Some(finish.swap.new.id.uuid()),
+        |pool, finishes| async move {
+            let all: Vec<&Finish> = finishes.iter().collect();
+            match finish_on(&pool, &all).await {
+                Ok(answers) => answers.into_iter().map(Ok).collect(),
+                Err(error) if finishes.len() == 1 => vec![Err(error)],
+                Err(_) => {
+                    let mut answers = Vec::with_capacity(finishes.len());
+                    for finish in &finishes {
+                        let one = finish_on(&pool, &[finish]).await;
+                        answers.push(one.map(|mut answer| answer.remove(0)));
+                    }
+                    answers
+                }
+            }
+        },
+    )
+}
+
+/// The batch on a connection of `pool`; one answer per finish, in order.
+async fn finish_on(pool: &PgPool, finishes: &[&Finish]) -> Result<Vec<Finished>, QueueError> {
+    let first = &finishes[0].claim;
+    if finishes.iter().all(|f| f.claim.alike(first)) {
+        finish_alike(&mut *pool.acquire().await?, finishes).await
+    } else {
+        finish_in_transaction(pool, finishes).await
+    }
+}
+
+/// Finishes whose claims ask alike, in one statement ([`FINISH_JOBS_POSTGRES`]).
+async fn finish_alike(
+    conn: &mut PgConnection,
+    finishes: &[&Finish],
+) -> Result<Vec<Finished>, QueueError> {
+    let swaps: Vec<&Swap> = finishes.iter().map(|f| &f.swap).collect();
+    let order = id_order(&swaps);
+    // A finish's number in the statement is its place in the swaps' order, from 1.
+    let mut number = vec![0_i64; finishes.len()];
+    for (n, &caller) in order.iter().enumerate() {
+        number[caller] = i64::try_from(n + 1).unwrap_or(i64::MAX);
+    }
+    let mut slot_finishes = Vec::new();
+    let mut workers = Vec::new();
+    let mut leases = Vec::new();
+    for (caller, finish) in finishes.iter().enumerate() {
+        for _ in 0..finish.claim.limit {
+            slot_finishes.push(number[caller]);
+            workers.push(finish.claim.worker_id.as_str());
+            leases.push(finish.claim.lease_until);
+        }
+    }
+    let now: DateTime<Utc> = finishes
+        .iter()
+        .map(|f| f.claim.now)
+        .max()
+        .expect("a batch is never empty");
+    let first = &finishes[0].claim;
+    let rows = bind_swaps(&FINISH_JOBS_POSTGRES, &swaps, &order)?
+        .bind(slot_finishes)
+        .bind(workers)
+        .bind(leases)
+        .bind(Ts(now))
+        .bind(Json(&first.capabilities))
+        .bind(first.allowed_types.as_deref())
+        .bind(first.allowed_repositories.as_deref())
+        .fetch_all(conn)
+        .await?;
+    let mut answers: Vec<Option<Swapped>> = vec![None; finishes.len()];
+    let mut leased: Vec<Vec<(contract::Job, i64)>> = finishes.iter().map(|_| Vec::new()).collect();
+    for row in &rows {
+        let n: i64 = row.try_get("n")?;
+        let caller = usize::try_from(n - 1)
+            .ok()
+            .and_then(|place| order.get(place).copied())
+            .ok_or(sqlx::Error::RowNotFound)?;
+        if answers[caller].is_none() {
+            answers[caller] = Some(swapped(row, &finishes[caller].swap)?);
+        }
+        if row.try_get::<Option<Id>, _>("id")?.is_some() {
+            leased[caller].push(claimed_row(row)?);
+        }
+    }
+    answers
+        .into_iter()
+        .zip(leased)
+        .map(|(answer, rows)| {
+            let written = answer.ok_or(sqlx::Error::RowNotFound)?;
+            Ok((written, stored(rows, now)))
+        })
+        .collect()
+}
+
+/// Finishes whose claims differ, in one transaction: the swaps in one statement, then the
+/// claims of those written, one statement per group that asks alike.
+async fn finish_in_transaction(
+    pool: &PgPool,
+    finishes: &[&Finish],
+) -> Result<Vec<Finished>, QueueError> {
+    let mut tx = pool.begin().await?;
+    let swaps: Vec<&Swap> = finishes.iter().map(|f| &f.swap).collect();
+    let swapped = write_jobs_if_unchanged(&mut tx, &swaps).await?;
+    let claims: Vec<&Claim> = finishes
+        .iter()
+        .zip(&swapped)
+        .filter(|(_, written)| written.is_some())
+        .map(|(finish, _)| &finish.claim)
+        .collect();
+    let mut claimed = claim_all(&mut tx, &claims).await?.into_iter();
+    tx.commit().await?;
+    Ok(swapped
+        .into_iter()
+        .map(|written| {
+            let leased = match written {
+                Some(_) => claimed.next().unwrap_or_default(),
+                None => Vec::new(),
+            };
+            (written, leased)
+        })
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lease::Fence;
+    use crate::machine::{self, Outcome};
+    use crate::store::ClaimSql;
+    use crate::{Queue, QueueConfig, ScratchPostgres};
+    use contract::{Job, JobState};
+    use serde_json::json;
+
+    const CAPS: [&str; 3] = ["codex", "git", "docker"];
+
+    /// A queue on a scratch database, with `n` jobs queued (the last ones needing
+    /// `docker` from `docker_from` on) and the first two claimed by workers `a` and `b`.
+    async fn two_held(n: usize, docker_from: usize) -> (ScratchPostgres, Queue, PgPool, [Job; 2]) {
+        let (scratch, db, pool) = super::super::scratch("stepwise_t_finish").await;
+        let dir = std::env::temp_dir();
+        let queue = Queue::open(db, QueueConfig::new(dir)).await.unwrap();
+        for i in 0..n {
+            let caps = if i >= docker_from {
+                json!(["docker"])
+            } else {
+                json!([])
+            };
+            let task = json!({ "type": "task", "payload": {
+                "repository": "octo/repo", "requiredCapabilities": caps,
+                "task": { "instructions": "x", "publish": { "mode": "none" } } } });
+            queue.create_job(&task, Some("alice")).await.unwrap();
+        }
+        let mut held = Vec::new();
+        for worker in ["a", "b"] {
+            let request = crate::ClaimRequest {
+                worker_id: worker.into(),
+                capabilities: vec!["codex".into(), "git".into()],
+                allowed_types: None,
+                allowed_repositories: None,
+                lease: std::time::Duration::from_secs(60),
+                max_running_per_repository: None,
+            };
+            held.push(queue.claim(&request).await.unwrap().unwrap());
+        }
+        (scratch, queue, pool, held.try_into().unwrap())
+    }
+
+    /// A finish of `job` by its worker, claiming up to `limit` jobs with `caps`.
+    fn finish(job: &Job, caps: &[&str], limit: u32) -> Finish {
+        let now = Utc::now();
+        let mut new = job.clone();
+        let fence = Fence::of(job).unwrap();
+        let Ok(Outcome::Changed { events, .. }) = machine::complete(&mut new, &fence, now, None)
+        else {
+            panic!("a running job completes")
+        };
+        let capabilities: Vec<String> = caps.iter().map(|c| c.to_string()).collect();
+        let worker = job.claimed_by.clone().unwrap();
+        let claim = Claim::of(&ClaimSql {
+            worker_id: &worker,
+            capabilities: &capabilities,
+            allowed_types: None,
+            allowed_repositories: None,
+            now,
+            lease_until: now + chrono::Duration::seconds(60),
+            limit,
+            repository_limit: None,
+        });
+        Finish {
+            swap: Swap {
+                old: job.clone(),
+                new,
+                events,
+                now,
+            },
+            claim,
+        }
+    }
+
+    #[tokio::test]
+    async fn finishes_alike_share_one_statement_and_a_stale_one_claims_nothing() {
+        let (scratch, queue, pool, [a, b]) = two_held(5, 5).await;
+        let mut stale = finish(&b, &CAPS[..2], 1);
+        stale.swap.old.updated_at += chrono::Duration::seconds(1);
+        let first = finish(&a, &CAPS[..2], 2);
+        let answers = finish_on(&pool, &[&first, &stale]).await.unwrap();
+        let (written, leased) = &answers[0];
+        assert_eq!(
+            written.as_ref().map(Vec::len),
+            Some(1),
+            "the success's event id"
+        );
+        assert_eq!(leased.len(), 2);
+        assert!(
+            leased
+                .iter()
+                .all(|(job, _)| job.claimed_by.as_deref() == Some("a"))
+        );
+        assert_eq!(answers[1], (None, Vec::new()));
+        assert_eq!(
+            queue.get_job(&a.id).await.unwrap().status,
+            JobState::Succeeded
+        );
+        assert_eq!(
+            queue.get_job(&b.id).await.unwrap().status,
+            JobState::Running
+        );
+        pool.close().await;
+        scratch.drop_database().await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn finishes_that_ask_differently_each_claim_what_they_may() {
+        let (scratch, queue, pool, [a, b]) = two_held(4, 3).await;
+        let plain = finish(&a, &CAPS[..2], 5);
+        let docker = finish(&b, &CAPS, 5);
+        let answers = finish_on(&pool, &[&plain, &docker]).await.unwrap();
+        let ids = |n: usize| -> Vec<_> { answers[n].1.iter().map(|(job, _)| job.id).collect() };
+        assert_eq!(
+            ids(0).len(),
+            1,
+            "one plain job is left for `a`: {answers:?}"
+        );
+        assert_eq!(
+            ids(1).len(),
+            1,
+            "only `b` may take the docker job: {answers:?}"
+        );
+        let docker_job = queue.get_job(&ids(1)[0]).await.unwrap();
+        assert_eq!(
+            docker_job.required_capabilities.last().map(String::as_str),
+            Some("docker")
+        );
+        assert!(answers.iter().all(|(written, _)| written.is_some()));
+        pool.close().await;
+        scratch.drop_database().await.unwrap();
+    }
+}
