@@ -23,7 +23,10 @@ pub use jobs::{
     FollowUpBody, GitHubDelivered, JobList, PauseBody, RejectBody, ResumeBody, RetryBody,
 };
 pub use schedules::{Overlap, Schedule, ScheduleList, ScheduleRequest};
-pub use worker::{ClaimBody, Claimed, CompleteBody, EventBody, FailBody, FenceBody, HeartbeatBody};
+pub use worker::{
+    ClaimBody, Claimed, CompleteAndClaimBody, CompleteBody, CompletedAndClaimed, EventBody,
+    FailBody, FenceBody, HeartbeatBody,
+};
 
 /// The body of every error answer, from every front door.
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]

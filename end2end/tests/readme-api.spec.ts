@@ -186,7 +186,7 @@ test("the README's curl examples work as written against stepwise serve", async 
   expect([beat.status, beat.cancelRequestedAt ?? null]).toEqual(["running", null]);
   reader.ok(find(workerRoutes, /\$JOB\/events -H/));
   expect(reader.ok(find(workerRoutes, /\/artifacts\/upload/)).name).toBe("logs/execute.log");
-  expect(reader.ok(find(workerRoutes, /\/complete/)).status).toBe("succeeded");
+  expect(reader.ok(find(workerRoutes, /\/complete -H/)).status).toBe("succeeded");
   const artifacts = reader.ok(find(user, /\/artifacts -H/)).items.map((a: any) => a.name);
   expect(artifacts).toEqual(["logs/execute.log"]);
 
@@ -198,4 +198,12 @@ test("the README's curl examples work as written against stepwise serve", async 
   claimJob();
   reader.ok(cancel);
   expect(reader.ok(find(workerRoutes, /\/cancel\/ack/)).status).toBe("cancelled");
+
+  // A completion that takes the next job in the same call: the held job is $JOB.
+  submitJob();
+  claimJob();
+  const next = reader.ok(submit);
+  const finished = reader.ok(find(workerRoutes, /\/complete-and-claim/));
+  expect([finished.completed.id, finished.completed.status]).toEqual([reader.env.JOB, "succeeded"]);
+  expect([finished.job.id, finished.job.status, finished.job.attempt]).toEqual([next.id, "running", 1]);
 });

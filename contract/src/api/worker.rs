@@ -1,5 +1,5 @@
 //! The bodies of the worker routes (`/api/queue/jobs/claim`, `…/{id}/heartbeat`,
-//! `complete`, `fail`, `events`, `cancel/ack`), read by the server and sent by the
+//! `complete`, `complete-and-claim`, `fail`, `events`, `cancel/ack`), read by the server and sent by the
 //! worker's client. Field order is the order on the wire; a field left out by a worker
 //! (`workerId`) is not sent at all, while an empty optional one is sent as `null`.
 //!
@@ -75,6 +75,35 @@ pub struct CompleteBody {
     pub worker_id: Option<String>,
     pub attempt: Option<u32>,
     pub result_summary: Option<String>,
+}
+
+/// A completion and the worker's next claim in one call
+/// (`POST /api/queue/jobs/{id}/complete-and-claim`): the job is completed as
+/// `…/complete` completes it, then, once that is written, the next job is claimed as
+/// `/api/queue/jobs/claim` claims it, with `claim` as its body. A completion refused
+/// claims nothing.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CompleteAndClaimBody {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub worker_id: Option<String>,
+    pub attempt: Option<u32>,
+    pub result_summary: Option<String>,
+    /// The next claim, as `/api/queue/jobs/claim` takes it (its `workerId`, if any, must
+    /// be this one's too); `waitSeconds` waits for a job after the completion is written.
+    #[serde(default)]
+    pub claim: ClaimBody,
+}
+
+/// What a completion with the next claim came to.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CompletedAndClaimed {
+    /// The job completed.
+    pub completed: Job,
+    /// The next job, leased to this worker, or `null` when none came within `waitSeconds`.
+    pub job: Option<Job>,
 }
 
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]

@@ -63,6 +63,14 @@ impl ApiError {
         }
     }
 
+    /// The same refusal, its fields named as inside the body's `prefix` object.
+    pub fn within(mut self, prefix: &str) -> Self {
+        for error in &mut self.errors {
+            error.path = format!("{prefix}.{}", error.path);
+        }
+        self
+    }
+
     pub fn too_large(message: impl Into<String>) -> Self {
         Self::new(ErrorCode::PayloadTooLarge, message)
     }

@@ -228,6 +228,64 @@ async fn a_worker_claims_heartbeats_reports_uploads_and_completes_a_job() {
 }
 
 #[tokio::test]
+async fn a_worker_completes_a_job_and_takes_the_next_in_one_call() {
+    let server = start().await;
+    let operator = server.user(Role::Operator).await;
+    let worker = server.worker("w1").await;
+    let first = operator.create_job(&task("none", &["one"])).await.unwrap();
+    let second = operator.create_job(&task("none", &["two"])).await.unwrap();
+    let held = worker.claim(&claim_all()).await.unwrap().expect("a job");
+    assert_eq!(held.id, first.id);
+
+    // A stale attempt is refused and claims nothing.
+    let stale = worker
+        .complete_and_claim(&first.id, 2, Some("done"), &claim_all())
+        .await
+        .unwrap_err();
+    assert_eq!(stale.status(), Some(StatusCode::CONFLICT), "{stale}");
+    assert_eq!(stale.code(), Some("job_ownership_mismatch"));
+    // A claim it cannot make is named inside `claim`, and nothing is written.
+    let mut no_lease = claim_all();
+    no_lease.lease_seconds = Some(0);
+    let refused = worker
+        .complete_and_claim(&first.id, 1, Some("done"), &no_lease)
+        .await
+        .unwrap_err();
+    let ClientError::Api { status, errors, .. } = &refused else {
+        panic!("expected an API error, got {refused:?}");
+    };
+    assert_eq!(*status, StatusCode::UNPROCESSABLE_ENTITY);
+    let paths: Vec<_> = errors.iter().map(|e| e.path.as_str()).collect();
+    assert_eq!(paths, ["claim.leaseSeconds"]);
+    let (queued, _) = operator
+        .list_jobs(Some(JobState::Queued), None, None, None)
+        .await
+        .unwrap();
+    assert_eq!(queued.iter().map(|j| j.id).collect::<Vec<_>>(), [second.id]);
+
+    let answer = worker
+        .complete_and_claim(&first.id, 1, Some("done"), &claim_all())
+        .await
+        .unwrap();
+    assert_eq!(answer.completed.id, first.id);
+    assert_eq!(answer.completed.status, JobState::Succeeded);
+    assert_eq!(answer.completed.result_summary.as_deref(), Some("done"));
+    let next = answer.job.expect("the second job");
+    assert_eq!((next.id, next.attempt), (second.id, 1));
+    assert_eq!(next.claimed_by.as_deref(), Some("w1"));
+
+    // Nothing left: the claim waits its `waitSeconds`, then answers no job.
+    let mut waiting = claim_all();
+    waiting.wait_seconds = Some(0.2);
+    let last = worker
+        .complete_and_claim(&second.id, 1, None, &waiting)
+        .await
+        .unwrap();
+    assert_eq!(last.completed.status, JobState::Succeeded);
+    assert_eq!(last.job, None);
+}
+
+#[tokio::test]
 async fn a_retryable_failure_requeues_and_a_final_one_fails_the_job() {
     let server = start().await;
     let operator = server.user(Role::Operator).await;

@@ -138,6 +138,10 @@ fn valid_body(route: &Route) -> Option<Value> {
         }
         _ if path.ends_with("/heartbeat") => with(json!({ "leaseSeconds": 60 })),
         _ if path.ends_with("/complete") => with(json!({ "resultSummary": "done" })),
+        _ if path.ends_with("/complete-and-claim") => with(json!({
+            "resultSummary": "done",
+            "claim": { "capabilities": ["codex", "git"], "leaseSeconds": 60, "waitSeconds": 0.1 },
+        })),
         _ if path.ends_with("/fail") => with(json!({ "errorMessage": "broke", "retryable": true })),
         _ if path.ends_with("/events") => with(json!({
             "kind": "task.step.started", "level": "info", "message": "m",

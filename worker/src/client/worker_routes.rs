@@ -4,7 +4,8 @@
 
 use contract::api::worker::upload;
 use contract::api::{
-    ClaimBody, Claimed, CompleteBody, EventBody, FailBody, FenceBody, HeartbeatBody,
+    ClaimBody, Claimed, CompleteAndClaimBody, CompleteBody, CompletedAndClaimed, EventBody,
+    FailBody, FenceBody, HeartbeatBody,
 };
 use contract::{Artifact, Job, JobEvent, JobId, NewEvent};
 use reqwest::Method;
@@ -48,6 +49,27 @@ impl QueueClient {
             worker_id: None,
             attempt: Some(attempt),
             result_summary: summary.map(str::to_string),
+        };
+        self.fetch(self.request(Method::POST, &url).json(&body), &url)
+            .await
+    }
+
+    /// `POST /jobs/{id}/complete-and-claim` (worker token): completes the job, then claims
+    /// the next as [`claim`](Self::claim) does with `next`, in one call; answers the job
+    /// completed and the next one, if any came. A refused completion claims nothing.
+    pub async fn complete_and_claim(
+        &self,
+        id: &JobId,
+        attempt: u32,
+        summary: Option<&str>,
+        next: &ClaimBody,
+    ) -> Result<CompletedAndClaimed> {
+        let url = self.job_url(id, &["complete-and-claim"]);
+        let body = CompleteAndClaimBody {
+            worker_id: None,
+            attempt: Some(attempt),
+            result_summary: summary.map(str::to_string),
+            claim: next.clone(),
         };
         self.fetch(self.request(Method::POST, &url).json(&body), &url)
             .await

@@ -18,7 +18,7 @@ use crate::http::state::AppState;
         jobs::create, jobs::list, jobs::show, jobs::cancel, jobs::events, jobs::checkpoints, course::pause, course::resume, course::retry, course::approve, course::reject, course::append_steps, course::set_budget, course::follow_up, stream::stream_events, stream::stream_jobs,
         artifacts::list, artifacts::download, artifacts::upload,
         crate::http::health::healthz, crate::http::health::readyz, crate::http::metrics::metrics,
-        worker::claim, worker::heartbeat, worker::complete, worker::fail, worker::append_event, worker::ack_cancel, worker::ack_pause, worker::resume_patch, worker::resume_session, worker::request_approval,
+        worker::claim, worker::heartbeat, worker::complete, worker::complete_and_claim, worker::fail, worker::append_event, worker::ack_cancel, worker::ack_pause, worker::resume_patch, worker::resume_session, worker::request_approval,
         integrations::github,
         schedules::create, schedules::list, schedules::show, schedules::remove, schedules::pause, schedules::resume,
     ),

@@ -11,7 +11,8 @@ use axum::extract::State;
 use axum::routing::post;
 use axum::{Json, Router};
 use contract::api::{
-    ClaimBody, Claimed, CompleteBody, EventBody, FailBody, FenceBody, HeartbeatBody,
+    ClaimBody, Claimed, CompleteAndClaimBody, CompleteBody, CompletedAndClaimed, EventBody,
+    FailBody, FenceBody, HeartbeatBody,
 };
 use contract::{FieldError, Job, JobEvent};
 use queue::{ClaimRequest, Fence};
@@ -28,6 +29,7 @@ pub fn router() -> Router<AppState> {
         .route("/jobs/claim", post(claim))
         .route("/jobs/{id}/heartbeat", post(heartbeat))
         .route("/jobs/{id}/complete", post(complete))
+        .route("/jobs/{id}/complete-and-claim", post(complete_and_claim))
         .route("/jobs/{id}/fail", post(fail))
         .route("/jobs/{id}/events", post(append_event))
         .route("/jobs/{id}/cancel/ack", post(ack_cancel))
@@ -71,6 +73,21 @@ pub(crate) async fn claim_job(
     worker: &Worker,
     body: ClaimBody,
 ) -> Result<Option<Job>, ApiError> {
+    let (request, wait) = claim_request(state, worker, body).await?;
+    Ok(if wait.is_zero() {
+        state.queue.claim(&request).await?
+    } else {
+        state.queue.claim_wait(&request, wait).await?
+    })
+}
+
+/// The claim a body asks for, narrowed by the token's scope, with its wait; the worker
+/// is noted as seen.
+async fn claim_request(
+    state: &AppState,
+    worker: &Worker,
+    body: ClaimBody,
+) -> Result<(ClaimRequest, Duration), ApiError> {
     worker.check_worker_id(body.worker_id.as_deref())?;
     let capabilities =
         Worker::narrow(body.capabilities, &worker.token.capabilities).unwrap_or_default();
@@ -107,11 +124,7 @@ pub(crate) async fn claim_job(
         sandbox: body.sandbox.as_deref(),
     };
     seen(state, &request.worker_id, &sighting).await?;
-    Ok(if wait.is_zero() {
-        state.queue.claim(&request).await?
-    } else {
-        state.queue.claim_wait(&request, wait).await?
-    })
+    Ok((request, wait))
 }
 
 #[utoipa::path(post, path = "/api/queue/jobs/{id}/heartbeat", tag = "workers", params(("id" = String, Path, description = "the job id")), request_body = HeartbeatBody,
@@ -192,6 +205,37 @@ async fn complete(
             .complete(&id, &fence, body.result_summary)
             .await?,
     ))
+}
+
+#[utoipa::path(post, path = "/api/queue/jobs/{id}/complete-and-claim", tag = "workers", params(("id" = String, Path, description = "the job id")), request_body = CompleteAndClaimBody,
+    responses((status = 200, description = "the job completed, and the next job leased to this worker, or null when none came within the claim's waitSeconds", body = CompletedAndClaimed), (status = 409, description = "the lease is not this worker's and attempt's, or the job's state forbids it: nothing was claimed", body = ErrorBody), (status = 404, body = ErrorBody), (status = 422, body = ErrorBody), (status = 401, description = "no valid worker token", body = ErrorBody), (status = 403, description = "not this worker's token", body = ErrorBody)))]
+async fn complete_and_claim(
+    State(state): State<AppState>,
+    worker: Worker,
+    JobPath(id): JobPath,
+    ApiJson(body): ApiJson<CompleteAndClaimBody>,
+) -> Result<Json<CompletedAndClaimed>, ApiError> {
+    let fence = fence_of(
+        &state,
+        &worker,
+        &id,
+        body.worker_id.as_deref(),
+        body.attempt,
+    )
+    .await?;
+    let (request, wait) = claim_request(&state, &worker, body.claim)
+        .await
+        .map_err(|refused| refused.within("claim"))?;
+    let (completed, next) = state
+        .queue
+        .complete_and_claim(&id, &fence, body.result_summary, &request, 1)
+        .await?;
+    let job = match next.into_iter().next() {
+        Some(job) => Some(job),
+        None if wait.is_zero() => None,
+        None => state.queue.claim_wait(&request, wait).await?,
+    };
+    Ok(Json(CompletedAndClaimed { completed, job }))
 }
 
 #[utoipa::path(post, path = "/api/queue/jobs/{id}/fail", tag = "workers", params(("id" = String, Path, description = "the job id")), request_body = FailBody,
