@@ -85,6 +85,11 @@ pub async fn fixture_with(
     let router = router(artifact_limit)
         .merge(crate::http::health::router())
         .merge(crate::http::metrics::router())
+        // Counted by route, as the site counts them.
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            crate::http::metrics::track,
+        ))
         .with_state(state.clone())
         .merge(crate::mcp::router(state));
     Fixture {

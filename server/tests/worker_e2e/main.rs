@@ -19,6 +19,7 @@ mod hung;
 mod lease;
 mod limits;
 mod loops;
+mod next;
 mod rounds;
 
 struct Setup {

@@ -3,8 +3,10 @@
 //! reported (completed, failed, cancelled, handed back) while the lease is still held.
 
 use std::future::Future;
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
+use contract::api::ClaimBody;
 use contract::{Job, JobId, NormalizedTask, limits};
 use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
@@ -47,8 +49,26 @@ pub enum Settled {
 pub const HANDED_BACK: &str =
     "the worker shut down during the run; the job goes back to the queue for another attempt";
 
+/// The claim of the worker's next job that a success makes in the same call as its
+/// completion (`complete-and-claim`): one round trip, and on PostgreSQL one commit, instead
+/// of two. Not made once `stop` is cancelled.
+#[derive(Debug, Clone)]
+pub struct NextClaim {
+    pub body: ClaimBody,
+    pub stop: CancellationToken,
+}
+
+/// A job leased to this worker, and when the request that claimed it was sent (its lease
+/// counts from then).
+#[derive(Debug)]
+pub struct Leased {
+    pub job: Job,
+    pub claimed_at: Instant,
+}
+
 /// Runs one job, claimed by a request sent at `claimed_at`, to its end and reports that
-/// end to the server. `hand_back` stops the run and gives the job back (see
+/// end to the server; with `next`, a success takes the worker's next job in the same call,
+/// which this answers. `hand_back` stops the run and gives the job back (see
 /// [`super::Shutdown::hand_back`]). The workspace is then removed or kept, as
 /// [`WorkerConfig::keep_workspaces`] says; a lost job's always goes, since nothing of it
 /// can be handed over any more.
@@ -58,9 +78,11 @@ pub async fn run_job(
     job: Job,
     claimed_at: Instant,
     hand_back: &CancellationToken,
-) -> Settled {
+    next: Option<&NextClaim>,
+) -> (Settled, Option<Leased>) {
     let id = job.id;
-    let settled = run_and_settle(client, config, job, claimed_at, hand_back).await;
+    let taken = Mutex::new(None);
+    let settled = run_and_settle(client, config, job, claimed_at, hand_back, next, &taken).await;
     let keep = match config.keep_workspaces {
         KeepWorkspaces::Always => true,
         KeepWorkspaces::Failed => matches!(settled, Settled::Failed { .. }),
@@ -73,7 +95,8 @@ pub async fn run_job(
     {
         tracing::warn!(job = %id, %error, path = %workspace.display(), "could not remove the workspace");
     }
-    settled
+    let taken = taken.into_inner().unwrap_or_else(PoisonError::into_inner);
+    (settled, taken)
 }
 
 /// The claim loop's hold on a job: a heartbeat that succeeds within the lease.
@@ -116,6 +139,8 @@ async fn run_and_settle(
     job: Job,
     claimed_at: Instant,
     hand_back: &CancellationToken,
+    next: Option<&NextClaim>,
+    taken: &Mutex<Option<Leased>>,
 ) -> Settled {
     let attempt = job.attempt;
     let lease = Lease::new(&job.id, attempt, config.lease, claimed_at);
@@ -279,8 +304,17 @@ async fn run_and_settle(
             TaskOutcome::Succeeded { summary } => {
                 let summary = redactor.redact_and_cut(&summary, limits::REPORTED_TEXT_BYTES);
                 settle(&lease, || async {
-                    let done = client.complete(&job.id, attempt, Some(&summary)).await;
-                    done.map(|_| Settled::Completed)
+                    let Some(next) = next.filter(|next| !next.stop.is_cancelled()) else {
+                        let done = client.complete(&job.id, attempt, Some(&summary)).await;
+                        return done.map(|_| Settled::Completed);
+                    };
+                    let claimed_at = Instant::now();
+                    let done = client
+                        .complete_and_claim(&job.id, attempt, Some(&summary), &next.body)
+                        .await?;
+                    let leased = done.job.map(|job| Leased { job, claimed_at });
+                    *taken.lock().unwrap_or_else(PoisonError::into_inner) = leased;
+                    Ok(Settled::Completed)
                 })
                 .await
             }

@@ -24,7 +24,7 @@ use tokio_util::sync::CancellationToken;
 use crate::client::QueueClient;
 use crate::stages::StageConfig;
 
-pub use job::{HANDED_BACK, Settled, run_job};
+pub use job::{HANDED_BACK, Leased, NextClaim, Settled, run_job};
 pub use lease::Lease;
 
 #[derive(Debug, Clone)]
@@ -101,8 +101,23 @@ pub async fn run(client: QueueClient, config: WorkerConfig, shutdown: Shutdown) 
     // Orphans of the jobs' processes come back to this worker to be reaped, from the start.
     crate::process::adopt_orphans();
     let stop = &shutdown.stop;
-    let mut running = JoinSet::new();
-    let mut runtimes = limits::RunningRuntimes::default();
+    let mut jobs = Jobs {
+        running: JoinSet::new(),
+        runtimes: limits::RunningRuntimes::default(),
+        // A success takes the next job in its completion's call only when every runtime
+        // is always offered: under per-runtime limits what to offer depends on the jobs
+        // running at that moment, which only this loop knows.
+        next: config
+            .max_running_per_runtime
+            .is_empty()
+            .then(|| NextClaim {
+                body: claim_body(&config, config.stages.capabilities.clone(), Duration::ZERO),
+                stop: stop.clone(),
+            }),
+        client: client.clone(),
+        config: config.clone(),
+        hand_back: shutdown.hand_back.clone(),
+    };
     let mut backoff = Duration::from_millis(250);
     'claiming: loop {
         // Room for a job, and a runtime to offer for it; else wait for a job to end.
@@ -110,32 +125,24 @@ pub async fn run(client: QueueClient, config: WorkerConfig, shutdown: Shutdown) 
             // Jobs that ended since the last pass free their slot and their runtime now:
             // a worker with room would otherwise never look, and a runtime held by a job
             // long done would stay unoffered.
-            while let Some(ended) = running.try_join_next_with_id() {
-                runtimes.ended(ended.map_or_else(|e| e.id(), |(id, _)| id));
+            while let Some(ended) = jobs.running.try_join_next_with_id() {
+                jobs.ended(ended);
             }
-            config.running_jobs.store(running.len(), Ordering::Relaxed);
-            let offer =
-                runtimes.offer(&config.stages.capabilities, &config.max_running_per_runtime);
+            config
+                .running_jobs
+                .store(jobs.running.len(), Ordering::Relaxed);
+            let offer = jobs
+                .runtimes
+                .offer(&config.stages.capabilities, &config.max_running_per_runtime);
             match offer {
-                Some(offer) if running.len() < config.concurrency.max(1) => break offer,
+                Some(offer) if jobs.running.len() < config.concurrency.max(1) => break offer,
                 _ => tokio::select! {
                     _ = stop.cancelled() => break 'claiming,
-                    Some(ended) = running.join_next_with_id() => {
-                        runtimes.ended(ended.map_or_else(|e| e.id(), |(id, _)| id));
-                    }
+                    Some(ended) = jobs.running.join_next_with_id() => jobs.ended(ended),
                 },
             }
         };
-        let params = ClaimBody {
-            worker_id: None,
-            capabilities: Some(capabilities),
-            allowed_types: None,
-            lease_seconds: Some(config.lease.as_secs().max(1)),
-            wait_seconds: Some(config.claim_wait.as_secs_f64()),
-            worker_version: Some(concat!("stepwise-worker ", env!("CARGO_PKG_VERSION")).into()),
-            sandbox: Some(config.stages.sandbox.describe()),
-            max_running_per_repository: config.max_running_per_repository,
-        };
+        let params = claim_body(&config, capabilities, config.claim_wait);
         // The lease is counted from here: the server starts it later, when a job comes.
         let claimed_at = Instant::now();
         let claimed = tokio::select! {
@@ -145,14 +152,7 @@ pub async fn run(client: QueueClient, config: WorkerConfig, shutdown: Shutdown) 
         match claimed {
             Ok(Some(job)) => {
                 backoff = Duration::from_millis(250);
-                let runtime = limits::runtime_of(&job);
-                let (client, job_config) = (client.clone(), config.clone());
-                let hand_back = shutdown.hand_back.clone();
-                let task = running.spawn(async move {
-                    run_job(&client, &job_config, job, claimed_at, &hand_back).await
-                });
-                runtimes.started(task.id(), runtime);
-                config.running_jobs.store(running.len(), Ordering::Relaxed);
+                jobs.start(Leased { job, claimed_at });
             }
             Ok(None) => backoff = Duration::from_millis(250),
             Err(error) => {
@@ -165,6 +165,7 @@ pub async fn run(client: QueueClient, config: WorkerConfig, shutdown: Shutdown) 
             }
         }
     }
+    let mut running = jobs.running;
     if !running.is_empty() {
         tracing::info!(
             jobs = running.len(),
@@ -172,9 +173,8 @@ pub async fn run(client: QueueClient, config: WorkerConfig, shutdown: Shutdown) 
             "stopping: waiting for the running jobs, then handing back the rest"
         );
     }
-    let drained = async { while running.join_next().await.is_some() {} };
     tokio::select! {
-        _ = drained => {
+        _ = join_all(&mut running, &client) => {
             config.running_jobs.store(0, Ordering::Relaxed);
             return;
         }
@@ -182,6 +182,82 @@ pub async fn run(client: QueueClient, config: WorkerConfig, shutdown: Shutdown) 
         _ = shutdown.hand_back.cancelled() => {}
     }
     shutdown.hand_back.cancel();
-    while running.join_next().await.is_some() {}
+    join_all(&mut running, &client).await;
     config.running_jobs.store(0, Ordering::Relaxed);
+}
+
+/// What the claim loop holds: the running jobs, the runtimes they use, and what each needs
+/// to start.
+struct Jobs {
+    /// Each answers the next job its success took, if any.
+    running: JoinSet<Option<Leased>>,
+    runtimes: limits::RunningRuntimes<tokio::task::Id>,
+    next: Option<NextClaim>,
+    client: QueueClient,
+    config: WorkerConfig,
+    hand_back: CancellationToken,
+}
+
+impl Jobs {
+    fn start(&mut self, leased: Leased) {
+        let runtime = limits::runtime_of(&leased.job);
+        let (client, config) = (self.client.clone(), self.config.clone());
+        let (hand_back, next) = (self.hand_back.clone(), self.next.clone());
+        let task = self.running.spawn(async move {
+            let Leased { job, claimed_at } = leased;
+            let (_, taken) =
+                run_job(&client, &config, job, claimed_at, &hand_back, next.as_ref()).await;
+            taken
+        });
+        self.runtimes.started(task.id(), runtime);
+        self.config
+            .running_jobs
+            .store(self.running.len(), Ordering::Relaxed);
+    }
+
+    /// A job ended: its runtime is free, and the next job its success took starts in its
+    /// place.
+    fn ended(&mut self, ended: Result<(tokio::task::Id, Option<Leased>), tokio::task::JoinError>) {
+        match ended {
+            Ok((id, taken)) => {
+                self.runtimes.ended(id);
+                if let Some(leased) = taken {
+                    self.start(leased);
+                }
+            }
+            Err(error) => self.runtimes.ended(error.id()),
+        }
+    }
+}
+
+/// The claim of a job for a runtime offer, long-polling up to `wait`.
+fn claim_body(config: &WorkerConfig, capabilities: Vec<String>, wait: Duration) -> ClaimBody {
+    ClaimBody {
+        worker_id: None,
+        capabilities: Some(capabilities),
+        allowed_types: None,
+        lease_seconds: Some(config.lease.as_secs().max(1)),
+        wait_seconds: (!wait.is_zero()).then_some(wait.as_secs_f64()),
+        worker_version: Some(concat!("stepwise-worker ", env!("CARGO_PKG_VERSION")).into()),
+        sandbox: Some(config.stages.sandbox.describe()),
+        max_running_per_repository: config.max_running_per_repository,
+    }
+}
+
+/// Waits for every running job to end. A job that a success took after the stop (the stop
+/// came while its call was on its way) is handed back at once, never started.
+async fn join_all(running: &mut JoinSet<Option<Leased>>, client: &QueueClient) {
+    while let Some(ended) = running.join_next().await {
+        if let Ok(Some(leased)) = ended {
+            hand_back_unstarted(client, &leased.job).await;
+        }
+    }
+}
+
+/// Gives back a job taken after the stop, never started: a retryable failure, as the
+/// drain's hand-back is, so that another worker takes it at once.
+async fn hand_back_unstarted(client: &QueueClient, job: &contract::Job) {
+    if let Err(error) = client.fail(&job.id, job.attempt, HANDED_BACK, true).await {
+        tracing::warn!(job = %job.id, %error, "could not hand back a job taken while stopping; it returns to the queue when its lease ends");
+    }
 }
