@@ -6,6 +6,8 @@
 //! graphile-worker's runner does not await `completeJob` before its next fetch either, and
 //! the side-by-side comparison should not make only one side wait. A loop keeps at most one
 //! completion (or batch) in flight, and checks its answer before it claims again after that.
+//! `Finishing`: one call completes what was claimed and claims the next
+//! (`Queue::complete_and_claim`, the worker API's `complete-and-claim`).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -25,6 +27,8 @@ pub(super) enum Pace {
     Sequential,
     /// Complete what was claimed last while claiming the next.
     Overlapped,
+    /// Complete what was claimed and claim the next in one call; one job per call only.
+    Finishing,
 }
 
 fn claim_request(worker: usize) -> ClaimRequest {
@@ -62,6 +66,7 @@ pub(super) async fn drain(
             match pace {
                 Pace::Sequential => worker.sequential().await,
                 Pace::Overlapped => worker.overlapped().await,
+                Pace::Finishing => worker.finishing().await,
             }
         }));
     }
@@ -111,6 +116,29 @@ impl Worker {
                 return Ok(());
             }
             claimed = next;
+        }
+    }
+
+    async fn finishing(&self) -> Result<(), CliError> {
+        let mut held = self.claim().await?;
+        loop {
+            let Some(job) = held.pop() else {
+                if self.target.is_none() || self.target_met() {
+                    return Ok(());
+                }
+                held = self.claim().await?;
+                continue;
+            };
+            if self.target_met() {
+                return self.complete(&[job]).await;
+            }
+            let fence = Fence::new(self.request.worker_id.clone(), job.attempt);
+            let (_, next) = self
+                .queue
+                .complete_and_claim(&job.id, &fence, None, &self.request, 1)
+                .await?;
+            self.completed.fetch_add(1, Ordering::Relaxed);
+            held = next;
         }
     }
 
@@ -184,9 +212,10 @@ mod tests {
         (dir, queue)
     }
 
-    const PACES: [(Pace, u32); 4] = [
+    const PACES: [(Pace, u32); 5] = [
         (Pace::Sequential, 1),
         (Pace::Overlapped, 1),
+        (Pace::Finishing, 1),
         (Pace::Sequential, 4),
         (Pace::Overlapped, 4),
     ];
@@ -194,7 +223,7 @@ mod tests {
     /// Every job is completed once, by either pace, one per call and batched, whether the
     /// loops stop on an empty queue or on a target.
     #[tokio::test]
-    async fn both_paces_complete_every_job_once() {
+    async fn every_pace_completes_every_job_once() {
         for (pace, batch) in PACES {
             for target in [None, Some(23)] {
                 let (_dir, queue) = queue_of(23).await;

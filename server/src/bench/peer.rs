@@ -4,7 +4,7 @@
 //! `bench/graphile-worker/` (pinned there; `npm ci --prefix bench/graphile-worker` once).
 //!
 //! Each side drains N no-op jobs queued beforehand (untimed) with W workers, one per call
-//! and then batched, and reports jobs/s and the bytes of WAL the server wrote meanwhile per
+//! (ours twice: overlapped, then by complete-and-claim) and then batched, and reports jobs/s and the bytes of WAL the server wrote meanwhile per
 //! job (server-wide, so both sides count the same way), with the WAL positions between
 //! which `pg_waldump --stats` counts its records, and the WAL flushes per job
 //! (`pg_stat_wal.wal_sync`, server-wide). A backend reports its flushes when it goes idle,
@@ -42,10 +42,12 @@ impl Phase {
     }
 }
 
-/// The figures of every round: ours and the peer's, one per call and batched.
+/// The figures of every round: ours and the peer's, one per call and batched, and ours
+/// one per call by complete-and-claim.
 #[derive(Default)]
 struct Rounds {
     ours_single: Vec<Phase>,
+    ours_finishing: Vec<Phase>,
     ours_batched: Vec<Phase>,
     peer_single: Vec<Phase>,
     peer_batched: Vec<Phase>,
@@ -66,8 +68,9 @@ pub(super) async fn compare(queue: &Queue, args: &BenchArgs, dir: &Path) -> Resu
     );
     let mut rounds = Rounds::default();
     for round in 1..=args.rounds {
-        let single = ours(queue, args, 1).await?;
-        let batched = ours(queue, args, args.batch).await?;
+        let single = ours(queue, args, 1, Pace::Overlapped).await?;
+        let finishing = ours(queue, args, 1, Pace::Finishing).await?;
+        let batched = ours(queue, args, args.batch, Pace::Overlapped).await?;
         let scratch = ScratchPostgres::create(&args.pg_url, "stepwise_bench_peer").await?;
         let peer_single = peer(queue, &script, scratch.url(), "unbatched", args).await;
         let peer_batched = match &peer_single {
@@ -77,16 +80,19 @@ pub(super) async fn compare(queue: &Queue, args: &BenchArgs, dir: &Path) -> Resu
         scratch.drop_database().await?;
         let (peer_single, peer_batched) = (peer_single?, peer_batched?);
         println!(
-            "round {round}: one per call {:>6.0} vs {:>6.0} jobs/s   batched {:>6.0} vs {:>6.0} jobs/s",
+            "round {round}: one per call {:>6.0} (complete-and-claim {:>6.0}) vs {:>6.0} jobs/s   batched {:>6.0} vs {:>6.0} jobs/s",
             single.rate(),
+            finishing.rate(),
             peer_single.rate(),
             batched.rate(),
             peer_batched.rate()
         );
         println!(
-            "  WAL between: stepwise {} {}, {} {}; graphile-worker {} {}, {} {}",
+            "  WAL between: stepwise {} {}, {} {}, {} {}; graphile-worker {} {}, {} {}",
             single.wal_from,
             single.wal_to,
+            finishing.wal_from,
+            finishing.wal_to,
             batched.wal_from,
             batched.wal_to,
             peer_single.wal_from,
@@ -95,6 +101,7 @@ pub(super) async fn compare(queue: &Queue, args: &BenchArgs, dir: &Path) -> Resu
             peer_batched.wal_to
         );
         rounds.ours_single.push(single);
+        rounds.ours_finishing.push(finishing);
         rounds.ours_batched.push(batched);
         rounds.peer_single.push(peer_single);
         rounds.peer_batched.push(peer_batched);
@@ -104,6 +111,11 @@ pub(super) async fn compare(queue: &Queue, args: &BenchArgs, dir: &Path) -> Resu
     println!("|---|---|---|---|");
     for (what, ours, theirs) in [
         ("one per call", &rounds.ours_single, &rounds.peer_single),
+        (
+            "one per call, complete-and-claim",
+            &rounds.ours_finishing,
+            &rounds.peer_single,
+        ),
         ("batched", &rounds.ours_batched, &rounds.peer_batched),
     ] {
         println!(
@@ -138,17 +150,18 @@ pub(super) async fn compare(queue: &Queue, args: &BenchArgs, dir: &Path) -> Resu
     Ok(())
 }
 
-/// Queues N jobs (untimed), then drains them `batch` at a time. The loops overlap each
-/// completion with the next claim because graphile-worker's runner does not await
-/// `completeJob` before its next fetch: neither side waits for its completions.
-async fn ours(queue: &Queue, args: &BenchArgs, batch: u32) -> Result<Phase, CliError> {
+/// Queues N jobs (untimed), then drains them `batch` at a time at `pace`. Neither side
+/// waits for a completion before it fetches again: graphile-worker's runner does not await
+/// `completeJob` before its next fetch, and our loops either overlap the completion with
+/// the next claim or take the next job in the completion's own call (`Pace::Finishing`).
+async fn ours(queue: &Queue, args: &BenchArgs, batch: u32, pace: Pace) -> Result<Phase, CliError> {
     for i in 0..args.jobs {
         queue.create_job(&noop_task(i), Some("bench")).await?;
     }
     let flushed = settled_flushes(queue, args).await?;
     let (from, wal_from) = wal(queue).await?;
     let started = Instant::now();
-    let jobs = drain(queue, args.workers, None, batch, Pace::Overlapped).await?;
+    let jobs = drain(queue, args.workers, None, batch, pace).await?;
     let seconds = started.elapsed().as_secs_f64();
     let (to, wal_to) = wal(queue).await?;
     Ok(Phase {
