@@ -3,6 +3,7 @@
 //! reported (completed, failed, cancelled, handed back) while the lease is still held.
 
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
@@ -303,8 +304,14 @@ async fn run_and_settle(
         match outcome {
             TaskOutcome::Succeeded { summary } => {
                 let summary = redactor.redact_and_cut(&summary, limits::REPORTED_TEXT_BYTES);
+                // Only the first try claims: a try whose answer was lost may have leased a
+                // job already, and each further claim would strand one more until its
+                // lease ran out.
+                let tried = AtomicBool::new(false);
                 settle(&lease, || async {
-                    let Some(next) = next.filter(|next| !next.stop.is_cancelled()) else {
+                    let first = !tried.swap(true, Ordering::Relaxed);
+                    let next = next.filter(|next| first && !next.stop.is_cancelled());
+                    let Some(next) = next else {
                         let done = client.complete(&job.id, attempt, Some(&summary)).await;
                         return done.map(|_| Settled::Completed);
                     };
