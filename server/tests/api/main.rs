@@ -1228,6 +1228,7 @@ async fn the_openapi_document_describes_every_route() {
         ("post", "/api/queue/jobs/claim"),
         ("post", "/api/queue/jobs/{id}/heartbeat"),
         ("post", "/api/queue/jobs/{id}/complete"),
+        ("post", "/api/queue/jobs/{id}/complete-and-claim"),
         ("post", "/api/queue/jobs/{id}/fail"),
         ("post", "/api/queue/jobs/{id}/events"),
         ("post", "/api/queue/jobs/{id}/cancel/ack"),
