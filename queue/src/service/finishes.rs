@@ -17,8 +17,8 @@ impl Queue {
     /// job and those leased, in claim order. Both are checked before anything is written,
     /// and a refused completion claims nothing.
     ///
-    /// On PostgreSQL the two are one transaction, shared with every other worker's that
-    /// came at the same time (`store/postgres/finishes.rs`): one commit, one WAL flush.
+    /// On PostgreSQL the two are one statement, shared with every other worker's that came
+    /// at the same time (`store/postgres/finishes.rs`): one commit, one WAL flush.
     /// When the completion must take the row lock instead (its row changed under it), or
     /// the claim keeps to a repository limit (whose claims take turns), the claim follows
     /// the completion on its own, as it does on SQLite, whose single writer already shares

@@ -104,8 +104,8 @@ impl Database {
                 .connect(url)
                 .await
                 .map_err(connect_error)?;
-            // The committers' own connections, one per statement they may run at once (a
-            // finish runs two in one transaction, on one connection).
+            // The committers' own connections, one per statement their three lines (swaps,
+            // claims, finishes) may run at once.
             let lines = pg_pool_options(3 * super::postgres::IN_FLIGHT as u32, COMMITTER_SETTINGS)
                 .connect_lazy(url)
                 .map_err(connect_error)?;

@@ -13,7 +13,8 @@ use sqlx::{PgConnection, PgPool, Row};
 use super::Committer;
 use super::claims::{Claim, Claimed, claim_all, claimed_row, stored};
 use super::swaps::{
-    SWAP_JOBS_CTES, Swap, Swapped, bind_swaps, id_order, swapped, write_jobs_if_unchanged,
+    SWAP_ANSWER, SWAP_JOBS_CTES, Swap, Swapped, bind_swaps, id_order, swapped,
+    write_jobs_if_unchanged,
 };
 use crate::QueueError;
 use crate::store::{Id, Ts};
@@ -51,11 +52,7 @@ static FINISH_JOBS_POSTGRES: LazyLock<String> = LazyLock::new(|| {
          claimed AS (UPDATE jobs SET {set} FROM picked, slots AS s \
            WHERE jobs.id = ANY(picked.ids) AND s.k = array_position(picked.ids, jobs.id) \
            RETURNING jobs.*, s.finish, s.k AS slot) \
-         SELECT u.n, EXISTS (SELECT 1 FROM updated WHERE updated.n = u.n) AS written, \
-           ARRAY(SELECT a.id FROM appended AS a WHERE a.job_id = u.id ORDER BY a.id) \
-             || ARRAY(SELECT d.completed_event_id FROM updated AS d \
-                      WHERE d.n = u.n AND d.fold) AS event_ids, \
-           c.* \
+         SELECT u.n, {SWAP_ANSWER}, c.* \
          FROM input AS u LEFT JOIN claimed AS c ON c.finish = u.n ORDER BY u.n, c.slot",
         pick = claim_pick!(
             "$44",

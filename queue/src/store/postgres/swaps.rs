@@ -150,8 +150,20 @@ macro_rules! swap_jobs_ctes {
     };
 }
 
-/// [`swap_jobs_ctes!`], for a statement built at run time.
+/// A swap's answer, read by [`swapped`], for each `input AS u` of [`swap_jobs_ctes!`]:
+/// whether it was written, and its new event ids.
+macro_rules! swap_answer {
+    () => {
+        "EXISTS (SELECT 1 FROM updated WHERE updated.n = u.n) AS written, \
+         ARRAY(SELECT a.id FROM appended AS a WHERE a.job_id = u.id ORDER BY a.id) \
+           || ARRAY(SELECT d.completed_event_id FROM updated AS d WHERE d.n = u.n AND d.fold) \
+           AS event_ids"
+    };
+}
+
+/// [`swap_jobs_ctes!`] and [`swap_answer!`], for a statement built at run time.
 pub(super) const SWAP_JOBS_CTES: &str = swap_jobs_ctes!();
+pub(super) const SWAP_ANSWER: &str = swap_answer!();
 
 /// The swap of many jobs: `$1` their ids, `$2`..`$17` the new states, `$18`..`$33` the
 /// states as read, `$34`..`$39` the events (the position of their job in the batch, from 1,
@@ -165,11 +177,9 @@ pub(super) const SWAP_JOBS_CTES: &str = swap_jobs_ctes!();
 /// written, and its new event ids.
 const SWAP_JOBS_POSTGRES: &str = concat!(
     swap_jobs_ctes!(),
-    " SELECT u.n, EXISTS (SELECT 1 FROM updated WHERE updated.n = u.n) AS written, \
-       ARRAY(SELECT a.id FROM appended AS a WHERE a.job_id = u.id ORDER BY a.id) \
-         || ARRAY(SELECT d.completed_event_id FROM updated AS d WHERE d.n = u.n AND d.fold) \
-         AS event_ids \
-     FROM input AS u ORDER BY u.n"
+    " SELECT u.n, ",
+    swap_answer!(),
+    " FROM input AS u ORDER BY u.n"
 );
 
 /// Writes each swap whose row is unchanged, in one statement; one answer per swap, in the
@@ -180,13 +190,9 @@ pub(crate) async fn write_jobs_if_unchanged(
     swaps: &[&Swap],
 ) -> Result<Vec<Swapped>, QueueError> {
     let order = id_order(swaps);
-    let folds: Vec<bool> = order
-        .iter()
-        .map(|&i| folds(&swaps[i].new, &swaps[i].events))
-        .collect();
-    let sql = match (swaps.len(), folds.as_slice()) {
-        (1, [false]) => SWAP_JOB_POSTGRES,
-        (1, _) => SWAP_JOB_KEEPING_POSTGRES,
+    let sql = match swaps {
+        [one] if !folds(&one.new, &one.events) => SWAP_JOB_POSTGRES,
+        [_] => SWAP_JOB_KEEPING_POSTGRES,
         _ => SWAP_JOBS_POSTGRES,
     };
     let rows = bind_swaps(sql, swaps, &order)?.fetch_all(conn).await?;
