@@ -72,6 +72,12 @@ const SQLITE: &[Embedded] = &[
         "claim in the row",
         "0022_claim_in_the_row.sql"
     ),
+    embedded!(
+        "sqlite",
+        23,
+        "status listed apart",
+        "0023_status_listed_apart.sql"
+    ),
 ];
 
 const POSTGRES: &[Embedded] = &[
@@ -146,6 +152,12 @@ const POSTGRES: &[Embedded] = &[
         22,
         "claim in the row",
         "0022_claim_in_the_row.sql"
+    ),
+    embedded!(
+        "postgres",
+        23,
+        "status listed apart",
+        "0023_status_listed_apart.sql"
     ),
 ];
 

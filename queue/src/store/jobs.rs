@@ -78,6 +78,49 @@ const SAVE_JOB: &str = "UPDATE jobs SET status = $2, attempt = $3, next_attempt_
      pause_requested = $15, resume_from = $16, approval = $17 \
      WHERE id = $1";
 
+/// The states `jobs_listed_apart` holds (migration 0023): all but the two a claim and a
+/// success write, so that neither adds an entry to it. Every statement meant to use it
+/// says its predicate: SQLite takes a partial index only then.
+macro_rules! listed_apart {
+    () => {
+        "status NOT IN ('running', 'succeeded')"
+    };
+}
+
+/// Whether `jobs_listed_apart` holds the jobs in `state`.
+fn listed_apart(state: JobState) -> bool {
+    !matches!(state, JobState::Running | JobState::Succeeded)
+}
+
+/// The list's condition on the state. The name is written out, not bound (a closed enum's
+/// wire name): SQLite matches a partial index's predicate only against literals, for a
+/// running job `jobs_running_by_repository`'s. Succeeded jobs, most of the table, are
+/// found by walking the primary key.
+fn state_condition(state: JobState) -> String {
+    if listed_apart(state) {
+        format!(
+            concat!(listed_apart!(), " AND status = '{}'"),
+            state.as_str()
+        )
+    } else {
+        format!("status = '{}'", state.as_str())
+    }
+}
+
+/// How many jobs are in each state, without an index of every job's state: the states
+/// apart and the running counted through their indexes, the succeeded the rest of all.
+/// One statement, so one snapshot: the figures add up.
+const COUNT_BY_STATUS: &str = concat!(
+    "WITH apart AS (SELECT status, COUNT(*) AS n FROM jobs WHERE ",
+    listed_apart!(),
+    " GROUP BY status), \
+     running AS (SELECT COUNT(*) AS n FROM jobs WHERE status = 'running') \
+     SELECT status, n FROM apart \
+     UNION ALL SELECT 'running', n FROM running \
+     UNION ALL SELECT 'succeeded', CAST((SELECT COUNT(*) FROM jobs) - (SELECT n FROM running) \
+       - (SELECT COALESCE(SUM(n), 0) FROM apart) AS BIGINT)"
+);
+
 /// The filter of a job listing, already parsed.
 pub(crate) struct ListSql<'a> {
     pub status: Option<JobState>,
@@ -162,11 +205,10 @@ impl Tx {
 impl Database {
     /// How many jobs are in each state (states with none left out).
     pub(crate) async fn count_by_status(&self) -> Result<Vec<(String, i64)>, sqlx::Error> {
-        on_pool!(self, p => {
-            sqlx::query_as("SELECT status, COUNT(*) FROM jobs GROUP BY status")
-                .fetch_all(p)
-                .await
-        })
+        let mut counts: Vec<(String, i64)> =
+            on_pool!(self, p => sqlx::query_as(COUNT_BY_STATUS).fetch_all(p).await)?;
+        counts.retain(|(_, n)| *n > 0);
+        Ok(counts)
     }
 }
 
@@ -237,7 +279,7 @@ impl Database {
             let mut query = sqlx::QueryBuilder::new(concat!("SELECT ", job_columns!(), " FROM jobs"));
             let mut and = " WHERE ";
             if let Some(status) = filter.status {
-                query.push(and).push("status = ").push_bind(status.as_str());
+                query.push(and).push(state_condition(status));
                 and = " AND ";
             }
             if let Some(job_type) = filter.job_type {
@@ -270,5 +312,84 @@ impl Database {
             .await?;
             Ok(ids.into_iter().map(|id| id.0).collect())
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The predicate written in SQL and the states the list reads through it agree.
+    #[test]
+    fn the_index_apart_holds_the_states_the_list_reads_through_it() {
+        for state in JobState::ALL {
+            let named = listed_apart!().contains(&format!("'{state}'"));
+            assert_eq!(named, !listed_apart(state), "{state}");
+        }
+    }
+
+    /// Where the list finds the jobs in each state.
+    const PLANS: [(JobState, &str); 4] = [
+        (JobState::Failed, "jobs_listed_apart"),
+        (JobState::Queued, "jobs_listed_apart"),
+        (JobState::Running, "jobs_running_by_repository"),
+        (JobState::Succeeded, "jobs_pkey"),
+    ];
+
+    fn list_sql(state: JobState) -> String {
+        format!(
+            "SELECT id FROM jobs WHERE {} ORDER BY id DESC LIMIT 50",
+            state_condition(state)
+        )
+    }
+
+    /// SQLite's planner, with no statistics, reads each state's jobs through its index
+    /// (its primary key's is `sqlite_autoindex_jobs_1`).
+    #[tokio::test]
+    async fn sqlite_reads_each_state_through_its_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Database::open_data_dir(dir.path()).await.unwrap();
+        crate::migrate::run(&db).await.unwrap();
+        let Database::Sqlite(lite) = &db else {
+            unreachable!("a data directory opens SQLite")
+        };
+        for (state, index) in PLANS {
+            let index = index.replace("jobs_pkey", "sqlite_autoindex_jobs_1");
+            let sql = format!("EXPLAIN QUERY PLAN {}", list_sql(state));
+            let rows = sqlx::query(&sql).fetch_all(lite.pool()).await.unwrap();
+            let plan: Vec<String> = rows.iter().map(|r| r.get("detail")).collect();
+            let plan = plan.join("\n");
+            assert!(plan.contains(&index), "{state}: {plan}");
+            assert!(!plan.contains("TEMP B-TREE"), "{state}: {plan}");
+        }
+    }
+
+    /// PostgreSQL's planner, on a table of mostly succeeded jobs and a few in each other
+    /// state, reads each state's jobs through its index.
+    #[tokio::test]
+    async fn postgres_reads_each_state_through_its_index() {
+        let (scratch, _db, pool) = postgres::scratch("stepwise_listed_apart").await;
+        sqlx::query(
+            "INSERT INTO jobs (id, job_type, status, priority, payload, repository, \
+             required_capabilities, max_attempts, next_attempt_at, created_at, updated_at) \
+             SELECT gen_random_uuid(), 'task', \
+               CASE WHEN g % 100 = 0 THEN 'failed' WHEN g % 100 = 1 THEN 'queued' \
+                    WHEN g % 500 = 2 THEN 'running' ELSE 'succeeded' END, \
+               0, '{}', 'o/r', '[\"codex\"]', 3, now(), now(), now() \
+             FROM generate_series(1, 20000) AS g",
+        )
+        .execute(&pool)
+        .await
+        .unwrap();
+        sqlx::query("ANALYZE jobs").execute(&pool).await.unwrap();
+        for (state, index) in PLANS {
+            let sql = format!("EXPLAIN {}", list_sql(state));
+            let plan: Vec<String> = sqlx::query_scalar(&sql).fetch_all(&pool).await.unwrap();
+            let plan = plan.join("\n");
+            assert!(plan.contains(index), "{state}: {plan}");
+            assert!(!plan.contains("Seq Scan"), "{state}: {plan}");
+        }
+        pool.close().await;
+        scratch.drop_database().await.unwrap();
     }
 }

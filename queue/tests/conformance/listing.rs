@@ -81,6 +81,95 @@ pub async fn listing_filters_by_state_and_type(h: Harness) {
     assert_eq!(page.next_cursor, None);
 }
 
+/// A job in every state, each found by the list's filter on its state and counted in its
+/// state (two succeeded, so the count of the most common state is more than a guess).
+pub async fn every_state_is_listed_and_counted(h: Harness) {
+    let mut made: Vec<(JobState, contract::JobId)> = Vec::new();
+    for _ in 0..2 {
+        let job = h.create(Spec::default()).await;
+        let claimed = h.claim_exactly("w1", &job).await;
+        h.queue
+            .complete(&job.id, &fence(&claimed), None)
+            .await
+            .unwrap();
+        made.push((JobState::Succeeded, job.id));
+    }
+    let job = h.create(Spec::default()).await;
+    let claimed = h.claim_exactly("w1", &job).await;
+    h.queue
+        .fail(&job.id, &fence(&claimed), "gave up".into(), false)
+        .await
+        .unwrap();
+    made.push((JobState::Failed, job.id));
+    let job = h.create(Spec::attempts(1)).await;
+    let claimed = h.claim_exactly("w1", &job).await;
+    h.queue
+        .fail(&job.id, &fence(&claimed), "went".into(), true)
+        .await
+        .unwrap();
+    made.push((JobState::DeadLetter, job.id));
+    let job = crate::golden::task_job(&h, true).await;
+    let claimed = h.claim_exactly("w1", &job).await;
+    h.queue
+        .request_approval(&job.id, &fence(&claimed))
+        .await
+        .unwrap();
+    made.push((JobState::AwaitingApproval, job.id));
+    let job = h.create(Spec::default()).await;
+    h.claim_exactly("w1", &job).await;
+    made.push((JobState::Running, job.id));
+    let job = h.create(Spec::default()).await;
+    h.queue.request_pause(&job.id, None, false).await.unwrap();
+    made.push((JobState::Paused, job.id));
+    let job = h.create(Spec::default()).await;
+    h.queue.request_cancel(&job.id, None, None).await.unwrap();
+    made.push((JobState::Cancelled, job.id));
+    made.push((JobState::Queued, h.create(Spec::default()).await.id));
+
+    for state in JobState::ALL {
+        let filter = JobFilter {
+            status: Some(state),
+            ..JobFilter::default()
+        };
+        let listed: Vec<_> = h.queue.list_jobs(&filter).await.unwrap().jobs;
+        let mut expected: Vec<_> = made
+            .iter()
+            .filter(|(s, _)| *s == state)
+            .map(|(_, id)| *id)
+            .collect();
+        expected.reverse();
+        assert_eq!(
+            listed.iter().map(|j| j.id).collect::<Vec<_>>(),
+            expected,
+            "{state}"
+        );
+        assert!(listed.iter().all(|j| j.status == state), "{state}");
+    }
+    let mut counts = h.queue.count_jobs_by_state().await.unwrap();
+    counts.sort_by_key(|(state, _)| state.as_str());
+    let mut expected: Vec<(JobState, u64)> = JobState::ALL
+        .into_iter()
+        .map(|state| {
+            (
+                state,
+                made.iter().filter(|(s, _)| *s == state).count() as u64,
+            )
+        })
+        .collect();
+    expected.sort_by_key(|(state, _)| state.as_str());
+    assert_eq!(counts, expected);
+}
+
+/// A state with no job is left out of the counts, the most common one too.
+pub async fn states_with_no_job_are_not_counted(h: Harness) {
+    assert_eq!(h.queue.count_jobs_by_state().await.unwrap(), []);
+    h.create(Spec::default()).await;
+    assert_eq!(
+        h.queue.count_jobs_by_state().await.unwrap(),
+        [(JobState::Queued, 1)]
+    );
+}
+
 pub async fn a_cursor_the_queue_did_not_issue_is_refused(h: Harness) {
     let filter = JobFilter {
         after: Some("garbage".into()),

@@ -244,6 +244,8 @@ conformance! {
     workers::a_worker_is_remembered_with_what_it_can_run_and_what_it_holds,
     listing::jobs_are_listed_newest_first_in_keyset_pages,
     listing::listing_filters_by_state_and_type,
+    listing::every_state_is_listed_and_counted,
+    listing::states_with_no_job_are_not_counted,
     listing::a_cursor_the_queue_did_not_issue_is_refused,
     usage::a_jobs_usage_totals_the_usage_of_its_finished_steps,
     usage::usage_keeps_counting_across_attempts,

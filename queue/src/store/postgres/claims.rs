@@ -15,7 +15,7 @@ use crate::store::{Arg, PgDb, pg_rows};
 /// The claim of one claimer: its pick (`claim_pick!`, `$extra` one more condition on the
 /// candidate row) leased in the same statement. The pick's lock re-checks its conditions,
 /// so the update needs no second `status = 'queued'` test, which made the planner reach the
-/// row through jobs_by_status and its dead entries instead of the primary key.
+/// row through an index of the state and its dead entries instead of the primary key.
 macro_rules! claim_postgres_sql {
     ($extra:literal) => {
         concat!(

@@ -12,7 +12,7 @@ use crate::store::{Arg, sqlite_rows};
 
 /// SQLite: the statement runs inside `BEGIN IMMEDIATE`, and SQLite admits one writer at a
 /// time, so no other claim can run between the subquery's pick and the update.
-/// INDEXED BY: left to itself SQLite picks jobs_by_status and sorts every queued row (a
+/// INDEXED BY: left to itself SQLite may pick an index of the state and sort every queued row (a
 /// temp B-tree per claim, so claims slow down as the queue grows); walking
 /// jobs_claim_order stops at the first claimable job. `$extra` is one more condition on
 /// the candidate row, `j`.

@@ -1,0 +1,6 @@
+-- A job's claim and success no longer write an entry in an index of its state (issue 39);
+-- see the PostgreSQL migration of the same number. SQLite uses a partial index only for a
+-- query that repeats its predicate, which the list's and the counts' statements do.
+DROP INDEX jobs_by_status;
+CREATE INDEX jobs_listed_apart ON jobs (status, id)
+    WHERE status NOT IN ('running', 'succeeded');
