@@ -46,7 +46,7 @@ const CLAIM_SQLITE: &str = claim_sqlite_sql!("");
 /// [`CLAIM_SQLITE`] that also skips a job whose repository has `$8` jobs running already.
 /// The one writer makes the count exact.
 const CLAIM_SQLITE_LIMITED: &str = claim_sqlite_sql!(
-    "AND (SELECT count(*) FROM jobs r INDEXED BY jobs_running_by_repository \
+    "AND (SELECT count(*) FROM jobs r INDEXED BY jobs_running \
           WHERE r.repository = j.repository AND r.status = 'running') < $8"
 );
 
