@@ -78,6 +78,7 @@ const SQLITE: &[Embedded] = &[
         "status listed apart",
         "0023_status_listed_apart.sql"
     ),
+    embedded!("sqlite", 24, "retention walks", "0024_retention_walks.sql"),
 ];
 
 const POSTGRES: &[Embedded] = &[
@@ -158,6 +159,12 @@ const POSTGRES: &[Embedded] = &[
         23,
         "status listed apart",
         "0023_status_listed_apart.sql"
+    ),
+    embedded!(
+        "postgres",
+        24,
+        "retention walks",
+        "0024_retention_walks.sql"
     ),
 ];
 

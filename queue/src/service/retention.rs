@@ -7,26 +7,62 @@ use chrono::{DateTime, Utc};
 use contract::JobId;
 use contract::events::HistoryDeleted;
 use contract::job::events;
+use uuid::Uuid;
 
 use super::Queue;
 use crate::error::QueueError;
 use crate::machine::PendingEvent;
-use crate::store::Due;
+use crate::store::{Chore, Look, PassedOver, Seen};
 
 impl Queue {
-    /// Up to `limit` jobs due for `due`, finished before `before`, oldest finish first.
-    pub(crate) async fn jobs_due(
+    /// Up to `limit` jobs after `chore`'s cursor, in id order.
+    pub(crate) async fn walk(&self, chore: Chore, limit: u32) -> Result<Vec<Seen>, QueueError> {
+        let (_, seen) = self.inner.db.walk(chore, i64::from(limit.max(1))).await?;
+        Ok(seen)
+    }
+
+    /// `chore` walked on to `to`, keeping `passed` to look at again.
+    pub(crate) async fn walked(
         &self,
-        due: Due,
-        before: DateTime<Utc>,
+        chore: Chore,
+        to: Uuid,
+        passed: &[(Uuid, PassedOver)],
+    ) -> Result<(), QueueError> {
+        let mut tx = self.begin().await?;
+        tx.walked(chore, to, passed).await?;
+        self.commit(tx).await
+    }
+
+    /// Up to `limit` of `chore`'s pending jobs that `look` asks for, each as kept and as
+    /// it is now (`None`: its row is gone).
+    pub(crate) async fn pending(
+        &self,
+        chore: Chore,
+        look: Look,
         limit: u32,
-    ) -> Result<Vec<(JobId, DateTime<Utc>)>, QueueError> {
-        let rows = self
+    ) -> Result<Vec<(Uuid, PassedOver, Option<Seen>)>, QueueError> {
+        Ok(self
             .inner
             .db
-            .jobs_due(due, before, i64::from(limit.max(1)))
-            .await?;
-        Ok(rows.into_iter().map(|(id, at)| (id.into(), at)).collect())
+            .pending(chore, look, i64::from(limit.max(1)))
+            .await?)
+    }
+
+    /// `chore`'s pending jobs, each read as it was kept, no longer pending (`None`) or
+    /// kept anew; one left alone if it changed since it was read.
+    pub(crate) async fn repend(
+        &self,
+        chore: Chore,
+        changes: &[(Uuid, PassedOver, Option<PassedOver>)],
+    ) -> Result<(), QueueError> {
+        if changes.is_empty() {
+            return Ok(());
+        }
+        let mut tx = self.begin().await?;
+        for (job, was, now) in changes {
+            tx.repend(chore, *job, *was, *now).await?;
+        }
+        self.commit(tx).await
     }
 
     /// Deletes the job's artifacts, then its events, `batch` rows a transaction, and
@@ -129,16 +165,17 @@ impl Queue {
         }
     }
 
-    /// Deletes up to `batch` job rows finished before `before` whose history retention
-    /// has already deleted; answers their ids.
+    /// Deletes the rows of the `jobs` finished before `before` whose history retention has
+    /// already deleted; answers those deleted.
     pub(crate) async fn delete_finished_jobs(
         &self,
+        jobs: &[JobId],
         before: DateTime<Utc>,
-        batch: u32,
     ) -> Result<Vec<JobId>, QueueError> {
+        let ids: Vec<_> = jobs.iter().map(JobId::uuid).collect();
         let mut tx = self.begin().await?;
-        let ids = tx.delete_job_rows(before, i64::from(batch.max(1))).await?;
+        let deleted = tx.delete_job_rows(&ids, before).await?;
         self.commit(tx).await?;
-        Ok(ids.into_iter().map(JobId::from).collect())
+        Ok(deleted.into_iter().map(JobId::from).collect())
     }
 }

@@ -183,6 +183,9 @@ impl Tx {
         let mut jobs = Vec::with_capacity(locked.len());
         for (job, kept) in locked {
             self.locked(&job, kept);
+            if job.finished_at.is_some() && !self.finished.contains(&job.id.uuid()) {
+                self.finished.push(job.id.uuid());
+            }
             jobs.push(job);
         }
         Ok(jobs)
@@ -192,6 +195,15 @@ impl Tx {
     /// What their rows keep and the save changes is written out first (`kept.rs`).
     pub(crate) async fn save_jobs(&mut self, jobs: &[&Job]) -> Result<(), QueueError> {
         self.write_out_changed(jobs).await?;
+        let reopened: Vec<Uuid> = jobs
+            .iter()
+            .filter(|job| job.finished_at.is_none() && self.finished.contains(&job.id.uuid()))
+            .map(|job| job.id.uuid())
+            .collect();
+        if let Some(job) = jobs.iter().find(|job| reopened.contains(&job.id.uuid())) {
+            self.finished.retain(|id| !reopened.contains(id));
+            self.reopened(&reopened, job.updated_at).await?;
+        }
         if let TxConn::Postgres(t) = &mut self.conn {
             return postgres::save_jobs(t, jobs).await;
         }

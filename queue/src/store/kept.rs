@@ -78,8 +78,13 @@ fn claim_stands(old: &Job, new: &Job) -> bool {
 /// Whether the transition of `old` to `new` may be written by a lock-free swap: not when
 /// it changes a job whose row may keep an event the change ends (a succeeded job, or a
 /// running job leaving its claim), which only a write under the lock writes out first.
-/// So successes and heartbeats swap; failures, retries and lost leases take the lock.
+/// So successes and heartbeats swap; failures, retries and lost leases take the lock. A
+/// job queued again after it finished takes it too: the save that queues it tells
+/// retention to look at it again (`walks.rs`).
 pub(crate) fn swappable(old: &Job, new: &Job) -> bool {
+    if old.finished_at.is_some() && new.finished_at.is_none() {
+        return false;
+    }
     match old.status {
         JobState::Succeeded => false,
         JobState::Running => claim_stands(old, new),

@@ -272,6 +272,7 @@ mod seed;
 mod sessions;
 mod sourced;
 mod tokens;
+mod walks;
 mod watches;
 mod workers;
 
@@ -284,8 +285,8 @@ pub(crate) use events::{EventOrder, EventPage};
 pub(crate) use jobs::ListSql;
 pub(crate) use kept::{Kept, KeptClaim, folds, swappable};
 pub(crate) use postgres::{Swap, Swapped};
-pub(crate) use retention::Due;
 pub(crate) use schedules::{Leased, Passed};
+pub(crate) use walks::{Chore, Look, PassedOver, Seen};
 
 fn decode_err(error: impl std::error::Error + Send + Sync + 'static) -> sqlx::Error {
     sqlx::Error::Decode(Box::new(error))
@@ -406,6 +407,9 @@ pub(crate) struct Tx {
     /// The jobs it locked whose row keeps events, as locked: a save that would change
     /// them writes them out first (`kept.rs`).
     kept: Vec<(Job, Kept)>,
+    /// The jobs it locked that had finished: a save that queues one again tells
+    /// retention to look at it again (`walks.rs`).
+    finished: Vec<Uuid>,
 }
 
 impl Tx {
@@ -419,6 +423,7 @@ impl Tx {
             conn,
             notes: Vec::new(),
             kept: Vec::new(),
+            finished: Vec::new(),
         })
     }
 

@@ -1,6 +1,7 @@
 //! Retention's SQL: which finished jobs are due, and deleting their events, artifacts, log
 //! lines and rows a batch at a time. Every write here either runs with the job's row locked
-//! or checks again the row it changes, so a job retried meanwhile is left alone.
+//! or checks again the row it changes, so a job retried meanwhile is left alone. Which
+//! jobs a chore looks at is `walks.rs`'s.
 
 use chrono::{DateTime, Utc};
 use contract::job::task;
@@ -10,13 +11,6 @@ use uuid::Uuid;
 use super::sqlite::RowExt;
 use super::{Arg, Id, Ts, Tx, TxConn, pg_rows, sqlite_rows};
 use crate::QueueError;
-use crate::store::Database;
-
-/// Finished jobs whose history is kept (the `jobs_history_kept` index, whose predicate
-/// these repeat so that both planners use it), finished before `$1`.
-const HISTORY_KEPT: &str = "finished_at IS NOT NULL \
-     AND (history_deleted_at IS NULL OR history_deleted_at <= finished_at) \
-     AND finished_at < $1";
 
 /// The job's first `$2` events, as a range of its key: on PostgreSQL, events are keyed by
 /// (job_id, id), and an `id IN (...)` there would walk all of the job's events for each one.
@@ -68,60 +62,21 @@ const MARK_HISTORY: &str = concat!(
      AND finished_at < $3 RETURNING finished_at"
 );
 
-/// Job rows finished before `$1` whose history is already gone (one event each is left,
-/// `job.history_deleted`), oldest first. The outer conditions are checked again on the row the
-/// delete locks: a job retried since the inner read is not finished any more and stays.
-const JOB_ROWS: &str = "DELETE FROM jobs WHERE id IN \
-     (SELECT id FROM jobs WHERE finished_at IS NOT NULL AND finished_at < $1 \
-        AND history_deleted_at > finished_at ORDER BY id LIMIT $2) \
-     AND finished_at IS NOT NULL AND finished_at < $1 AND history_deleted_at > finished_at \
+/// Whether job `$2` is finished before `$1` with its history kept.
+const HISTORY_DUE: &str = "SELECT id FROM jobs WHERE id = $2 AND finished_at IS NOT NULL \
+     AND (history_deleted_at IS NULL OR history_deleted_at <= finished_at) \
+     AND finished_at < $1";
+
+/// The listed job rows (`$2`, a JSON array of ids) finished before `$1` whose history is
+/// already gone (one event each is left, `job.history_deleted`), checked on the row the
+/// delete locks: a job retried since it was read is not finished any more and stays.
+const JOB_ROWS_POSTGRES: &str = "DELETE FROM jobs \
+     WHERE id IN (SELECT x::uuid FROM jsonb_array_elements_text($2) x) \
+       AND finished_at IS NOT NULL AND finished_at < $1 AND history_deleted_at > finished_at \
      RETURNING id";
-
-/// Which of retention's chores a list of due jobs is for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Due {
-    /// Events and artifacts: jobs finished before the cutoff, history kept.
-    History,
-    /// Log lines: the same, not yet compacted since they finished, after a cursor in
-    /// (finished_at, id) order: the pass's progress, which starts from its watermark so
-    /// that it does not walk the jobs it has already compacted.
-    Logs { after: (DateTime<Utc>, Uuid) },
-}
-
-impl Database {
-    /// Up to `limit` jobs due for `due`, finished before `before`, oldest finish first,
-    /// with their `finished_at`.
-    pub(crate) async fn jobs_due(
-        &self,
-        due: Due,
-        before: DateTime<Utc>,
-        limit: i64,
-    ) -> Result<Vec<(Uuid, DateTime<Utc>)>, sqlx::Error> {
-        let history = format!(
-            "SELECT id, finished_at FROM jobs WHERE {HISTORY_KEPT} ORDER BY finished_at, id LIMIT $2"
-        );
-        let logs = format!(
-            "SELECT id, finished_at FROM jobs WHERE {HISTORY_KEPT} \
-             AND (finished_at, id) > ($3, $4) \
-             AND (logs_compacted_at IS NULL OR logs_compacted_at <= finished_at) \
-             ORDER BY finished_at, id LIMIT $2"
-        );
-        on_pool!(self, p => {
-            let query = match due {
-                Due::History => sqlx::query(&history).bind(Ts(before)).bind(limit),
-                Due::Logs { after: (at, id) } => sqlx::query(&logs)
-                    .bind(Ts(before))
-                    .bind(limit)
-                    .bind(Ts(at))
-                    .bind(Id(id)),
-            };
-            let rows = query.fetch_all(p).await?;
-            rows.iter()
-                .map(|r| Ok((r.try_get::<Id, _>("id")?.0, r.try_get::<Ts, _>("finished_at")?.0)))
-                .collect()
-        })
-    }
-}
+const JOB_ROWS_SQLITE: &str = "DELETE FROM jobs WHERE id IN (SELECT value FROM json_each($2)) \
+       AND finished_at IS NOT NULL AND finished_at < $1 AND history_deleted_at > finished_at \
+     RETURNING id";
 
 impl Tx {
     /// Whether the job is finished before `before` with its history kept.
@@ -130,9 +85,8 @@ impl Tx {
         job: Uuid,
         before: DateTime<Utc>,
     ) -> Result<bool, QueueError> {
-        let sql = format!("SELECT id FROM jobs WHERE id = $2 AND {HISTORY_KEPT}");
         let args = [Arg::at(before), Arg::Id(job)];
-        Ok(self.count_rows(&sql, &args).await? == 1)
+        Ok(self.count_rows(HISTORY_DUE, &args).await? == 1)
     }
 
     /// Deletes up to `limit` of the job's events, oldest first; answers how many. The
@@ -201,25 +155,31 @@ impl Tx {
         self.ids(sql, &args).await
     }
 
-    /// Deletes up to `limit` job rows finished before `before` whose history is gone;
-    /// answers their ids.
+    /// Deletes the rows of the `jobs` finished before `before` whose history is gone, and
+    /// what retention kept to look at them again; answers the ids of those deleted.
     pub(crate) async fn delete_job_rows(
         &mut self,
+        jobs: &[Uuid],
         before: DateTime<Utc>,
-        limit: i64,
     ) -> Result<Vec<Uuid>, QueueError> {
-        let args = [Arg::at(before), Arg::BigInt(limit)];
-        let ids = self.ids(JOB_ROWS, &args).await?;
+        let args = [Arg::at(before), id_list(jobs)];
+        let sql = match self.conn {
+            TxConn::Sqlite(_) => JOB_ROWS_SQLITE,
+            TxConn::Postgres(_) => JOB_ROWS_POSTGRES,
+        };
+        let ids = self.ids(sql, &args).await?;
+        if ids.is_empty() {
+            return Ok(ids);
+        }
         // PostgreSQL's events name their job without a foreign key (migration 0011), so
         // nothing cascades there; SQLite's cascade has already taken them.
-        if let TxConn::Postgres(t) = &mut self.conn
-            && !ids.is_empty()
-        {
+        if let TxConn::Postgres(t) = &mut self.conn {
             sqlx::query("DELETE FROM job_events WHERE job_id = ANY($1)")
                 .bind(&ids)
                 .execute(&mut **t)
                 .await?;
         }
+        self.forget_pending(&ids).await?;
         Ok(ids)
     }
 

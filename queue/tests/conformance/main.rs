@@ -110,6 +110,8 @@ conformance! {
     retention::job_rows_are_deleted_only_when_asked_and_their_history_goes_first,
     retention::two_replicas_at_once_delete_each_history_once,
     retention::jobs_that_finished_in_one_millisecond_are_compacted_across_batches,
+    retention::a_job_passed_over_before_it_finished_is_done_once_its_end_is_old_enough,
+    retention::a_job_left_waiting_holds_back_none_of_those_after_it,
     limits::a_repository_at_its_limit_waits_while_other_repositories_go_first,
     limits::one_repository_written_several_ways_is_one_for_the_limit_and_for_a_token,
     limits::a_batch_never_takes_more_of_a_repository_than_its_limit_allows,

@@ -35,7 +35,12 @@ fn log_line(step: usize, n: usize) -> NewEvent {
 /// given artifacts, then its end (`succeed` or a failure that is not retried).
 async fn ran(h: &Harness, lines: usize, artifacts: &[String], succeed: bool) -> Job {
     let job = h.create(Spec::default()).await;
-    let claimed = h.claim_exactly("w1", &job).await;
+    run(h, &job, lines, artifacts, succeed).await
+}
+
+/// [`ran`] of a job made earlier.
+async fn run(h: &Harness, job: &Job, lines: usize, artifacts: &[String], succeed: bool) -> Job {
+    let claimed = h.claim_exactly("w1", job).await;
     let f = fence(&claimed);
     for step in 0..2 {
         h.queue
@@ -306,4 +311,52 @@ pub async fn jobs_that_finished_in_one_millisecond_are_compacted_across_batches(
     jobs.sort();
     assert_eq!(compacted, jobs);
     assert_eq!(report.log_lines, 7 * 4);
+}
+
+pub async fn a_job_passed_over_before_it_finished_is_done_once_its_end_is_old_enough(h: Harness) {
+    // Made two days ago and still queued: a pass walks past it.
+    let late = h.create(Spec::default()).await;
+    h.advance(2 * DAY);
+    assert!(retention(&h, 10).run_once().await.unwrap().is_empty());
+    let late = run(&h, &late, 4, &[task::step_log(0)], true).await;
+    h.advance(DAY + Duration::from_millis(1));
+    let report = retention(&h, 10).run_once().await.unwrap();
+    assert_eq!(report.logs_compacted, [late.id]);
+    assert_eq!(report.log_lines, 4);
+    assert!(retention(&h, 10).run_once().await.unwrap().is_empty());
+    h.advance(30 * DAY);
+    let report = retention(&h, 10).run_once().await.unwrap();
+    assert_eq!(report.history_deleted, [late.id]);
+}
+
+pub async fn a_job_left_waiting_holds_back_none_of_those_after_it(h: Harness) {
+    // A job no worker can claim stays queued, older than every one after it.
+    let waiting = h
+        .create(Spec {
+            extra_caps: vec!["nobody-has-this".into()],
+            ..Spec::default()
+        })
+        .await;
+    let mut done = Vec::new();
+    for _ in 0..5 {
+        done.push(
+            ran(&h, 2, &[task::step_log(0), task::step_log(1)], true)
+                .await
+                .id,
+        );
+    }
+    h.advance(DAY + Duration::from_millis(1));
+    let report = retention(&h, 2).run_once().await.unwrap();
+    let mut compacted = report.logs_compacted.clone();
+    compacted.sort();
+    done.sort();
+    assert_eq!(compacted, done);
+    assert_eq!(report.log_lines, 5 * 4);
+    // Walked once: the next passes find nothing, however long the first job waits.
+    for _ in 0..3 {
+        h.advance(DAY);
+        assert!(retention(&h, 2).run_once().await.unwrap().is_empty());
+    }
+    assert_eq!(h.get(&waiting).await.status, JobState::Queued);
+    assert_eq!(h.event_kinds(&waiting).await, [events::JOB_CREATED]);
 }
