@@ -79,6 +79,7 @@ const SQLITE: &[Embedded] = &[
         "0023_status_listed_apart.sql"
     ),
     embedded!("sqlite", 24, "retention walks", "0024_retention_walks.sql"),
+    embedded!("sqlite", 25, "live jobs", "0025_live_jobs.sql"),
 ];
 
 const POSTGRES: &[Embedded] = &[
@@ -166,6 +167,7 @@ const POSTGRES: &[Embedded] = &[
         "retention walks",
         "0024_retention_walks.sql"
     ),
+    embedded!("postgres", 25, "live jobs", "0025_live_jobs.sql"),
 ];
 
 fn migrator(embedded: &[Embedded]) -> Migrator {
@@ -192,6 +194,20 @@ pub(crate) async fn run(db: &Database) -> Result<(), sqlx::migrate::MigrateError
     match db {
         Database::Sqlite(db) => run_sqlite(&db.pool, SQLITE).await,
         Database::Postgres(PgDb { pool, .. }) => migrator(POSTGRES).run(pool).await,
+    }
+}
+
+/// Applies the migrations before `version` only: for a test of what one does to the data
+/// of the schema before it.
+#[cfg(test)]
+pub(crate) async fn run_before(db: &Database, version: i64) {
+    let before =
+        |all: &'static [Embedded]| &all[..all.iter().position(|m| m.0 == version).unwrap()];
+    match db {
+        Database::Sqlite(db) => run_sqlite(&db.pool, before(SQLITE)).await.unwrap(),
+        Database::Postgres(PgDb { pool, .. }) => {
+            migrator(before(POSTGRES)).run(pool).await.unwrap()
+        }
     }
 }
 

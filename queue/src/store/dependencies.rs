@@ -69,10 +69,13 @@ impl Database {
         id: &JobId,
     ) -> Result<Vec<(JobId, JobState)>, sqlx::Error> {
         on_pool!(self, p => {
-            let rows = sqlx::query(
-                "SELECT d.depends_on, j.status FROM job_dependencies d \
-                 JOIN jobs j ON j.id = d.depends_on WHERE d.job_id = $1 ORDER BY d.depends_on",
-            )
+            let rows = sqlx::query(concat!(
+                "SELECT d.depends_on, ",
+                live!("status"),
+                " AS status FROM job_dependencies d \
+                 JOIN jobs j ON j.id = d.depends_on LEFT JOIN job_queue q ON q.id = j.id \
+                 WHERE d.job_id = $1 ORDER BY d.depends_on"
+            ))
             .bind(Id(id.uuid()))
             .fetch_all(p)
             .await?;
@@ -91,6 +94,7 @@ impl Database {
     /// Waiting edges whose job has ended, up to `limit`.
     pub(crate) async fn ended_dependencies(&self, limit: i64) -> Result<Vec<Ended>, sqlx::Error> {
         on_pool!(self, p => {
+            // A live job's own status is never one of these (`live.rs`): no live row to read.
             let rows = sqlx::query(
                 "SELECT d.job_id, d.depends_on, j.status FROM job_dependencies d \
                  JOIN jobs j ON j.id = d.depends_on WHERE d.state = 'waiting' \
@@ -141,7 +145,7 @@ impl Database {
     ) -> Result<bool, sqlx::Error> {
         on_pool!(self, p => {
             let done = sqlx::query(
-                "UPDATE jobs SET next_attempt_at = $2, updated_at = $2 \
+                "UPDATE job_queue SET next_attempt_at = $2, updated_at = $2 \
                  WHERE id = $1 AND status = 'queued' AND next_attempt_at >= $3",
             )
             .bind(Id(id.uuid()))

@@ -208,17 +208,19 @@ impl Database {
             }
             query.push(order).push_bind(page.limit);
             query.push(") AS event_rows");
+            // The claim is in the live row while the job has one (`live.rs`).
             let kept = [
-                (JOB_CLAIMED, "claimed_event_id", "claimed_at"),
-                (JOB_COMPLETED, "completed_event_id", "finished_at"),
+                (JOB_CLAIMED, live!("claimed_event_id"), live!("claimed_at")),
+                (JOB_COMPLETED, "j.completed_event_id", "j.finished_at"),
             ];
             for (kind, id, at) in kept {
                 query
-                    .push(format_args!(" UNION ALL SELECT {id} AS id, id AS job_id, "))
+                    .push(format_args!(" UNION ALL SELECT {id} AS id, j.id AS job_id, "))
                     .push_bind(kind)
                     .push(format_args!(
                         " AS kind, 'info' AS level, '' AS message, '{{}}' AS payload, \
-                         {at} AS created_at, 1 AS kept FROM jobs WHERE id = "
+                         {at} AS created_at, 1 AS kept FROM {} WHERE j.id = ",
+                        job_from!()
                     ))
                     .push_bind(Id(job_id))
                     .push(format_args!(" AND {id} > "))
@@ -239,9 +241,14 @@ impl Database {
     pub(crate) async fn count_events(&self, job_id: Uuid) -> Result<i64, sqlx::Error> {
         on_pool!(self, p => {
             sqlx::query_scalar(
-                "SELECT (SELECT COUNT(*) FROM job_events WHERE job_id = $1) \
-                 + (SELECT COUNT(claimed_event_id) + COUNT(completed_event_id) \
-                    FROM jobs WHERE id = $1)",
+                concat!(
+                    "SELECT (SELECT COUNT(*) FROM job_events WHERE job_id = $1) \
+                     + (SELECT COUNT(",
+                    live!("claimed_event_id"),
+                    ") + COUNT(j.completed_event_id) FROM ",
+                    job_from!(),
+                    " WHERE j.id = $1)"
+                ),
             )
             .bind(Id(job_id))
             .fetch_one(p)
@@ -267,9 +274,15 @@ impl Database {
             query
                 .push_bind(kind)
                 .push(
-                    " AND e.id > COALESCE(\
-                     (SELECT j.claimed_event_id FROM jobs j WHERE j.id = e.job_id), \
-                     (SELECT MAX(s.id) FROM job_events s WHERE s.job_id = e.job_id AND s.kind = ",
+                    concat!(
+                        " AND e.id > COALESCE((SELECT ",
+                        live!("claimed_event_id"),
+                        " FROM ",
+                        job_from!(),
+                        " WHERE j.id = e.job_id), \
+                         (SELECT MAX(s.id) FROM job_events s WHERE s.job_id = e.job_id \
+                          AND s.kind = "
+                    ),
                 )
                 .push_bind(JOB_CLAIMED)
                 .push("), 0) AND e.job_id IN (");

@@ -5,6 +5,7 @@ use contract::{Job, JobEvent, JobState};
 use sqlx::Row;
 use uuid::Uuid;
 
+use super::live::is_live;
 use super::postgres;
 use super::sqlite::RowExt;
 use super::{Arg, Id, Ts, Tx, TxConn, int, sqlite_rows};
@@ -66,7 +67,9 @@ const LOCK_JOB_SQLITE: &str = concat!(
     job_columns!(),
     ", ",
     kept_columns!(),
-    " FROM jobs WHERE id = $1"
+    " FROM ",
+    job_from!(),
+    " WHERE j.id = $1"
 );
 
 const INSERT_JOB: &str = insert_job_sql!();
@@ -78,46 +81,84 @@ const SAVE_JOB: &str = "UPDATE jobs SET status = $2, attempt = $3, next_attempt_
      pause_requested = $15, resume_from = $16, approval = $17 \
      WHERE id = $1";
 
-/// The states `jobs_listed_apart` holds (migration 0023): all but the two a claim and a
-/// success write, so that neither adds an entry to it. Every statement meant to use it
-/// says its predicate: SQLite takes a partial index only then.
+/// The states `jobs_listed_apart` holds (migrations 0023, 0025), through the column
+/// `listed_state` that is theirs and NULL for the others: neither a claim nor a success
+/// changes it. Every statement meant to use the index says its predicate: SQLite takes a
+/// partial index only then.
 macro_rules! listed_apart {
     () => {
-        "status NOT IN ('running', 'succeeded')"
+        "listed_state IS NOT NULL"
     };
 }
 
-/// Whether `jobs_listed_apart` holds the jobs in `state`.
+/// Where the list finds the jobs in a state.
 fn listed_apart(state: JobState) -> bool {
-    !matches!(state, JobState::Running | JobState::Succeeded)
+    !matches!(
+        state,
+        JobState::Queued | JobState::Running | JobState::Succeeded
+    )
 }
 
-/// The list's condition on the state. The name is written out, not bound (a closed enum's
-/// wire name): SQLite matches a partial index's predicate only against literals, for a
-/// running job `jobs_running`'s. Succeeded jobs, most of the table, are found by walking
-/// the primary key.
-fn state_condition(state: JobState) -> String {
-    if listed_apart(state) {
-        format!(
-            concat!(listed_apart!(), " AND status = '{}'"),
-            state.as_str()
-        )
-    } else {
-        format!("status = '{}'", state.as_str())
+/// The rows a list reads and its condition on the state. A live state's jobs are found
+/// among the live rows (`live.rs`), which also say their state; the states apart through
+/// `jobs_listed_apart`; succeeded jobs, most of the table, by walking the primary key
+/// (no job with a live row is `succeeded` in its own). The name is written out, not bound
+/// (a closed enum's wire name): SQLite matches a partial index's predicate only against
+/// literals.
+fn state_rows(state: Option<JobState>, sqlite: bool) -> StateRows {
+    let all = StateRows {
+        from: concat!(" FROM ", job_from!()),
+        condition: None,
+        key: "j.id",
+    };
+    match state {
+        None => all,
+        // SQLite, with no statistics, would rather sort what an index of the state holds
+        // than walk the key in the list's order.
+        Some(JobState::Queued) if sqlite => StateRows {
+            from: " FROM job_queue q INDEXED BY job_queue_pkey JOIN jobs j ON j.id = q.id",
+            condition: Some("q.status = 'queued'".into()),
+            key: "q.id",
+        },
+        Some(state) if is_live(state) => StateRows {
+            from: " FROM job_queue q JOIN jobs j ON j.id = q.id",
+            condition: Some(format!("q.status = '{}'", state.as_str())),
+            key: "q.id",
+        },
+        Some(state) if listed_apart(state) => StateRows {
+            condition: Some(format!(
+                concat!("j.", listed_apart!(), " AND j.listed_state = '{}'"),
+                state.as_str()
+            )),
+            ..all
+        },
+        Some(state) => StateRows {
+            condition: Some(format!("j.status = '{}'", state.as_str())),
+            ..all
+        },
     }
 }
 
-/// How many jobs are in each state, without an index of every job's state: the states
-/// apart and the running counted through their indexes, the succeeded the rest of all.
-/// One statement, so one snapshot: the figures add up.
+/// What [`state_rows`] answers: the rows, the condition, and the id the list pages by
+/// (the rows it walks).
+struct StateRows {
+    from: &'static str,
+    condition: Option<String>,
+    key: &'static str,
+}
+
+/// How many jobs are in each state, without an index of every job's state: the live ones
+/// counted among the live rows, the states apart through their index, the succeeded the
+/// rest of all. One statement, so one snapshot: the figures add up.
 const COUNT_BY_STATUS: &str = concat!(
-    "WITH apart AS (SELECT status, COUNT(*) AS n FROM jobs WHERE ",
+    "WITH apart AS (SELECT listed_state AS status, COUNT(*) AS n FROM jobs WHERE ",
     listed_apart!(),
-    " GROUP BY status), \
-     running AS (SELECT COUNT(*) AS n FROM jobs WHERE status = 'running') \
+    " GROUP BY listed_state), \
+     live AS (SELECT status, COUNT(*) AS n FROM job_queue GROUP BY status) \
      SELECT status, n FROM apart \
-     UNION ALL SELECT 'running', n FROM running \
-     UNION ALL SELECT 'succeeded', CAST((SELECT COUNT(*) FROM jobs) - (SELECT n FROM running) \
+     UNION ALL SELECT status, n FROM live \
+     UNION ALL SELECT 'succeeded', CAST((SELECT COUNT(*) FROM jobs) \
+       - (SELECT COALESCE(SUM(n), 0) FROM live) \
        - (SELECT COALESCE(SUM(n), 0) FROM apart) AS BIGINT)"
 );
 
@@ -145,7 +186,8 @@ impl Tx {
         let mut args = vec![Arg::Id(job.id.uuid())];
         args.extend(state_args(job));
         args.extend(created_args(job, repository)?);
-        self.execute(INSERT_JOB, &args).await
+        self.execute(INSERT_JOB, &args).await?;
+        self.insert_live(job).await
     }
 
     /// Writes back every field a transition may change.
@@ -205,12 +247,13 @@ impl Tx {
             self.reopened(&reopened, job.updated_at).await?;
         }
         if let TxConn::Postgres(t) = &mut self.conn {
-            return postgres::save_jobs(t, jobs).await;
+            postgres::save_jobs(t, jobs).await?;
+        } else {
+            for job in jobs {
+                self.save_job(job).await?;
+            }
         }
-        for job in jobs {
-            self.save_job(job).await?;
-        }
-        Ok(())
+        self.save_live(jobs).await
     }
 }
 
@@ -276,7 +319,7 @@ impl Database {
 
     pub(crate) async fn get_job(&self, id: Uuid) -> Result<Option<Job>, sqlx::Error> {
         on_pool!(self, p => {
-            let row = sqlx::query(concat!("SELECT ", job_columns!(), " FROM jobs WHERE id = $1"))
+            let row = sqlx::query(concat!("SELECT ", job_columns!(), " FROM ", job_from!(), " WHERE j.id = $1"))
                 .bind(Id(id))
                 .fetch_optional(p)
                 .await?;
@@ -288,20 +331,22 @@ impl Database {
     /// combination is a plain indexed range scan rather than a `$n IS NULL OR …` plan.
     pub(crate) async fn list_jobs(&self, filter: &ListSql<'_>) -> Result<Vec<Job>, sqlx::Error> {
         on_pool!(self, p => {
-            let mut query = sqlx::QueryBuilder::new(concat!("SELECT ", job_columns!(), " FROM jobs"));
+            let rows = state_rows(filter.status, matches!(self, Database::Sqlite(_)));
+            let mut query = sqlx::QueryBuilder::new(concat!("SELECT ", job_columns!()));
+            query.push(rows.from);
             let mut and = " WHERE ";
-            if let Some(status) = filter.status {
-                query.push(and).push(state_condition(status));
+            if let Some(condition) = &rows.condition {
+                query.push(and).push(condition);
                 and = " AND ";
             }
             if let Some(job_type) = filter.job_type {
-                query.push(and).push("job_type = ").push_bind(job_type);
+                query.push(and).push("j.job_type = ").push_bind(job_type);
                 and = " AND ";
             }
             if let Some(before) = filter.before {
-                query.push(and).push("id < ").push_bind(Id(before));
+                query.push(and).push(rows.key).push(" < ").push_bind(Id(before));
             }
-            query.push(" ORDER BY id DESC LIMIT ").push_bind(filter.limit);
+            query.push(format_args!(" ORDER BY {} DESC LIMIT ", rows.key)).push_bind(filter.limit);
             let rows = query.build().fetch_all(p).await?;
             rows.iter().map(|row| job_from_row!(row)).collect()
         })
@@ -315,7 +360,7 @@ impl Database {
     ) -> Result<Vec<Uuid>, sqlx::Error> {
         on_pool!(self, p => {
             let ids: Vec<Id> = sqlx::query_scalar(
-                "SELECT id FROM jobs WHERE status = 'running' AND lease_expires_at < $1 \
+                "SELECT id FROM job_queue WHERE status = 'running' AND lease_expires_at < $1 \
                  ORDER BY lease_expires_at LIMIT $2",
             )
             .bind(Ts(now))
@@ -331,27 +376,41 @@ impl Database {
 mod tests {
     use super::*;
 
-    /// The predicate written in SQL and the states the list reads through it agree.
+    /// The states the generated column names (migration 0025) are those the list reads
+    /// through it.
     #[test]
     fn the_index_apart_holds_the_states_the_list_reads_through_it() {
-        for state in JobState::ALL {
-            let named = listed_apart!().contains(&format!("'{state}'"));
-            assert_eq!(named, !listed_apart(state), "{state}");
+        for migration in [
+            include_str!("../../../migrations/postgres/0025_live_jobs.sql"),
+            include_str!("../../../migrations/sqlite/0025_live_jobs.sql"),
+        ] {
+            let case = migration
+                .split("CASE WHEN status IN (")
+                .nth(1)
+                .and_then(|rest| rest.split(')').next())
+                .expect("the generated column's states");
+            for state in JobState::ALL {
+                let named = case.contains(&format!("'{state}'"));
+                assert_eq!(named, listed_apart(state), "{state}");
+            }
         }
     }
 
     /// Where the list finds the jobs in each state.
     const PLANS: [(JobState, &str); 4] = [
         (JobState::Failed, "jobs_listed_apart"),
-        (JobState::Queued, "jobs_listed_apart"),
-        (JobState::Running, "jobs_running"),
+        (JobState::Queued, "job_queue_pkey"),
+        (JobState::Running, "job_queue_running"),
         (JobState::Succeeded, "jobs_pkey"),
     ];
 
-    fn list_sql(state: JobState) -> String {
+    fn list_sql(state: JobState, sqlite: bool) -> String {
+        let rows = state_rows(Some(state), sqlite);
         format!(
-            "SELECT id FROM jobs WHERE {} ORDER BY id DESC LIMIT 50",
-            state_condition(state)
+            "SELECT j.id{} WHERE {} ORDER BY {} DESC LIMIT 50",
+            rows.from,
+            rows.condition.unwrap_or_default(),
+            rows.key
         )
     }
 
@@ -367,7 +426,7 @@ mod tests {
         };
         for (state, index) in PLANS {
             let index = index.replace("jobs_pkey", "sqlite_autoindex_jobs_1");
-            let sql = format!("EXPLAIN QUERY PLAN {}", list_sql(state));
+            let sql = format!("EXPLAIN QUERY PLAN {}", list_sql(state, true));
             let rows = sqlx::query(&sql).fetch_all(lite.pool()).await.unwrap();
             let plan: Vec<String> = rows.iter().map(|r| r.get("detail")).collect();
             let plan = plan.join("\n");
@@ -395,9 +454,25 @@ mod tests {
         .execute(&pool)
         .await
         .unwrap();
-        sqlx::query("ANALYZE jobs").execute(&pool).await.unwrap();
+        sqlx::query(
+            "INSERT INTO job_queue (id, priority, created_at, job_type, repository, \
+             required_capabilities, next_attempt_at, status, attempt, updated_at, claimed_by, \
+             lease_expires_at) \
+             SELECT id, priority, created_at, job_type, repository, required_capabilities, \
+               next_attempt_at, status, attempt, updated_at, claimed_by, lease_expires_at \
+             FROM jobs WHERE status IN ('queued', 'running')",
+        )
+        .execute(&pool)
+        .await
+        .unwrap();
+        for table in ["jobs", "job_queue"] {
+            sqlx::query(&format!("ANALYZE {table}"))
+                .execute(&pool)
+                .await
+                .unwrap();
+        }
         for (state, index) in PLANS {
-            let sql = format!("EXPLAIN {}", list_sql(state));
+            let sql = format!("EXPLAIN {}", list_sql(state, false));
             let plan: Vec<String> = sqlx::query_scalar(&sql).fetch_all(&pool).await.unwrap();
             let plan = plan.join("\n");
             assert!(plan.contains(index), "{state}: {plan}");

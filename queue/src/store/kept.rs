@@ -11,6 +11,7 @@ use contract::{Job, JobEvent, JobId, JobState};
 use sqlx::Row;
 use uuid::Uuid;
 
+use super::live::shape;
 use super::sqlite::{DRAW_EVENT_IDS, RowExt};
 use super::{Arg, Id, Tx, TxConn, pg_rows, sqlite_rows};
 use crate::QueueError;
@@ -43,6 +44,10 @@ const FOLD_SQLITE: &str = "UPDATE jobs SET completed_event_id = $2 WHERE id = $1
 const UNFOLD: &str = "UPDATE jobs SET claimed_event_id = NULL, claimed_at = NULL, \
      claim_lease_until = NULL, completed_event_id = NULL WHERE id = $1";
 
+/// What a live row keeps of the claim (`live.rs`), written out too.
+const UNFOLD_LIVE: &str = "UPDATE job_queue SET claimed_event_id = NULL, claimed_at = NULL, \
+     claim_lease_until = NULL WHERE id = $1 AND claimed_event_id IS NOT NULL";
+
 const WRITE_OUT_POSTGRES: &str = "INSERT INTO job_events \
      (id, job_id, kind, level, message, payload, created_at) OVERRIDING SYSTEM VALUE \
      VALUES ($1, $2, $3, $4, $5, $6, $7)";
@@ -54,7 +59,9 @@ const KEPT_JOB: &str = concat!(
     job_columns!(),
     ", ",
     kept_columns!(),
-    " FROM jobs WHERE id = $1"
+    " FROM ",
+    job_from!(),
+    " WHERE j.id = $1"
 );
 
 /// Whether a transition's events are a success the row keeps: the job ended succeeded and
@@ -81,8 +88,9 @@ fn claim_stands(old: &Job, new: &Job) -> bool {
 /// So successes and heartbeats swap; failures, retries and lost leases take the lock. A
 /// job queued again after it finished takes it too: the save that queues it tells
 /// retention to look at it again (`walks.rs`).
+/// One that makes a job live again does too: the save makes its live row (`live.rs`).
 pub(crate) fn swappable(old: &Job, new: &Job) -> bool {
-    if old.finished_at.is_some() && new.finished_at.is_none() {
+    if old.finished_at.is_some() && new.finished_at.is_none() || shape(old, new).is_none() {
         return false;
     }
     match old.status {
@@ -180,7 +188,8 @@ impl Tx {
                 TxConn::Postgres(t) => pg_rows(t, WRITE_OUT_POSTGRES, &args, |_| Ok(())).await?,
             };
         }
-        self.execute(UNFOLD, &[Arg::Id(job.id.uuid())]).await
+        self.execute(UNFOLD, &[Arg::Id(job.id.uuid())]).await?;
+        self.execute(UNFOLD_LIVE, &[Arg::Id(job.id.uuid())]).await
     }
 }
 

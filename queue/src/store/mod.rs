@@ -35,34 +35,8 @@ macro_rules! on_pool {
     };
 }
 
-macro_rules! job_columns {
-    () => {
-        "id, job_type, status, priority, payload, affinity_key, required_capabilities, \
-         created_by_user_id, attempt, max_attempts, next_attempt_at, claimed_by, \
-         lease_expires_at, cancel_requested_at, cancel_requested_by_user_id, cancel_reason, \
-         result_summary, error_message, started_at, finished_at, created_at, updated_at, usage, \
-         pause_requested, resume_from, approval"
-    };
-}
-
-/// What of its timeline a job's row keeps (`kept.rs`), read beside `job_columns!`.
-macro_rules! kept_columns {
-    () => {
-        "claimed_event_id, claimed_at, claim_lease_until, completed_event_id"
-    };
-}
-
-macro_rules! event_columns {
-    () => {
-        "id, job_id, kind, level, message, payload, created_at"
-    };
-}
-
-macro_rules! artifact_columns {
-    () => {
-        "id, job_id, name, size, content_type, sha256, created_at"
-    };
-}
+#[macro_use]
+mod columns;
 
 // Decoders are macros rather than generic functions: expanded where the row type is
 // concrete (an sqlx row, or a rusqlite row through `sqlite::RowExt`), they spare a page of
@@ -195,13 +169,6 @@ macro_rules! artifact_from_row {
     }};
 }
 
-macro_rules! token_columns {
-    () => {
-        "id, name, kind, role, token_hash, token_prefix, capabilities, allowed_repositories, \
-         allowed_job_types, created_at, last_used_at, revoked_at"
-    };
-}
-
 macro_rules! token_from_row {
     ($row:expr) => {{
         let row = $row;
@@ -240,18 +207,6 @@ macro_rules! token_from_row {
     }};
 }
 
-/// The columns of `jobs::state_args` come first, in its order, so both writes share it.
-macro_rules! insert_job_sql {
-    () => {
-        "INSERT INTO jobs (id, status, attempt, next_attempt_at, claimed_by, \
-         lease_expires_at, cancel_requested_at, cancel_requested_by_user_id, cancel_reason, \
-         result_summary, error_message, started_at, finished_at, updated_at, job_type, \
-         priority, payload, affinity_key, required_capabilities, created_by_user_id, \
-         max_attempts, created_at, repository) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, \
-         $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23)"
-    };
-}
-
 // Declared after the macros, which a module sees only once they are defined. The
 // concerns first, then the two drivers.
 mod artifacts;
@@ -263,6 +218,7 @@ mod events;
 mod jobs;
 mod kept;
 mod leases;
+mod live;
 mod outbox;
 mod replies;
 mod retention;

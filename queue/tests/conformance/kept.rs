@@ -16,8 +16,17 @@ fn rows(kind: &str, id: JobId) -> String {
     format!("SELECT count(*) FROM job_events WHERE kind = '{kind}' AND job_id = '{id}'")
 }
 
+/// Whether the job's rows keep `column`: its own row, or for the claim its live row while
+/// it has one (migration 0025); never both.
 fn kept(column: &str, id: JobId) -> String {
-    format!("SELECT count(*) FROM jobs WHERE {column} IS NOT NULL AND id = '{id}'")
+    let own = format!("SELECT id FROM jobs WHERE {column} IS NOT NULL AND id = '{id}'");
+    match column {
+        "completed_event_id" => format!("SELECT count(*) FROM ({own}) AS kept"),
+        _ => format!(
+            "SELECT count(*) FROM ({own} UNION ALL \
+             SELECT id FROM job_queue WHERE {column} IS NOT NULL AND id = '{id}') AS kept"
+        ),
+    }
 }
 
 /// Issue 39's first step, seen from the tables: a success writes no event row (its id is
@@ -264,12 +273,18 @@ pub async fn a_kept_claim_comes_after_an_event_appended_under_another_lock(h: Ha
         assert_eq!(events.last().unwrap().kind, "job.claimed");
         return;
     };
+    // Held as a write under the job's lock holds it: its row, then its live row.
     let mut holder = pool.begin().await.unwrap();
-    sqlx::query("SELECT id FROM jobs WHERE id = $1 FOR UPDATE")
-        .bind(job.id.uuid())
-        .execute(&mut *holder)
-        .await
-        .unwrap();
+    for held in [
+        "SELECT id FROM jobs WHERE id = $1 FOR UPDATE",
+        "SELECT id FROM job_queue WHERE id = $1 FOR UPDATE",
+    ] {
+        sqlx::query(held)
+            .bind(job.id.uuid())
+            .execute(&mut *holder)
+            .await
+            .unwrap();
+    }
     assert!(h.claim("w1").await.is_none(), "the held row is skipped");
     let appended: i64 = sqlx::query_scalar(
         "INSERT INTO job_events (job_id, kind, level, message, payload, created_at) \

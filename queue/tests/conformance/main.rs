@@ -23,6 +23,7 @@ mod kept;
 mod lifecycle;
 mod limits;
 mod listing;
+mod live;
 mod notify;
 mod outbox;
 mod pauses;
@@ -111,6 +112,8 @@ conformance! {
     retention::two_replicas_at_once_delete_each_history_once,
     retention::jobs_that_finished_in_one_millisecond_are_compacted_across_batches,
     retention::a_job_passed_over_before_it_finished_is_done_once_its_end_is_old_enough,
+    live::a_job_has_a_live_row_exactly_while_it_is_queued_or_running,
+    live::a_claimed_job_reads_its_lease_from_its_live_row,
     retention::a_job_left_waiting_holds_back_none_of_those_after_it,
     limits::a_repository_at_its_limit_waits_while_other_repositories_go_first,
     limits::one_repository_written_several_ways_is_one_for_the_limit_and_for_a_token,

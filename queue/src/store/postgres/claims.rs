@@ -13,33 +13,37 @@ use crate::store::claim_sql::{ClaimSql, claim_args, claim_order};
 use crate::store::{Arg, PgDb, pg_rows};
 
 /// The claim of one claimer: its pick (`claim_pick!`, `$extra` one more condition on the
-/// candidate row) leased in the same statement. The pick's lock re-checks its conditions,
-/// so the update needs no second `status = 'queued'` test, which made the planner reach the
-/// row through an index of the state and its dead entries instead of the primary key.
+/// candidate row) leased in the same statement, which writes only the live rows
+/// (`live.rs`) and reads the jobs' own rows for the rest of what it answers. The pick's
+/// lock re-checks its conditions, so the update needs no second `status = 'queued'` test.
+/// The jobs' own rows are read as of the statement's start, unlocked: of a queued job only
+/// its task can change without ending it (steps appended), and steps appended in the
+/// instant of its claim reach the worker at its first step boundary, where it reads its
+/// task again.
 macro_rules! claim_postgres_sql {
     ($extra:literal) => {
         concat!(
-            "UPDATE jobs SET ",
+            "UPDATE job_queue AS q SET ",
             claim_set!("$1", "$2", "$3"),
-            " WHERE id = ANY(ARRAY(",
+            " FROM jobs AS j WHERE j.id = q.id AND q.id = ANY(ARRAY(",
             claim_pick!("$3", "$4", "$5", "$6", "$7", $extra),
             ")) RETURNING ",
             job_columns!(),
-            ", claimed_event_id"
+            ", q.claimed_event_id AS claimed_event_id"
         )
     };
 }
 
-/// The PostgreSQL claim, its `job.claimed` kept in the row, in one statement outside an
-/// explicit transaction.
+/// The PostgreSQL claim, its `job.claimed` kept in the live row, in one statement outside
+/// an explicit transaction.
 const CLAIM_POSTGRES: &str = claim_postgres_sql!("");
 
 /// [`CLAIM_POSTGRES`] that also skips a job whose repository has `$8` jobs running
 /// already. The count is only true while no other claim can add to it: see
 /// [`REPOSITORY_LIMIT_LOCK`].
 const CLAIM_POSTGRES_LIMITED: &str = claim_postgres_sql!(
-    "AND (SELECT count(*) FROM jobs r \
-          WHERE r.repository = jobs.repository AND r.status = 'running') < $8"
+    "AND (SELECT count(*) FROM job_queue r \
+          WHERE r.repository = job_queue.repository AND r.status = 'running') < $8"
 );
 
 /// The advisory lock that claims under a repository limit take for their transaction.
@@ -51,19 +55,20 @@ const REPOSITORY_LIMIT_LOCK: i64 = 0x5354_4550_5749_5345; // "STEPWISE"
 /// [`CLAIM_POSTGRES`] for several claimers that ask alike: `$1` and `$2` are arrays, a
 /// worker id and a lease end per slot (a claimer of N jobs has N slots, in a row); `$7` is
 /// the number of slots. The jobs picked are handed to the slots in claim order, so the
-/// claimers that came first are served first. `picked` locks every row before `claimed`
+/// claimers that came first are served first. `picked` locks every row before the update
 /// works out a value, so the ids drawn there come after the lock, as in [`CLAIM_POSTGRES`].
 const CLAIM_SLOTS_POSTGRES: &str = concat!(
     "WITH picked AS (SELECT ARRAY(",
     claim_pick!("$3", "$4", "$5", "$6", "$7", ""),
-    ") AS ids) UPDATE jobs SET ",
+    ") AS ids) UPDATE job_queue AS q SET ",
     claim_set!(
-        "($1::text[])[array_position(picked.ids, jobs.id)]",
-        "($2::timestamptz[])[array_position(picked.ids, jobs.id)]",
+        "($1::text[])[array_position(picked.ids, q.id)]",
+        "($2::timestamptz[])[array_position(picked.ids, q.id)]",
         "$3"
     ),
-    " FROM picked WHERE jobs.id = ANY(picked.ids) \
-     RETURNING jobs.*, array_position(picked.ids, jobs.id) AS slot"
+    " FROM picked, jobs AS j WHERE q.id = ANY(picked.ids) AND j.id = q.id RETURNING ",
+    job_columns!(),
+    ", q.claimed_event_id AS claimed_event_id, array_position(picked.ids, q.id) AS slot"
 );
 
 /// The jobs a claim leased, in claim order, each with its stored `job.claimed` event.
@@ -306,7 +311,7 @@ mod tests {
     use crate::store::Ts;
 
     /// A burst of jobs into a table the planner has no statistics for yet: the claim must
-    /// still walk jobs_claim_order rather than sort every queued job.
+    /// still walk job_queue_claim_order rather than sort every queued job.
     #[tokio::test]
     async fn postgres_claim_walks_the_claim_index_before_statistics_exist() {
         let (scratch, _db, pool) = super::super::scratch("stepwise_t_plan").await;
@@ -316,6 +321,15 @@ mod tests {
              required_capabilities, max_attempts, next_attempt_at, created_at, updated_at) \
              SELECT gen_random_uuid(), 'task', 'queued', 0, '{}', 'o/r', '[\"codex\"]', 3, \
              now(), now() + g * interval '1 ms', now() FROM generate_series(1, 5000) AS g",
+        )
+        .execute(pool)
+        .await
+        .unwrap();
+        sqlx::query(
+            "INSERT INTO job_queue (id, priority, created_at, job_type, repository, \
+             required_capabilities, next_attempt_at, status, attempt, updated_at) \
+             SELECT id, priority, created_at, job_type, repository, required_capabilities, \
+               next_attempt_at, status, attempt, updated_at FROM jobs",
         )
         .execute(pool)
         .await
@@ -332,7 +346,10 @@ mod tests {
             .await
             .unwrap();
         let plan = plan.join("\n");
-        assert!(plan.contains("Index Scan using jobs_claim_order"), "{plan}");
+        assert!(
+            plan.contains("Index Scan using job_queue_claim_order"),
+            "{plan}"
+        );
         assert!(!plan.contains("Sort"), "{plan}");
         assert!(!plan.contains("JIT"), "{plan}");
         pool.close().await;

@@ -39,7 +39,8 @@ pub(crate) type Finished = (Swapped, Claimed);
 /// slots of the swaps written, renumbered; the pick takes as many jobs and hands them out
 /// in claim order, the slots of the finishes that came first first. Every swap's row is
 /// locked by `locked` and written by `updated` before `slots` reads which were, so the
-/// claims' event ids, drawn after the pick's locks, come after the completions'. One row
+/// claims' event ids, drawn after the pick's locks, come after the completions'. The
+/// claims write only live rows (`live.rs`). One row
 /// per job claimed, with its finish's answer, and one for a finish that claimed none.
 static FINISH_JOBS_POSTGRES: LazyLock<String> = LazyLock::new(|| {
     format!(
@@ -49,9 +50,11 @@ static FINISH_JOBS_POSTGRES: LazyLock<String> = LazyLock::new(|| {
              WITH ORDINALITY AS s(finish, worker, lease, k) \
            WHERE s.finish IN (SELECT n FROM updated)), \
          picked AS (SELECT ARRAY({pick}) AS ids), \
-         claimed AS (UPDATE jobs SET {set} FROM picked, slots AS s \
-           WHERE jobs.id = ANY(picked.ids) AND s.k = array_position(picked.ids, jobs.id) \
-           RETURNING jobs.*, s.finish, s.k AS slot) \
+         claimed AS (UPDATE job_queue AS q SET {set} FROM picked, slots AS s, jobs AS j \
+           WHERE q.id = ANY(picked.ids) AND s.k = array_position(picked.ids, q.id) \
+             AND j.id = q.id \
+           RETURNING {columns}, q.claimed_event_id AS claimed_event_id, s.finish, \
+             s.k AS slot) \
          SELECT u.n, {SWAP_ANSWER}, c.* \
          FROM input AS u LEFT JOIN claimed AS c ON c.finish = u.n ORDER BY u.n, c.slot",
         pick = claim_pick!(
@@ -63,6 +66,7 @@ static FINISH_JOBS_POSTGRES: LazyLock<String> = LazyLock::new(|| {
             ""
         ),
         set = claim_set!("s.worker", "s.lease", "$44"),
+        columns = job_columns!(),
     )
 });
 

@@ -12,27 +12,41 @@ use super::swaps::bind_states;
 use crate::QueueError;
 use crate::machine::PendingEvent;
 use crate::store::jobs::{created_args, state_args};
-use crate::store::{Arg, Kept, bind_pg};
+use crate::store::live::is_live;
+use crate::store::{Arg, Kept, bind_pg, int};
 
 /// PostgreSQL: the job and its first events (`$24`..`$27` arrays, inserted in their order)
 /// in one statement, run outside an explicit transaction (a statement is atomic on its
 /// own): one round trip instead of four.
+/// A live job's live row (`live.rs`) is made in it too, from the same arguments.
 const INSERT_JOB_WITH_EVENTS_POSTGRES: &str = concat!(
     "WITH job AS (",
     insert_job_sql!(),
-    " RETURNING id) INSERT INTO job_events (job_id, kind, level, message, payload, created_at) \
+    " RETURNING id), live AS (INSERT INTO job_queue (id, priority, created_at, job_type, \
+       repository, required_capabilities, next_attempt_at, status, attempt, updated_at, \
+       started_at, claimed_by, lease_expires_at) \
+     SELECT $1, $16, $22, $15, $23, $19, $4, $2, $3, $14, $12, $5, $6 \
+     WHERE $2 IN ('queued', 'running')) \
+     INSERT INTO job_events (job_id, kind, level, message, payload, created_at) \
      SELECT job.id, e.kind, e.level, e.message, e.payload, $22 \
      FROM job, unnest($24::text[], $25::text[], $26::text[], $27::jsonb[]) \
        WITH ORDINALITY AS e(kind, level, message, payload, n) \
      ORDER BY e.n RETURNING id"
 );
 
+/// The jobs' rows locked in id order, then their live rows (`live.rs`): the array of the
+/// first is an InitPlan of the second, so no live row is locked before its job's. Both are
+/// read as locked, the latest versions, not as of the statement's start.
 const LOCK_JOBS_POSTGRES: &str = concat!(
-    "SELECT ",
+    "WITH j AS MATERIALIZED (SELECT * FROM jobs WHERE id = ANY($1) ORDER BY id FOR UPDATE), \
+     q AS MATERIALIZED (SELECT * FROM job_queue \
+       WHERE id = ANY(ARRAY(SELECT id FROM j)) ORDER BY id FOR UPDATE) \
+     SELECT ",
     job_columns!(),
     ", ",
     kept_columns!(),
-    " FROM jobs WHERE id = ANY($1) ORDER BY id FOR UPDATE"
+    ", q.id IS NOT NULL AS has_live, j.status AS own_status \
+     FROM j LEFT JOIN q ON q.id = j.id ORDER BY j.id"
 );
 
 /// `SAVE_JOB` for many rows: one array per column (in the order of `bind_states`), zipped
@@ -87,18 +101,36 @@ pub(crate) async fn create_job(
 
 /// The jobs among `ids` that exist, locked in id order, so two transactions locking
 /// overlapping sets cannot deadlock; each with what its row keeps of its timeline.
+///
+/// A job whose own row says it is live but whose live row the statement did not see had it
+/// made after the statement began, by a write it waited for: the statement runs again,
+/// and this time sees and locks it (the job's row is already held, so nothing else can
+/// make or take a live row of it meanwhile but a claim, which never waits).
 pub(crate) async fn lock_jobs(
     t: &mut PgConnection,
     ids: &[Uuid],
 ) -> Result<Vec<(Job, Kept)>, QueueError> {
-    let rows = sqlx::query(LOCK_JOBS_POSTGRES)
-        .bind(ids)
-        .fetch_all(t)
-        .await?;
-    Ok(rows
-        .iter()
-        .map(|r| Ok((job_from_row!(r)?, kept_from_row!(r)?)))
-        .collect::<Result<_, sqlx::Error>>()?)
+    for run in 0.. {
+        let rows = sqlx::query(LOCK_JOBS_POSTGRES)
+            .bind(ids)
+            .fetch_all(&mut *t)
+            .await?;
+        let mut missed = false;
+        let mut locked = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let own: String = row.try_get("own_status")?;
+            let has_live: bool = row.try_get("has_live")?;
+            let own: contract::JobState = own.parse().map_err(crate::store::decode_err)?;
+            missed |= is_live(own) && !has_live;
+            locked.push((job_from_row!(row)?, kept_from_row!(row)?));
+        }
+        // Once more at most: a live row missing twice is not there to wait for, and the
+        // save makes it.
+        if !missed || run > 0 {
+            return Ok(locked);
+        }
+    }
+    unreachable!("the second run returns")
 }
 
 /// Saves several jobs' changed fields in one statement.
@@ -124,4 +156,60 @@ fn bind_events<'q>(
         .bind(text(|e| e.level.as_str()))
         .bind(text(|e| &e.message))
         .bind(events.iter().map(|e| Json(&e.payload)).collect::<Vec<_>>())
+}
+
+/// `live.rs`'s `UPSERT_LIVE` for many jobs at once: `$1` their ids, `$2`..`$8` their live
+/// columns, one array each.
+const UPSERT_LIVE_POSTGRES: &str = "INSERT INTO job_queue (id, priority, created_at, job_type, \
+     repository, required_capabilities, next_attempt_at, status, attempt, updated_at, \
+     started_at, claimed_by, lease_expires_at) \
+     SELECT j.id, j.priority, j.created_at, j.job_type, j.repository, j.required_capabilities, \
+       u.next_attempt_at, u.status, u.attempt, u.updated_at, u.started_at, u.claimed_by, \
+       u.lease_expires_at \
+     FROM unnest($1::uuid[], $2::timestamptz[], $3::text[], $4::int[], $5::timestamptz[], \
+       $6::timestamptz[], $7::text[], $8::timestamptz[]) \
+       AS u(id, next_attempt_at, status, attempt, updated_at, started_at, claimed_by, \
+       lease_expires_at) \
+     JOIN jobs j ON j.id = u.id \
+     ON CONFLICT (id) DO UPDATE SET next_attempt_at = excluded.next_attempt_at, \
+       status = excluded.status, attempt = excluded.attempt, \
+       updated_at = excluded.updated_at, started_at = excluded.started_at, \
+       claimed_by = excluded.claimed_by, lease_expires_at = excluded.lease_expires_at";
+
+/// The live rows of the jobs `$1` deleted, what each kept of the claim moved to its job.
+const LEAVE_LIVE_POSTGRES: &str = "WITH gone AS (DELETE FROM job_queue WHERE id = ANY($1) \
+       RETURNING id, claimed_event_id, claimed_at, claim_lease_until) \
+     UPDATE jobs SET claimed_event_id = gone.claimed_event_id, claimed_at = gone.claimed_at, \
+       claim_lease_until = gone.claim_lease_until \
+     FROM gone WHERE jobs.id = gone.id AND gone.claimed_event_id IS NOT NULL";
+
+/// `Tx::save_live` in at most two statements: the live jobs' live rows written, the others'
+/// gone.
+pub(crate) async fn save_live(t: &mut PgConnection, jobs: &[&Job]) -> Result<(), QueueError> {
+    let (live, resting): (Vec<&Job>, Vec<&Job>) =
+        jobs.iter().copied().partition(|job| is_live(job.status));
+    if !live.is_empty() {
+        sqlx::query(UPSERT_LIVE_POSTGRES)
+            .bind(live.iter().map(|j| j.id.uuid()).collect::<Vec<_>>())
+            .bind(live.iter().map(|j| j.next_attempt_at).collect::<Vec<_>>())
+            .bind(live.iter().map(|j| j.status.as_str()).collect::<Vec<_>>())
+            .bind(live.iter().map(|j| int(j.attempt)).collect::<Vec<_>>())
+            .bind(live.iter().map(|j| j.updated_at).collect::<Vec<_>>())
+            .bind(live.iter().map(|j| j.started_at).collect::<Vec<_>>())
+            .bind(
+                live.iter()
+                    .map(|j| j.claimed_by.as_deref())
+                    .collect::<Vec<_>>(),
+            )
+            .bind(live.iter().map(|j| j.lease_expires_at).collect::<Vec<_>>())
+            .execute(&mut *t)
+            .await?;
+    }
+    if !resting.is_empty() {
+        sqlx::query(LEAVE_LIVE_POSTGRES)
+            .bind(resting.iter().map(|j| j.id.uuid()).collect::<Vec<_>>())
+            .execute(&mut *t)
+            .await?;
+    }
+    Ok(())
 }

@@ -20,18 +20,20 @@ macro_rules! set_states_from_u {
     };
 }
 
-/// The claim's pick: the ids of up to `$limit` claimable jobs in claim order, each locked
-/// `FOR UPDATE SKIP LOCKED`, so concurrent claimers each skip rows another is taking and
-/// never block on or double-claim one. The lock re-checks these conditions on the row's
-/// latest version. The placeholders are the statement's: when it is (`$now`), the
-/// worker's capabilities (`$caps`), its allowed types and repositories (`$types`,
-/// `$repos`, NULL for any); `$extra` is one more condition on the candidate row, `jobs`.
+/// The claim's pick: the ids of up to `$limit` claimable jobs in claim order, each live
+/// row locked `FOR UPDATE SKIP LOCKED`, so concurrent claimers each skip rows another is
+/// taking, or a write under a job's lock holds, and never block on or double-claim one.
+/// The lock re-checks these conditions on the row's latest version. Only live rows are
+/// read (`live.rs`); a queued job never has a cancel asked (one asked of it ends it). The
+/// placeholders are the statement's: when it is (`$now`), the worker's capabilities
+/// (`$caps`), its allowed types and repositories (`$types`, `$repos`, NULL for any);
+/// `$extra` is one more condition on the candidate row, `job_queue`.
 macro_rules! claim_pick {
     ($now:literal, $caps:literal, $types:literal, $repos:literal, $limit:literal, $extra:literal) => {
         concat!(
-            "SELECT id FROM jobs WHERE status = 'queued' AND next_attempt_at <= ",
+            "SELECT id FROM job_queue WHERE status = 'queued' AND next_attempt_at <= ",
             $now,
-            " AND cancel_requested_at IS NULL AND required_capabilities <@ ",
+            " AND required_capabilities <@ ",
             $caps,
             " AND (",
             $types,
@@ -50,9 +52,10 @@ macro_rules! claim_pick {
     };
 }
 
-/// `SET` of a claim: the row leased to `$worker` until `$lease`, at `$now`, its attempt
-/// counted, its `job.claimed` kept in the row (`kept.rs`) under an id drawn here, after the
-/// pick locked the row, so no event of the job committed before can have a larger one.
+/// `SET` of a claim, on the live row `q`: leased to `$worker` until `$lease`, at `$now`,
+/// its attempt counted, its `job.claimed` kept in the row (`kept.rs`) under an id drawn
+/// here, after the pick locked the row, so no event of the job committed before can have
+/// a larger one.
 macro_rules! claim_set {
     ($worker:literal, $lease:literal, $now:literal) => {
         concat!(
@@ -60,7 +63,7 @@ macro_rules! claim_set {
             $worker,
             ", lease_expires_at = ",
             $lease,
-            ", attempt = jobs.attempt + 1, started_at = COALESCE(jobs.started_at, ",
+            ", attempt = q.attempt + 1, started_at = COALESCE(q.started_at, ",
             $now,
             "), updated_at = ",
             $now,
@@ -86,7 +89,7 @@ pub(super) use committer::{Committer, IN_FLIGHT};
 pub(super) use events::insert_events;
 pub(super) use finishes::finish_committer;
 pub(crate) use finishes::{Finish, Finished};
-pub(super) use jobs::{create_job, lock_jobs, save_jobs};
+pub(super) use jobs::{create_job, lock_jobs, save_jobs, save_live};
 pub(crate) use swaps::{Swap, Swapped};
 
 use sqlx::PgPool;

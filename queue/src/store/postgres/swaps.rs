@@ -12,6 +12,7 @@ use sqlx::{PgConnection, Postgres, Row};
 
 use crate::QueueError;
 use crate::machine::PendingEvent;
+use crate::store::live::{Shape, same_outside_live, shape};
 use crate::store::{folds, int};
 
 /// One transition to write: `new` over the row if the row still equals `old` in every field
@@ -38,30 +39,94 @@ macro_rules! state_columns {
     };
 }
 
-/// One job's swap, bound as [`SWAP_JOBS_POSTGRES`] is (arrays of one; the events' job
-/// positions, `$34`, all 1, go unread) but shaped for one row: a plain update of that row
-/// with its events appended. The unnest, the join and the per-row answers of the batched
-/// statement cost the server about a fifth of its CPU per claim + complete, measured with
-/// pgbench. `$lock` and `$from` are [`SWAP_JOB_POSTGRES`]'s and
-/// [`SWAP_JOB_KEEPING_POSTGRES`]'s difference.
-macro_rules! swap_job_sql {
-    ($lock:literal, $from:literal) => {
+/// The columns only a job's own row holds (`live.rs`), as read (`$23`.. of the swaps'
+/// arguments) and compared with the row `j`: what a swap of a live job checks there, its
+/// live row holding the rest. `$o` is how an argument is read (`[1]` of one job's array,
+/// or a column `u.o_…` of the batch's input).
+macro_rules! own_unchanged {
+    (one) => {
+        "(j.cancel_requested_at, j.cancel_requested_by_user_id, j.cancel_reason, \
+         j.result_summary, j.error_message, j.finished_at, j.pause_requested, j.resume_from, \
+         j.approval) IS NOT DISTINCT FROM (($23::timestamptz[])[1], ($24::text[])[1], \
+         ($25::text[])[1], ($26::text[])[1], ($27::text[])[1], ($29::timestamptz[])[1], \
+         ($31::jsonb[])[1], ($32::jsonb[])[1], ($33::jsonb[])[1])"
+    };
+    (batch) => {
+        "(j.cancel_requested_at, j.cancel_requested_by_user_id, j.cancel_reason, \
+         j.result_summary, j.error_message, j.finished_at, j.pause_requested, j.resume_from, \
+         j.approval) IS NOT DISTINCT FROM (u.o_cancel_requested_at, \
+         u.o_cancel_requested_by_user_id, u.o_cancel_reason, u.o_result_summary, \
+         u.o_error_message, u.o_finished_at, u.o_pause_requested, u.o_resume_from, \
+         u.o_approval)"
+    };
+}
+
+/// The live columns as read, compared with the live row `q`.
+macro_rules! live_unchanged {
+    (one) => {
+        "(q.status, q.attempt, q.next_attempt_at, q.claimed_by, q.lease_expires_at, \
+         q.started_at, q.updated_at) IS NOT DISTINCT FROM (($18::text[])[1], ($19::int[])[1], \
+         ($20::timestamptz[])[1], ($21::text[])[1], ($22::timestamptz[])[1], \
+         ($28::timestamptz[])[1], ($30::timestamptz[])[1])"
+    };
+    (batch) => {
+        "(q.status, q.attempt, q.next_attempt_at, q.claimed_by, q.lease_expires_at, \
+         q.started_at, q.updated_at) IS NOT DISTINCT FROM (u.o_status, u.o_attempt, \
+         u.o_next_attempt_at, u.o_claimed_by, u.o_lease_expires_at, u.o_started_at, \
+         u.o_updated_at)"
+    };
+}
+
+/// `SET` of every column a transition may change, from one job's arrays.
+macro_rules! set_states_from_one {
+    () => {
+        "status = ($2::text[])[1], attempt = ($3::int[])[1], \
+         next_attempt_at = ($4::timestamptz[])[1], claimed_by = ($5::text[])[1], \
+         lease_expires_at = ($6::timestamptz[])[1], cancel_requested_at = ($7::timestamptz[])[1], \
+         cancel_requested_by_user_id = ($8::text[])[1], cancel_reason = ($9::text[])[1], \
+         result_summary = ($10::text[])[1], error_message = ($11::text[])[1], \
+         started_at = ($12::timestamptz[])[1], finished_at = ($13::timestamptz[])[1], \
+         updated_at = ($14::timestamptz[])[1], pause_requested = ($15::jsonb[])[1], \
+         resume_from = ($16::jsonb[])[1], approval = ($17::jsonb[])[1]"
+    };
+}
+
+/// One job's events appended after `$written` (the CTE naming the job's row if it was
+/// written), and the answer: whether it was, and the new event ids (a success kept in the
+/// row, `$40`, last: `updated` drew it).
+macro_rules! one_appended_answer {
+    ($written:literal, $kept:literal) => {
         concat!(
-            "WITH ",
-            $lock,
-            "updated AS (UPDATE jobs AS j SET \
-       status = ($2::text[])[1], attempt = ($3::int[])[1], \
-       next_attempt_at = ($4::timestamptz[])[1], claimed_by = ($5::text[])[1], \
-       lease_expires_at = ($6::timestamptz[])[1], cancel_requested_at = ($7::timestamptz[])[1], \
-       cancel_requested_by_user_id = ($8::text[])[1], cancel_reason = ($9::text[])[1], \
-       result_summary = ($10::text[])[1], error_message = ($11::text[])[1], \
-       started_at = ($12::timestamptz[])[1], finished_at = ($13::timestamptz[])[1], \
-       updated_at = ($14::timestamptz[])[1], pause_requested = ($15::jsonb[])[1], \
-       resume_from = ($16::jsonb[])[1], approval = ($17::jsonb[])[1], \
-       completed_event_id = CASE WHEN ($40::bool[])[1] THEN nextval('job_events_id_seq') \
-         ELSE j.completed_event_id END ",
-            $from,
-            " WHERE j.id = ($1::uuid[])[1] AND (j.status, j.attempt, j.next_attempt_at, \
+            "appended AS (\
+       INSERT INTO job_events (job_id, kind, level, message, payload, created_at) \
+       SELECT w.id, e.kind, e.level, e.message, e.payload, e.created_at \
+       FROM ",
+            $written,
+            " AS w, unnest($35::text[], $36::text[], $37::text[], $38::jsonb[], \
+         $39::timestamptz[]) WITH ORDINALITY AS e(kind, level, message, payload, created_at, k) \
+       ORDER BY e.k \
+       RETURNING id) \
+     SELECT EXISTS (SELECT 1 FROM ",
+            $written,
+            ") AS written, ARRAY(SELECT id FROM appended ORDER BY id)",
+            $kept,
+            " AS event_ids"
+        )
+    };
+}
+
+/// One job's swap, bound as [`SWAP_JOBS_POSTGRES`] is (arrays of one; the events' job
+/// positions, `$34`, all 1, go unread) but shaped for one row and for how the transition
+/// moves between the job's two rows (`live::Shape`). The unnest, the join and the per-row
+/// answers of the batched statement cost the server about a fifth of its CPU per claim +
+/// complete, measured with pgbench.
+///
+/// A job that is not live and stays so (`Rests`): a plain update of its row, which takes
+/// the row lock itself; its events draw their ids after it, reading its output.
+const SWAP_RESTS_POSTGRES: &str = concat!(
+    "WITH updated AS (UPDATE jobs AS j SET ",
+    set_states_from_one!(),
+    " WHERE j.id = ($1::uuid[])[1] AND (j.status, j.attempt, j.next_attempt_at, \
        j.claimed_by, j.lease_expires_at, j.cancel_requested_at, \
        j.cancel_requested_by_user_id, j.cancel_reason, j.result_summary, j.error_message, \
        j.started_at, j.finished_at, j.updated_at, j.pause_requested, j.resume_from, \
@@ -71,39 +136,84 @@ macro_rules! swap_job_sql {
        ($25::text[])[1], ($26::text[])[1], ($27::text[])[1], ($28::timestamptz[])[1], \
        ($29::timestamptz[])[1], ($30::timestamptz[])[1], ($31::jsonb[])[1], \
        ($32::jsonb[])[1], ($33::jsonb[])[1]) \
-     RETURNING j.id, j.completed_event_id), \
-   appended AS (\
-     INSERT INTO job_events (job_id, kind, level, message, payload, created_at) \
-     SELECT updated.id, e.kind, e.level, e.message, e.payload, e.created_at \
-     FROM updated, unnest($35::text[], $36::text[], $37::text[], $38::jsonb[], \
-       $39::timestamptz[]) WITH ORDINALITY AS e(kind, level, message, payload, created_at, k) \
-     ORDER BY e.k \
-     RETURNING id) \
-   SELECT EXISTS (SELECT 1 FROM updated) AS written, \
-     ARRAY(SELECT id FROM appended ORDER BY id) \
-       || ARRAY(SELECT completed_event_id FROM updated WHERE ($40::bool[])[1]) AS event_ids"
+     RETURNING j.id), ",
+    one_appended_answer!("updated", "")
+);
+
+/// The start of a live job's swap: its own row locked if what only it holds is as read
+/// (`FOR UPDATE` checks that on the latest version), before its live row is touched.
+macro_rules! lock_own {
+    () => {
+        concat!(
+            "WITH locked AS (SELECT j.id FROM jobs AS j WHERE j.id = ($1::uuid[])[1] AND ",
+            own_unchanged!(one),
+            " FOR UPDATE), "
         )
     };
 }
 
-/// The update takes the row lock itself, so this swap is spared the lock's own WAL record;
-/// its events draw their ids after it, reading its output. For a swap that keeps no
-/// success in the row (`$40` false).
-const SWAP_JOB_POSTGRES: &str = swap_job_sql!("", "");
+/// The live row written, if it is as read, once `locked` holds the job's row: `live`.
+macro_rules! live_written {
+    () => {
+        concat!(
+            "live AS (UPDATE job_queue AS q SET status = ($2::text[])[1], \
+             attempt = ($3::int[])[1], next_attempt_at = ($4::timestamptz[])[1], \
+             claimed_by = ($5::text[])[1], lease_expires_at = ($6::timestamptz[])[1], \
+             started_at = ($12::timestamptz[])[1], updated_at = ($14::timestamptz[])[1] \
+             WHERE q.id = (SELECT id FROM locked) AND ",
+            live_unchanged!(one),
+            " RETURNING q.id), "
+        )
+    };
+}
 
-/// [`SWAP_JOB_POSTGRES`] for a success kept in the row (`$40` true): the id it draws must
-/// come after the lock, as an appended event's does, and an update works out its new values
-/// before it waits for a lock held by a writer that changed nothing of the row (one that
-/// only appended an event, whose id would then be the greater one, visible first). So the
-/// row is locked first, as the batched swap does.
-const SWAP_JOB_KEEPING_POSTGRES: &str = swap_job_sql!(
-    "locked AS (SELECT id FROM jobs WHERE id = ($1::uuid[])[1] FOR UPDATE), ",
-    "FROM locked"
+/// A live job that stays live, changing only its live columns (a heartbeat): the job's row
+/// locked, not written, and the live row written if it is as read.
+const SWAP_LIVES_POSTGRES: &str = concat!(
+    lock_own!(),
+    live_written!(),
+    one_appended_answer!("live", "")
 );
 
-/// [`SWAP_JOBS_POSTGRES`] up to its answer: the `WITH` of `input`, `locked`, `updated` (one
-/// row per swap written, with its position `n`) and `appended`, for a statement that
-/// writes more after the swaps (`finishes.rs`).
+/// [`SWAP_LIVES_POSTGRES`] for a transition that changes what only the job's row holds as
+/// well (a cancel or a pause asked of a running job): that row written too.
+const SWAP_LIVES_WRITTEN_POSTGRES: &str = concat!(
+    lock_own!(),
+    live_written!(),
+    "\
+     updated AS (UPDATE jobs AS j SET ",
+    set_states_from_one!(),
+    " FROM live WHERE j.id = live.id RETURNING j.id), ",
+    one_appended_answer!("updated", "")
+);
+
+/// A live job that ends (a success, a queued job cancelled): its own row locked, its live
+/// row deleted if it is as read, and the job's row written whole, with the claim the live
+/// row kept and, for a success kept in the row (`$40`), the success's id, drawn here after
+/// the lock (an event appended under the lock meanwhile has the smaller id). No index of
+/// `jobs` sees this write (migration 0025): it can go on the row's own page.
+const SWAP_ENDS_POSTGRES: &str = concat!(
+    lock_own!(),
+    "gone AS (DELETE FROM job_queue AS q WHERE q.id = (SELECT id FROM locked) AND ",
+    live_unchanged!(one),
+    " RETURNING q.id, q.claimed_event_id, q.claimed_at, q.claim_lease_until), \
+     updated AS (UPDATE jobs AS j SET ",
+    set_states_from_one!(),
+    ", claimed_event_id = gone.claimed_event_id, claimed_at = gone.claimed_at, \
+       claim_lease_until = gone.claim_lease_until, \
+       completed_event_id = CASE WHEN ($40::bool[])[1] THEN nextval('job_events_id_seq') \
+         ELSE j.completed_event_id END \
+     FROM gone WHERE j.id = gone.id RETURNING j.id, j.completed_event_id), ",
+    one_appended_answer!(
+        "updated",
+        " || ARRAY(SELECT completed_event_id FROM updated WHERE ($40::bool[])[1])"
+    )
+);
+
+/// [`SWAP_JOBS_POSTGRES`] up to its answer: the `WITH` of `input`, `locked`, `gone`,
+/// `updated` (one row per swap written, with its position `n`) and `appended`, for a
+/// statement that writes more after the swaps (`finishes.rs`). Every swap of a batch ends
+/// a live job (`live::Shape::Ends`), as [`SWAP_ENDS_POSTGRES`] writes one.
 macro_rules! swap_jobs_ctes {
     () => {
         concat!(
@@ -116,26 +226,26 @@ macro_rules! swap_jobs_ctes {
            $23::timestamptz[], $24::text[], $25::text[], $26::text[], $27::text[], \
            $28::timestamptz[], $29::timestamptz[], $30::timestamptz[], $31::jsonb[], \
            $32::jsonb[], $33::jsonb[], $40::bool[]) WITH ORDINALITY AS u(id, ",
-        state_columns!(),
-        ", o_status, o_attempt, o_next_attempt_at, o_claimed_by, o_lease_expires_at, \
+            state_columns!(),
+            ", o_status, o_attempt, o_next_attempt_at, o_claimed_by, o_lease_expires_at, \
            o_cancel_requested_at, o_cancel_requested_by_user_id, o_cancel_reason, \
            o_result_summary, o_error_message, o_started_at, o_finished_at, o_updated_at, \
            o_pause_requested, o_resume_from, o_approval, fold, n)), \
-         locked AS (SELECT id FROM jobs WHERE id = ANY($1) ORDER BY id FOR UPDATE), \
+         locked AS (SELECT j.id FROM jobs AS j JOIN input AS u ON u.id = j.id WHERE ",
+            own_unchanged!(batch),
+            " ORDER BY j.id FOR UPDATE OF j), \
+         gone AS (DELETE FROM job_queue AS q USING input AS u \
+           WHERE q.id = u.id AND q.id IN (SELECT id FROM locked) AND ",
+            live_unchanged!(batch),
+            " RETURNING q.id, q.claimed_event_id, q.claimed_at, q.claim_lease_until), \
          updated AS (UPDATE jobs AS j SET ",
-        set_states_from_u!(),
-        ", completed_event_id = CASE WHEN u.fold THEN nextval('job_events_id_seq') \
+            set_states_from_u!(),
+            ", claimed_event_id = g.claimed_event_id, claimed_at = g.claimed_at, \
+             claim_lease_until = g.claim_lease_until, \
+             completed_event_id = CASE WHEN u.fold THEN nextval('job_events_id_seq') \
              ELSE j.completed_event_id END \
-           FROM input AS u, locked \
-           WHERE j.id = u.id AND locked.id = u.id \
-             AND (j.status, j.attempt, j.next_attempt_at, j.claimed_by, \
-             j.lease_expires_at, j.cancel_requested_at, j.cancel_requested_by_user_id, \
-             j.cancel_reason, j.result_summary, j.error_message, j.started_at, j.finished_at, \
-             j.updated_at, j.pause_requested, j.resume_from, j.approval) \
-             IS NOT DISTINCT FROM (u.o_status, u.o_attempt, u.o_next_attempt_at, u.o_claimed_by, \
-             u.o_lease_expires_at, u.o_cancel_requested_at, u.o_cancel_requested_by_user_id, \
-             u.o_cancel_reason, u.o_result_summary, u.o_error_message, u.o_started_at, \
-             u.o_finished_at, u.o_updated_at, u.o_pause_requested, u.o_resume_from, u.o_approval) \
+           FROM input AS u, gone AS g \
+           WHERE j.id = u.id AND g.id = u.id \
            RETURNING u.n, u.id, u.fold, j.completed_event_id), \
          appended AS (\
            INSERT INTO job_events (job_id, kind, level, message, payload, created_at) \
@@ -165,16 +275,17 @@ macro_rules! swap_answer {
 pub(super) const SWAP_JOBS_CTES: &str = swap_jobs_ctes!();
 pub(super) const SWAP_ANSWER: &str = swap_answer!();
 
-/// The swap of many jobs: `$1` their ids, `$2`..`$17` the new states, `$18`..`$33` the
-/// states as read, `$34`..`$39` the events (the position of their job in the batch, from 1,
-/// then kind, level, message, payload and time), `$40` whether each keeps its success in
-/// its row (its id drawn by the update, after `locked` took the row). Each job's row is
-/// locked in id order first (the ids come sorted), so two batches, or a batch and a
-/// transaction that locks its jobs in id order, cannot deadlock; a row that changed since
-/// it was read is locked and left as it is. The update locks each row before the insert
-/// draws its events' ids (the insert reads the update's output), so a job's event ids
-/// still become visible in order. One answer row per job, in batch order: whether it was
-/// written, and its new event ids.
+/// The swap of many jobs that each end (`live::Shape::Ends`): `$1` their ids, `$2`..`$17`
+/// the new states, `$18`..`$33` the states as read, `$34`..`$39` the events (the position
+/// of their job in the batch, from 1, then kind, level, message, payload and time), `$40`
+/// whether each keeps its success in its row (its id drawn by the update, after `locked`
+/// took the row). Each job's row is locked in id order first (the ids come sorted), if
+/// what only it holds is as read, so two batches, or a batch and a transaction that locks
+/// its jobs in id order, cannot deadlock, and a live row is deleted only after its job's
+/// row is held; a job whose rows changed since they were read is left as it is. The
+/// update locks each row before the insert draws its events' ids (the insert reads the
+/// update's output), so a job's event ids still become visible in order. One answer row
+/// per job, in batch order: whether it was written, and its new event ids.
 const SWAP_JOBS_POSTGRES: &str = concat!(
     swap_jobs_ctes!(),
     " SELECT u.n, ",
@@ -182,26 +293,54 @@ const SWAP_JOBS_POSTGRES: &str = concat!(
     " FROM input AS u ORDER BY u.n"
 );
 
-/// Writes each swap whose row is unchanged, in one statement; one answer per swap, in the
+/// Whether a swap may share a batch: every swap of a batch ends a live job.
+pub(crate) fn batchable(old: &Job, new: &Job) -> bool {
+    shape(old, new) == Some(Shape::Ends)
+}
+
+/// Writes each swap whose rows are unchanged, in one statement; one answer per swap, in the
 /// order given. Two swaps of one job cannot share a batch: the second would be checked
-/// against the row as it was before the first.
+/// against the row as it was before the first. A batch of more than one holds only
+/// [`batchable`] swaps.
 pub(crate) async fn write_jobs_if_unchanged(
     conn: &mut PgConnection,
     swaps: &[&Swap],
 ) -> Result<Vec<Swapped>, QueueError> {
-    let order = id_order(swaps);
-    let sql = match swaps {
-        [one] if !folds(&one.new, &one.events) => SWAP_JOB_POSTGRES,
-        [_] => SWAP_JOB_KEEPING_POSTGRES,
-        _ => SWAP_JOBS_POSTGRES,
-    };
-    let rows = bind_swaps(sql, swaps, &order)?.fetch_all(conn).await?;
-    if rows.len() != swaps.len() {
-        return Err(sqlx::Error::RowNotFound.into());
-    }
+    let (together, alone): (Vec<usize>, Vec<usize>) =
+        (0..swaps.len()).partition(|&i| swaps.len() > 1 && batchable(&swaps[i].old, &swaps[i].new));
     let mut answers: Vec<Swapped> = vec![None; swaps.len()];
-    for (row, &caller) in rows.iter().zip(&order) {
-        answers[caller] = swapped(row, swaps[caller])?;
+    // Those of other shapes (a heartbeat among the successes of a committer's line) go one
+    // statement each: every statement is atomic on its own, and each answers its own.
+    for i in alone.into_iter().chain(if together.len() == 1 {
+        together.clone()
+    } else {
+        Vec::new()
+    }) {
+        let sql = match shape(&swaps[i].old, &swaps[i].new) {
+            Some(Shape::Rests) => SWAP_RESTS_POSTGRES,
+            Some(Shape::Lives) if same_outside_live(&swaps[i].old, &swaps[i].new) => {
+                SWAP_LIVES_POSTGRES
+            }
+            Some(Shape::Lives) => SWAP_LIVES_WRITTEN_POSTGRES,
+            Some(Shape::Ends) => SWAP_ENDS_POSTGRES,
+            None => unreachable!("a swap that makes a job live again is not swappable"),
+        };
+        let one = [swaps[i]];
+        let row = bind_swaps(sql, &one, &[0])?.fetch_one(&mut *conn).await?;
+        answers[i] = swapped(&row, swaps[i])?;
+    }
+    if together.len() > 1 {
+        let batch: Vec<&Swap> = together.iter().map(|&i| swaps[i]).collect();
+        let order = id_order(&batch);
+        let rows = bind_swaps(SWAP_JOBS_POSTGRES, &batch, &order)?
+            .fetch_all(&mut *conn)
+            .await?;
+        if rows.len() != batch.len() {
+            return Err(sqlx::Error::RowNotFound.into());
+        }
+        for (row, &place) in rows.iter().zip(&order) {
+            answers[together[place]] = swapped(row, batch[place])?;
+        }
     }
     Ok(answers)
 }
@@ -311,4 +450,105 @@ pub(super) fn bind_states<'q, 'j>(
         })?)
         .bind(json(|j| j.resume_from.as_ref().map(serde_json::to_value))?)
         .bind(json(|j| j.approval.as_ref().map(serde_json::to_value))?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lease::Fence;
+    use crate::machine::{self, Outcome};
+    use crate::{ClaimRequest, Queue, QueueConfig};
+    use serde_json::json;
+    use sqlx::PgPool;
+
+    /// The version of the job's own row: unchanged while nothing wrote it.
+    async fn version(pool: &PgPool, job: &Job) -> String {
+        sqlx::query_scalar("SELECT xmin::text FROM jobs WHERE id = $1")
+            .bind(job.id.uuid())
+            .fetch_one(pool)
+            .await
+            .unwrap()
+    }
+
+    fn completed(job: &Job) -> Swap {
+        let now = Utc::now();
+        let mut new = job.clone();
+        let fence = Fence::of(job).unwrap();
+        let Ok(Outcome::Changed { events, .. }) = machine::complete(&mut new, &fence, now, None)
+        else {
+            panic!("a running job completes")
+        };
+        Swap {
+            old: job.clone(),
+            new,
+            events,
+            now,
+        }
+    }
+
+    /// Issue 39, step 2: a claim leaves the job's own row as it was (it writes the live
+    /// row alone), and a success is one update of that row that no index sees, which
+    /// PostgreSQL writes in place (HOT), alone or in a batch.
+    #[tokio::test]
+    async fn a_claim_leaves_the_job_s_row_and_a_success_updates_it_once_in_place() {
+        let (scratch, db, pool) = super::super::scratch("stepwise_t_hot").await;
+        let queue = Queue::open(db, QueueConfig::new(std::env::temp_dir()))
+            .await
+            .unwrap();
+        let task = json!({ "type": "task", "payload": { "repository": "octo/repo",
+            "task": { "instructions": "x", "publish": { "mode": "none" } } } });
+        let mut created = Vec::new();
+        for _ in 0..3 {
+            created.push(queue.create_job(&task, Some("alice")).await.unwrap());
+        }
+        let request = ClaimRequest {
+            worker_id: "w".into(),
+            capabilities: vec!["codex".into(), "git".into()],
+            allowed_types: None,
+            allowed_repositories: None,
+            lease: std::time::Duration::from_secs(60),
+            max_running_per_repository: None,
+        };
+        let mut claimed = Vec::new();
+        for job in &created {
+            let before = version(&pool, job).await;
+            claimed.push(queue.claim(&request).await.unwrap().unwrap());
+            assert_eq!(
+                version(&pool, job).await,
+                before,
+                "the claim wrote the job's row"
+            );
+        }
+        for (swaps, n) in [(&claimed[..1], 1_i64), (&claimed[1..], 2)] {
+            let swaps: Vec<Swap> = swaps.iter().map(completed).collect();
+            let swaps: Vec<&Swap> = swaps.iter().collect();
+            let mut tx = pool.begin().await.unwrap();
+            let written = write_jobs_if_unchanged(&mut tx, &swaps).await.unwrap();
+            assert!(written.iter().all(Option::is_some), "{written:?}");
+            let (updated, hot): (i64, i64) = sqlx::query_as(
+                "SELECT pg_stat_get_xact_tuples_updated('jobs'::regclass), \
+                 pg_stat_get_xact_tuples_hot_updated('jobs'::regclass)",
+            )
+            .fetch_one(&mut *tx)
+            .await
+            .unwrap();
+            assert_eq!(
+                (updated, hot),
+                (n, n),
+                "updates of the jobs' rows, and in place"
+            );
+            tx.commit().await.unwrap();
+        }
+        for job in &created {
+            let done = queue.get_job(&job.id).await.unwrap();
+            assert_eq!(done.status, contract::JobState::Succeeded);
+        }
+        let live: i64 = sqlx::query_scalar("SELECT count(*) FROM job_queue")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+        assert_eq!(live, 0, "no live row outlives its job's end");
+        // Not `pool.close()`: the queue's own tasks may hold a connection to the end.
+        scratch.drop_database().await.unwrap();
+    }
 }

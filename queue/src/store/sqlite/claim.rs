@@ -8,35 +8,34 @@ use crate::QueueError;
 use crate::machine;
 use crate::store::SqliteDb;
 use crate::store::claim_sql::{ClaimSql, claim_args, claim_order};
-use crate::store::{Arg, sqlite_rows};
+use crate::store::{Arg, Id, sqlite_rows};
 
 /// SQLite: the statement runs inside `BEGIN IMMEDIATE`, and SQLite admits one writer at a
-/// time, so no other claim can run between the subquery's pick and the update.
-/// INDEXED BY: left to itself SQLite may pick an index of the state and sort every queued row (a
-/// temp B-tree per claim, so claims slow down as the queue grows); walking
-/// jobs_claim_order stops at the first claimable job. `$extra` is one more condition on
-/// the candidate row, `j`.
+/// time, so no other claim can run between the subquery's pick and the update, which
+/// writes only the live rows (`live.rs`). INDEXED BY: left to itself SQLite may pick
+/// another index and sort every queued row (a temp B-tree per claim, so claims slow down
+/// as the queue grows); walking job_queue_claim_order stops at the first claimable job.
+/// `$extra` is one more condition on the candidate row, `c`. SQLite's RETURNING names
+/// only the updated table: the jobs are read after.
 macro_rules! claim_sqlite_sql {
     ($extra:literal) => {
         concat!(
-            "UPDATE jobs SET status = 'running', claimed_by = $1, lease_expires_at = $2, \
+            "UPDATE job_queue SET status = 'running', claimed_by = $1, lease_expires_at = $2, \
          attempt = attempt + 1, started_at = COALESCE(started_at, $3), updated_at = $3, \
          claimed_at = $3, claim_lease_until = $2 \
          WHERE id IN (\
-           SELECT j.id FROM jobs j INDEXED BY jobs_claim_order \
-           WHERE j.status = 'queued' AND j.next_attempt_at <= $3 \
-             AND j.cancel_requested_at IS NULL \
+           SELECT c.id FROM job_queue c INDEXED BY job_queue_claim_order \
+           WHERE c.status = 'queued' AND c.next_attempt_at <= $3 \
              AND NOT EXISTS (\
-               SELECT 1 FROM json_each(j.required_capabilities) AS r \
+               SELECT 1 FROM json_each(c.required_capabilities) AS r \
                WHERE r.value NOT IN (SELECT value FROM json_each($4))) \
-             AND ($5 IS NULL OR j.job_type IN (SELECT value FROM json_each($5))) \
-             AND ($6 IS NULL OR j.repository IN (SELECT value FROM json_each($6))) ",
+             AND ($5 IS NULL OR c.job_type IN (SELECT value FROM json_each($5))) \
+             AND ($6 IS NULL OR c.repository IN (SELECT value FROM json_each($6))) ",
             $extra,
-            " ORDER BY j.priority DESC, j.created_at, j.id \
+            " ORDER BY c.priority DESC, c.created_at, c.id \
            LIMIT $7) \
          AND status = 'queued' \
-         RETURNING ",
-            job_columns!()
+         RETURNING id"
         )
     };
 }
@@ -46,12 +45,21 @@ const CLAIM_SQLITE: &str = claim_sqlite_sql!("");
 /// [`CLAIM_SQLITE`] that also skips a job whose repository has `$8` jobs running already.
 /// The one writer makes the count exact.
 const CLAIM_SQLITE_LIMITED: &str = claim_sqlite_sql!(
-    "AND (SELECT count(*) FROM jobs r INDEXED BY jobs_running \
-          WHERE r.repository = j.repository AND r.status = 'running') < $8"
+    "AND (SELECT count(*) FROM job_queue r INDEXED BY job_queue_running \
+          WHERE r.repository = c.repository AND r.status = 'running') < $8"
 );
 
-/// Keeps a claimed job's `job.claimed` in its row under the id drawn for it.
-const KEEP_CLAIM_SQLITE: &str = "UPDATE jobs SET claimed_event_id = $2 WHERE id = $1";
+/// Keeps a claimed job's `job.claimed` in its live row under the id drawn for it.
+const KEEP_CLAIM_SQLITE: &str = "UPDATE job_queue SET claimed_event_id = $2 WHERE id = $1";
+
+/// A claimed job as it now is.
+const CLAIMED_SQLITE: &str = concat!(
+    "SELECT ",
+    job_columns!(),
+    " FROM ",
+    job_from!(),
+    " WHERE j.id = $1"
+);
 
 /// [`CLAIM_SQLITE`], then the claims' `job.claimed` kept in their rows (`kept.rs`) under
 /// ids drawn in claim order, in one transaction on the writer.
@@ -61,27 +69,34 @@ pub(crate) async fn claim(
 ) -> Result<Vec<(Job, JobEvent)>, QueueError> {
     let t = db.writer.begin().await?;
     let mut args = claim_args(claim)?;
-    let mut jobs = match claim.repository_limit {
-        None => sqlite_rows(&t, CLAIM_SQLITE, &args, |r| job_from_row!(r))?,
+    let id = |r: &rusqlite::Row<'_>| r.try_get::<Id, _>("id");
+    let ids = match claim.repository_limit {
+        None => sqlite_rows(&t, CLAIM_SQLITE, &args, id)?,
         Some(limit) => {
             // One job per statement, so that each counts the claims before it: a batch
             // never takes two jobs of a repository with room for one.
             args[6] = Arg::BigInt(1);
             args.push(Arg::BigInt(i64::from(limit)));
-            let mut jobs = Vec::new();
+            let mut ids = Vec::new();
             for _ in 0..claim.limit {
-                let one = sqlite_rows(&t, CLAIM_SQLITE_LIMITED, &args, |r| job_from_row!(r))?;
+                let one = sqlite_rows(&t, CLAIM_SQLITE_LIMITED, &args, id)?;
                 if one.is_empty() {
                     break;
                 }
-                jobs.extend(one);
+                ids.extend(one);
             }
-            jobs
+            ids
         }
     };
-    if jobs.is_empty() {
+    if ids.is_empty() {
         t.rollback()?;
         return Ok(Vec::new());
+    }
+    let mut jobs = Vec::with_capacity(ids.len());
+    for id in ids {
+        jobs.extend(sqlite_rows(&t, CLAIMED_SQLITE, &[Arg::Id(id.0)], |r| {
+            job_from_row!(r)
+        })?);
     }
     // RETURNING follows no order; callers get the claim order.
     jobs.sort_by(claim_order);
