@@ -231,13 +231,14 @@ macro_rules! swap_jobs_ctes {
            o_cancel_requested_at, o_cancel_requested_by_user_id, o_cancel_reason, \
            o_result_summary, o_error_message, o_started_at, o_finished_at, o_updated_at, \
            o_pause_requested, o_resume_from, o_approval, fold, n)), \
-         locked AS (SELECT j.id FROM jobs AS j JOIN input AS u ON u.id = j.id WHERE ",
+         locked AS (SELECT j.id FROM jobs AS j WHERE j.id = ANY($1) \
+           AND EXISTS (SELECT 1 FROM input AS u WHERE u.id = j.id AND ",
             own_unchanged!(batch),
-            " ORDER BY j.id FOR UPDATE OF j), \
-         gone AS (DELETE FROM job_queue AS q USING input AS u \
-           WHERE q.id = u.id AND q.id IN (SELECT id FROM locked) AND ",
+            ") ORDER BY j.id FOR UPDATE), \
+         gone AS (DELETE FROM job_queue AS q WHERE q.id = ANY(ARRAY(SELECT id FROM locked)) \
+           AND EXISTS (SELECT 1 FROM input AS u WHERE u.id = q.id AND ",
             live_unchanged!(batch),
-            " RETURNING q.id, q.claimed_event_id, q.claimed_at, q.claim_lease_until), \
+            ") RETURNING q.id, q.claimed_event_id, q.claimed_at, q.claim_lease_until), \
          updated AS (UPDATE jobs AS j SET ",
             set_states_from_u!(),
             ", claimed_event_id = g.claimed_event_id, claimed_at = g.claimed_at, \
@@ -282,7 +283,10 @@ pub(super) const SWAP_ANSWER: &str = swap_answer!();
 /// took the row). Each job's row is locked in id order first (the ids come sorted), if
 /// what only it holds is as read, so two batches, or a batch and a transaction that locks
 /// its jobs in id order, cannot deadlock, and a live row is deleted only after its job's
-/// row is held; a job whose rows changed since they were read is left as it is. The
+/// row is held (`gone` reads `locked` as an InitPlan); a job whose rows changed since
+/// they were read is left as it is. Both read their rows by `= ANY` of the ids and test
+/// what was read per row in a subquery: a join with `input` would have the planner, which
+/// is told not to sort, walk the whole primary key for the order of the locks. The
 /// update locks each row before the insert draws its events' ids (the insert reads the
 /// update's output), so a job's event ids still become visible in order. One answer row
 /// per job, in batch order: whether it was written, and its new event ids.
@@ -549,6 +553,77 @@ mod tests {
             .unwrap();
         assert_eq!(live, 0, "no live row outlives its job's end");
         // Not `pool.close()`: the queue's own tasks may hold a connection to the end.
+        scratch.drop_database().await.unwrap();
+    }
+
+    /// The batched swap, planned as the queue's connections plan it (generic, sorts
+    /// discouraged), reads the rows of its own jobs by their key, however many other jobs
+    /// there are: a join with its input once had the planner walk every job for the order
+    /// of its locks, a second per batch of 32 at 30,000 jobs.
+    #[tokio::test]
+    async fn a_batched_swap_reads_only_the_rows_of_its_jobs() {
+        let (scratch, db, pool) = super::super::scratch("stepwise_t_batch_plan").await;
+        sqlx::query(
+            "INSERT INTO jobs (id, job_type, status, priority, payload, repository, \
+             required_capabilities, max_attempts, next_attempt_at, created_at, updated_at, \
+             finished_at) SELECT gen_random_uuid(), 'task', 'succeeded', 0, '{}', 'o/r', \
+             '[]', 3, now(), now(), now(), now() FROM generate_series(1, 20000)",
+        )
+        .execute(&pool)
+        .await
+        .unwrap();
+        let queue = Queue::open(db, QueueConfig::new(std::env::temp_dir()))
+            .await
+            .unwrap();
+        let task = json!({ "type": "task", "payload": { "repository": "octo/repo",
+            "task": { "instructions": "x", "publish": { "mode": "none" } } } });
+        for _ in 0..32 {
+            queue.create_job(&task, Some("alice")).await.unwrap();
+        }
+        let request = ClaimRequest {
+            worker_id: "w".into(),
+            capabilities: vec!["codex".into(), "git".into()],
+            allowed_types: None,
+            allowed_repositories: None,
+            lease: std::time::Duration::from_secs(60),
+            max_running_per_repository: None,
+        };
+        let claimed = queue.claim_many(&request, 32).await.unwrap();
+        for table in ["jobs", "job_queue"] {
+            sqlx::query(&format!("ANALYZE {table}"))
+                .execute(&pool)
+                .await
+                .unwrap();
+        }
+        let swaps: Vec<Swap> = claimed.iter().map(completed).collect();
+        let swaps: Vec<&Swap> = swaps.iter().collect();
+        let order = id_order(&swaps);
+        let explain = format!("EXPLAIN {SWAP_JOBS_POSTGRES}");
+        let mut conn = pool.acquire().await.unwrap();
+        for setting in [
+            "SET plan_cache_mode = force_generic_plan",
+            "SET enable_sort = off",
+        ] {
+            sqlx::query(setting).execute(&mut *conn).await.unwrap();
+        }
+        let plan: Vec<String> = bind_swaps(&explain, &swaps, &order)
+            .unwrap()
+            .fetch_all(&mut *conn)
+            .await
+            .unwrap()
+            .iter()
+            .map(|row| row.get::<String, _>(0))
+            .collect();
+        let plan = plan.join("\n");
+        assert!(!plan.contains("Seq Scan on jobs"), "{plan}");
+        let lines: Vec<&str> = plan.lines().collect();
+        for (n, line) in lines.iter().enumerate() {
+            if line.contains("Scan using jobs_pkey") {
+                let next = lines.get(n + 1).copied().unwrap_or_default();
+                assert!(next.contains("Index Cond"), "a walk of every job: {plan}");
+            }
+        }
+        drop(conn);
         scratch.drop_database().await.unwrap();
     }
 }
