@@ -80,6 +80,12 @@ const SQLITE: &[Embedded] = &[
     ),
     embedded!("sqlite", 24, "retention walks", "0024_retention_walks.sql"),
     embedded!("sqlite", 25, "live jobs", "0025_live_jobs.sql"),
+    embedded!(
+        "sqlite",
+        26,
+        "success triggers",
+        "0026_success_triggers.sql"
+    ),
 ];
 
 const POSTGRES: &[Embedded] = &[
@@ -168,6 +174,12 @@ const POSTGRES: &[Embedded] = &[
         "0024_retention_walks.sql"
     ),
     embedded!("postgres", 25, "live jobs", "0025_live_jobs.sql"),
+    embedded!(
+        "postgres",
+        26,
+        "success triggers",
+        "0026_success_triggers.sql"
+    ),
 ];
 
 fn migrator(embedded: &[Embedded]) -> Migrator {
