@@ -52,13 +52,13 @@ const CLAIM_SQLITE_LIMITED: &str = claim_sqlite_sql!(
 /// Keeps a claimed job's `job.claimed` in its live row under the id drawn for it.
 const KEEP_CLAIM_SQLITE: &str = "UPDATE job_queue SET claimed_event_id = $2 WHERE id = $1";
 
-/// A claimed job as it now is.
+/// The claimed jobs (`$1`, a JSON array of their ids) as they now are.
 const CLAIMED_SQLITE: &str = concat!(
     "SELECT ",
     job_columns!(),
     " FROM ",
     job_from!(),
-    " WHERE j.id = $1"
+    " WHERE j.id IN (SELECT value FROM json_each($1))"
 );
 
 /// [`CLAIM_SQLITE`], then the claims' `job.claimed` kept in their rows (`kept.rs`) under
@@ -92,12 +92,12 @@ pub(crate) async fn claim(
         t.rollback()?;
         return Ok(Vec::new());
     }
-    let mut jobs = Vec::with_capacity(ids.len());
-    for id in ids {
-        jobs.extend(sqlite_rows(&t, CLAIMED_SQLITE, &[Arg::Id(id.0)], |r| {
-            job_from_row!(r)
-        })?);
-    }
+    let list = serde_json::Value::from(
+        ids.iter()
+            .map(|id| id.0.hyphenated().to_string())
+            .collect::<Vec<_>>(),
+    );
+    let mut jobs = sqlite_rows(&t, CLAIMED_SQLITE, &[Arg::Json(list)], |r| job_from_row!(r))?;
     // RETURNING follows no order; callers get the claim order.
     jobs.sort_by(claim_order);
     let n = i64::try_from(jobs.len()).unwrap_or(i64::MAX);
