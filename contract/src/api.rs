@@ -24,8 +24,8 @@ pub use jobs::{
 };
 pub use schedules::{Overlap, Schedule, ScheduleList, ScheduleRequest};
 pub use worker::{
-    ClaimBody, Claimed, CompleteAndClaimBody, CompleteBody, CompletedAndClaimed, EventBody,
-    FailBody, FenceBody, HeartbeatBody,
+    ClaimBody, Claimed, CompleteAndClaimBody, CompleteBody, Completed, CompletedAndClaimed,
+    EventBody, FailBody, FenceBody, HeartbeatBody,
 };
 
 /// The body of every error answer, from every front door.

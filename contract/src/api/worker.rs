@@ -9,7 +9,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::job::{EventLevel, Job, NewEvent};
+use crate::JobId;
+use crate::job::{EventLevel, Job, JobState, NewEvent};
 
 // The worker's client sends `capabilities` always (its tools, after the token narrows
 // them); `None` asks for whatever the token allows.
@@ -100,10 +101,29 @@ pub struct CompleteAndClaimBody {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CompletedAndClaimed {
-    /// The job completed.
-    pub completed: Job,
+    /// The job completed: its id and state, not its task (`GET /api/queue/jobs/{id}`
+    /// reads the rest).
+    pub completed: Completed,
     /// The next job, leased to this worker, or `null` when none came within `waitSeconds`.
     pub job: Option<Job>,
+}
+
+/// A job a completion wrote, as `complete-and-claim` answers it.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Completed {
+    pub id: JobId,
+    /// `succeeded`.
+    pub status: JobState,
+}
+
+impl From<&Job> for Completed {
+    fn from(job: &Job) -> Self {
+        Completed {
+            id: job.id,
+            status: job.status,
+        }
+    }
 }
 
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]

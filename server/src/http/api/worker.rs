@@ -11,8 +11,8 @@ use axum::extract::State;
 use axum::routing::post;
 use axum::{Json, Router};
 use contract::api::{
-    ClaimBody, Claimed, CompleteAndClaimBody, CompleteBody, CompletedAndClaimed, EventBody,
-    FailBody, FenceBody, HeartbeatBody,
+    ClaimBody, Claimed, CompleteAndClaimBody, CompleteBody, Completed, CompletedAndClaimed,
+    EventBody, FailBody, FenceBody, HeartbeatBody,
 };
 use contract::{FieldError, Job, JobEvent};
 use queue::{ClaimRequest, Fence};
@@ -235,6 +235,7 @@ async fn complete_and_claim(
         None if wait.is_zero() => None,
         None => state.queue.claim_wait(&request, wait).await?,
     };
+    let completed = Completed::from(&completed);
     Ok(Json(CompletedAndClaimed { completed, job }))
 }
 
