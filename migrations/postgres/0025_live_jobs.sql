@@ -26,6 +26,8 @@ CREATE TABLE job_queue (
     claimed_at timestamptz,
     claim_lease_until timestamptz,
     CONSTRAINT job_queue_pkey PRIMARY KEY (id),
+    -- Checked once, when the live row is made; a job's row never goes while it is live.
+    CONSTRAINT job_queue_job FOREIGN KEY (id) REFERENCES jobs (id) ON DELETE CASCADE,
     CONSTRAINT job_queue_live CHECK (status = 'queued'
         OR (status = 'running' AND claimed_by IS NOT NULL AND lease_expires_at IS NOT NULL))
 ) WITH (fillfactor = 70);

@@ -2,7 +2,7 @@
 -- PostgreSQL migration of the same number. The same schema through the same store: the
 -- claim writes only the live row, a job's end deletes it and writes the job's row.
 CREATE TABLE job_queue (
-    id TEXT NOT NULL,
+    id TEXT NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
     priority INTEGER NOT NULL,
     created_at INTEGER NOT NULL,
     job_type TEXT NOT NULL,

@@ -40,6 +40,11 @@ pub struct RetentionConfig {
     /// that is still kept. `None` (the default): rows are kept, so the jobs list still
     /// shows every job.
     pub jobs_after: Option<Duration>,
+    /// A walk does not pass a job younger than this, whatever the keep: a job is made with
+    /// its id and time a little before its row commits, and replicas' clocks differ a
+    /// little, so one younger than this with a smaller id than the newest a walk sees could
+    /// still come, behind the walk's cursor. Zero only where nothing else writes.
+    pub walk_slack: Duration,
 }
 
 impl Default for RetentionConfig {
@@ -50,6 +55,7 @@ impl Default for RetentionConfig {
             logs_after: Some(DAY),
             history_after: Some(30 * DAY),
             jobs_after: None,
+            walk_slack: Duration::from_secs(60),
         }
     }
 }
@@ -134,6 +140,7 @@ impl Retention {
                 let pass = Pass {
                     chore,
                     before: before(keep),
+                    walked_before: before(keep.max(self.config.walk_slack)),
                     recheck_at: now + self.recheck_after(),
                 };
                 self.look_again(&pass, &mut report).await?;
@@ -165,7 +172,7 @@ impl Retention {
             let mut passed = Vec::new();
             let mut young = false;
             for job in &seen {
-                if job.created_at >= pass.before {
+                if job.created_at >= pass.walked_before {
                     young = true;
                     break;
                 }
@@ -299,6 +306,8 @@ struct Pass {
     chore: Chore,
     /// Jobs that finished before this are due.
     before: DateTime<Utc>,
+    /// The walk stops at the first job made since this (`RetentionConfig::walk_slack`).
+    walked_before: DateTime<Utc>,
     /// When a job passed over unfinished is looked at again.
     recheck_at: DateTime<Utc>,
 }

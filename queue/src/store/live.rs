@@ -4,9 +4,11 @@
 //! no index of `jobs` to change. Where a job has a live row, readers take these columns
 //! from it (`live!`, `job_columns!`) and the job's own of the same names are stale; the
 //! kept `job.claimed` (`kept.rs`) is there too, moved to the job's row at its end. Every
-//! write keeps two rules: the job's row is locked before its live row (the claim, which
-//! takes only the live row and skips one that is locked, is the one write that takes no
-//! job row), and a job has a live row exactly when its state is queued or running.
+//! write keeps two rules: the job's row is locked before its live row, and a job has a
+//! live row exactly when its state is queued or running. Two writes take a live row alone,
+//! each one statement that waits on nothing once it holds the row: the claim (which skips
+//! a locked one) and a waiting job's release (`dependencies.rs`, whose change of the live
+//! columns every swap of the job then sees).
 
 use contract::{Job, JobState};
 

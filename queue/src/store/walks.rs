@@ -135,8 +135,10 @@ const PUT_OFF: &str = "UPDATE retention_pending SET finished_at = $5, recheck_at
      WHERE chore = $1 AND job_id = $2 \
      AND finished_at IS NOT DISTINCT FROM $3 AND recheck_at IS NOT DISTINCT FROM $4";
 
+/// Only the chores whose walk has passed the job: the others will walk to it.
 const REOPENED: &str = "INSERT INTO retention_pending (chore, job_id, finished_at, recheck_at) \
-     VALUES ($1, $2, NULL, $3) ON CONFLICT (chore, job_id) \
+     SELECT chore, $1, NULL, $2 FROM retention_cursors WHERE after_id >= $1 \
+     ON CONFLICT (chore, job_id) \
      DO UPDATE SET finished_at = NULL, recheck_at = excluded.recheck_at";
 
 macro_rules! seen_from_row {
@@ -275,18 +277,16 @@ impl Tx {
         self.execute(sql, &args).await
     }
 
-    /// `jobs` were queued again after they had finished: every chore looks at them again
-    /// from `now`, wherever its walk is.
+    /// `jobs` were queued again after they had finished: every chore whose walk has passed
+    /// them looks at them again from `now`.
     pub(crate) async fn reopened(
         &mut self,
         jobs: &[Uuid],
         now: DateTime<Utc>,
     ) -> Result<(), QueueError> {
         for job in jobs {
-            for chore in Chore::ALL {
-                let args = [Arg::text(chore.name()), Arg::Id(*job), Arg::at(now)];
-                self.execute(REOPENED, &args).await?;
-            }
+            self.execute(REOPENED, &[Arg::Id(*job), Arg::at(now)])
+                .await?;
         }
         Ok(())
     }

@@ -115,6 +115,7 @@ conformance! {
     live::a_job_has_a_live_row_exactly_while_it_is_queued_or_running,
     live::a_claimed_job_reads_its_lease_from_its_live_row,
     retention::a_job_left_waiting_holds_back_none_of_those_after_it,
+    retention::a_walk_passes_no_job_younger_than_its_slack,
     limits::a_repository_at_its_limit_waits_while_other_repositories_go_first,
     limits::one_repository_written_several_ways_is_one_for_the_limit_and_for_a_token,
     limits::a_batch_never_takes_more_of_a_repository_than_its_limit_allows,

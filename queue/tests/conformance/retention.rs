@@ -360,3 +360,24 @@ pub async fn a_job_left_waiting_holds_back_none_of_those_after_it(h: Harness) {
     assert_eq!(h.get(&waiting).await.status, JobState::Queued);
     assert_eq!(h.event_kinds(&waiting).await, [events::JOB_CREATED]);
 }
+
+/// However short the keep, a walk passes no job younger than its slack (a minute by
+/// default): one made just before it, with a smaller id, could still be committing.
+pub async fn a_walk_passes_no_job_younger_than_its_slack(h: Harness) {
+    let job = ran(&h, 3, &[task::step_log(0), task::step_log(1)], true).await;
+    let keep_ten_seconds = || {
+        Retention::new(
+            h.queue.clone(),
+            RetentionConfig {
+                logs_after: Some(Duration::from_secs(10)),
+                ..RetentionConfig::default()
+            },
+        )
+    };
+    h.advance(Duration::from_secs(30));
+    assert!(keep_ten_seconds().run_once().await.unwrap().is_empty());
+    h.advance(Duration::from_secs(31));
+    let report = keep_ten_seconds().run_once().await.unwrap();
+    assert_eq!(report.logs_compacted, [job.id]);
+    assert_eq!(report.log_lines, 6);
+}

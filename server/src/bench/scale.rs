@@ -200,6 +200,8 @@ pub async fn run(args: ScaleArgs) -> Result<(), CliError> {
     let compact = RetentionConfig {
         logs_after: Some(Duration::ZERO),
         history_after: None,
+        // Nothing else writes meanwhile: the job just made may be walked past at once.
+        walk_slack: Duration::ZERO,
         ..RetentionConfig::default()
     };
     tokio::time::sleep(Duration::from_millis(2)).await;

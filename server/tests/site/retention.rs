@@ -49,6 +49,7 @@ async fn the_job_page_says_when_retention_deleted_the_history_and_shows_the_row(
     let keep_nothing = RetentionConfig {
         logs_after: Some(Duration::ZERO),
         history_after: Some(Duration::ZERO),
+        walk_slack: Duration::ZERO,
         ..RetentionConfig::default()
     };
     let report = Retention::new(queue.clone(), keep_nothing)

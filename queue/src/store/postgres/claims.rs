@@ -334,24 +334,52 @@ mod tests {
         .execute(pool)
         .await
         .unwrap();
-        let plan: Vec<String> = sqlx::query_scalar(&format!("EXPLAIN {CLAIM_POSTGRES}"))
-            .bind("w")
-            .bind(Ts(Utc::now()))
-            .bind(Ts(Utc::now()))
-            .bind(Json(vec!["codex".to_string()]))
-            .bind(None::<Vec<String>>)
-            .bind(None::<Vec<String>>)
-            .bind(1_i64)
-            .fetch_all(pool)
-            .await
-            .unwrap();
-        let plan = plan.join("\n");
+        let explain = format!("EXPLAIN {CLAIM_POSTGRES}");
+        let one = || {
+            sqlx::query_scalar::<_, String>(&explain)
+                .bind("w")
+                .bind(Ts(Utc::now()))
+                .bind(Ts(Utc::now()))
+                .bind(Json(vec!["codex".to_string()]))
+                .bind(None::<Vec<String>>)
+                .bind(None::<Vec<String>>)
+                .bind(1_i64)
+        };
+        let plan = one().fetch_all(pool).await.unwrap().join("\n");
         assert!(
             plan.contains("Index Scan using job_queue_claim_order"),
             "{plan}"
         );
         assert!(!plan.contains("Sort"), "{plan}");
         assert!(!plan.contains("JIT"), "{plan}");
+        // As the claim line's connections plan it, alone and for several claimers at once:
+        // the job's own row read by its key, never a walk of every job.
+        let mut conn = pool.acquire().await.unwrap();
+        for setting in [
+            "SET plan_cache_mode = force_generic_plan",
+            "SET enable_sort = off",
+        ] {
+            sqlx::query(setting).execute(&mut *conn).await.unwrap();
+        }
+        let plan = one().fetch_all(&mut *conn).await.unwrap().join("\n");
+        let slots = format!("EXPLAIN {CLAIM_SLOTS_POSTGRES}");
+        let shared: Vec<String> = sqlx::query_scalar(&slots)
+            .bind(vec!["w"; 2])
+            .bind(vec![Utc::now(); 2])
+            .bind(Ts(Utc::now()))
+            .bind(Json(vec!["codex".to_string()]))
+            .bind(None::<Vec<String>>)
+            .bind(None::<Vec<String>>)
+            .bind(2_i64)
+            .fetch_all(&mut *conn)
+            .await
+            .unwrap();
+        for plan in [plan, shared.join("\n")] {
+            assert!(plan.contains("job_queue_claim_order"), "{plan}");
+            assert!(!plan.contains("Seq Scan"), "{plan}");
+            assert!(plan.contains("Index Scan using jobs_pkey"), "{plan}");
+        }
+        drop(conn);
         pool.close().await;
         scratch.drop_database().await.unwrap();
     }
