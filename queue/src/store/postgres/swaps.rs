@@ -92,10 +92,9 @@ macro_rules! set_states_from_one {
 }
 
 /// One job's events appended after `$written` (the CTE naming the job's row if it was
-/// written), and the answer: whether it was, and the new event ids (a success kept in the
-/// row, `$40`, last: `updated` drew it).
-macro_rules! one_appended_answer {
-    ($written:literal, $kept:literal) => {
+/// written): `appended`.
+macro_rules! one_appended {
+    ($written:literal) => {
         concat!(
             "appended AS (\
        INSERT INTO job_events (job_id, kind, level, message, payload, created_at) \
@@ -105,12 +104,32 @@ macro_rules! one_appended_answer {
             " AS w, unnest($35::text[], $36::text[], $37::text[], $38::jsonb[], \
          $39::timestamptz[]) WITH ORDINALITY AS e(kind, level, message, payload, created_at, k) \
        ORDER BY e.k \
-       RETURNING id) \
-     SELECT EXISTS (SELECT 1 FROM ",
+       RETURNING id)"
+        )
+    };
+}
+
+/// One job's answer after [`one_appended!`]: whether it was written, and the new event
+/// ids (a success kept in the row, `$kept`, last: the update drew it).
+macro_rules! one_answer {
+    ($written:literal, $kept:literal) => {
+        concat!(
+            "EXISTS (SELECT 1 FROM ",
             $written,
             ") AS written, ARRAY(SELECT id FROM appended ORDER BY id)",
             $kept,
             " AS event_ids"
+        )
+    };
+}
+
+/// [`one_appended!`] and [`one_answer!`], a whole statement's end.
+macro_rules! one_appended_answer {
+    ($written:literal, $kept:literal) => {
+        concat!(
+            one_appended!($written),
+            " SELECT ",
+            one_answer!($written, $kept)
         )
     };
 }
@@ -192,23 +211,43 @@ const SWAP_LIVES_WRITTEN_POSTGRES: &str = concat!(
 /// row kept and, for a success kept in the row (`$40`), the success's id, drawn here after
 /// the lock (an event appended under the lock meanwhile has the smaller id). No index of
 /// `jobs` sees this write (migration 0025): it can go on the row's own page.
-const SWAP_ENDS_POSTGRES: &str = concat!(
-    lock_own!(),
-    "gone AS (DELETE FROM job_queue AS q WHERE q.id = (SELECT id FROM locked) AND ",
-    live_unchanged!(one),
-    " RETURNING q.id, q.claimed_event_id, q.claimed_at, q.claim_lease_until), \
-     updated AS (UPDATE jobs AS j SET ",
-    set_states_from_one!(),
-    ", claimed_event_id = gone.claimed_event_id, claimed_at = gone.claimed_at, \
-       claim_lease_until = gone.claim_lease_until, \
-       completed_event_id = CASE WHEN ($40::bool[])[1] THEN nextval('job_events_id_seq') \
-         ELSE j.completed_event_id END \
-     FROM gone WHERE j.id = gone.id RETURNING j.id, j.completed_event_id), ",
-    one_appended_answer!(
-        "updated",
-        " || ARRAY(SELECT completed_event_id FROM updated WHERE ($40::bool[])[1])"
-    )
-);
+macro_rules! swap_ends_ctes {
+    () => {
+        concat!(
+            lock_own!(),
+            "gone AS (DELETE FROM job_queue AS q WHERE q.id = (SELECT id FROM locked) AND ",
+            live_unchanged!(one),
+            " RETURNING q.id, q.claimed_event_id, q.claimed_at, q.claim_lease_until), \
+             updated AS (UPDATE jobs AS j SET ",
+            set_states_from_one!(),
+            ", claimed_event_id = gone.claimed_event_id, claimed_at = gone.claimed_at, \
+               claim_lease_until = gone.claim_lease_until, \
+               completed_event_id = CASE WHEN ($40::bool[])[1] \
+                 THEN nextval('job_events_id_seq') ELSE j.completed_event_id END \
+             FROM gone WHERE j.id = gone.id RETURNING j.id, j.completed_event_id), ",
+            one_appended!("updated")
+        )
+    };
+}
+
+/// [`swap_ends_ctes!`]'s answer: whether the job was written, and its new event ids.
+macro_rules! swap_ends_answer {
+    () => {
+        one_answer!(
+            "updated",
+            " || ARRAY(SELECT completed_event_id FROM updated WHERE ($40::bool[])[1])"
+        )
+    };
+}
+
+/// One live job ended, [`swap_ends_ctes!`] with its answer.
+const SWAP_ENDS_POSTGRES: &str = concat!(swap_ends_ctes!(), " SELECT ", swap_ends_answer!());
+
+/// [`SWAP_ENDS_POSTGRES`] up to its answer (the `WITH` of `locked`, `gone`, `updated` and
+/// `appended`) and its answer, for the statement that claims after one finish
+/// (`finishes.rs`).
+pub(super) const SWAP_ENDS_CTES: &str = swap_ends_ctes!();
+pub(super) const SWAP_ENDS_ANSWER: &str = swap_ends_answer!();
 
 /// [`SWAP_JOBS_POSTGRES`] up to its answer: the `WITH` of `input`, `locked`, `gone`,
 /// `updated` (one row per swap written, with its position `n`) and `appended`, for a
