@@ -36,12 +36,12 @@ pub(crate) type Finished = (Swapped, Claimed);
 /// serves them all): `$41`..`$43` are their slots, a claimer of N jobs having N in a row
 /// (the number of its finish in the swaps' order, the worker, the lease's end), `$44` the
 /// time, `$45`..`$47` the capabilities, types and repositories asked. `slots` keeps the
-/// slots of the swaps written, renumbered (`finish_sql`); the pick takes as many jobs and hands them out
-/// in claim order, the slots of the finishes that came first first. Every swap's row is
-/// locked by `locked` and written by `updated` before `slots` reads which were, so the
-/// claims' event ids, drawn after the pick's locks, come after the completions'. The
-/// claims write only live rows (`live.rs`). One row
-/// per job claimed, with its finish's answer, and one for a finish that claimed none.
+/// slots of the swaps written, renumbered (`finish_sql`); the pick takes as many jobs and
+/// hands them out in claim order, the slots of the finishes that came first first. Every
+/// swap's row is locked by `locked` and written by `updated` before `slots` reads which
+/// were, so the claims' event ids, drawn after the pick's locks, come after the
+/// completions'. The claims write only live rows (`live.rs`). One row per job claimed,
+/// with its finish's answer, and one for a finish that claimed none.
 static FINISH_JOBS_POSTGRES: LazyLock<String> = LazyLock::new(|| {
     finish_sql(
         SWAP_JOBS_CTES,
