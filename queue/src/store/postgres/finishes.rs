@@ -281,6 +281,15 @@ mod tests {
         (scratch, queue, pool, held.try_into().unwrap())
     }
 
+    /// The states of `jobs` as the queue reads them now.
+    async fn states(queue: &Queue, jobs: [&Job; 2]) -> Vec<JobState> {
+        let mut states = Vec::new();
+        for job in jobs {
+            states.push(queue.get_job(&job.id).await.unwrap().status);
+        }
+        states
+    }
+
     /// A finish of `job` by its worker, claiming up to `limit` jobs with `caps`.
     fn finish(job: &Job, caps: &[&str], limit: u32) -> Finish {
         let now = Utc::now();
@@ -334,12 +343,8 @@ mod tests {
         );
         assert_eq!(answers[1], (None, Vec::new()));
         assert_eq!(
-            queue.get_job(&a.id).await.unwrap().status,
-            JobState::Succeeded
-        );
-        assert_eq!(
-            queue.get_job(&b.id).await.unwrap().status,
-            JobState::Running
+            states(&queue, [&a, &b]).await,
+            [JobState::Succeeded, JobState::Running]
         );
         // Not `pool.close()`: it waits for every connection to come back, and the queue's
         // own tasks may hold one to the end. The forced drop ends them.
@@ -372,12 +377,8 @@ mod tests {
         let answers = finish_on(&pool, &[&stale]).await.unwrap();
         assert_eq!(answers, vec![(None, Vec::new())]);
         assert_eq!(
-            queue.get_job(&a.id).await.unwrap().status,
-            JobState::Succeeded
-        );
-        assert_eq!(
-            queue.get_job(&b.id).await.unwrap().status,
-            JobState::Running
+            states(&queue, [&a, &b]).await,
+            [JobState::Succeeded, JobState::Running]
         );
         let queued: i64 =
             sqlx::query_scalar("SELECT count(*) FROM job_queue WHERE status = 'queued'")
