@@ -180,6 +180,12 @@ const POSTGRES: &[Embedded] = &[
         "success triggers",
         "0026_success_triggers.sql"
     ),
+    embedded!(
+        "postgres",
+        27,
+        "successes told by their statement",
+        "0027_successes_told_by_their_statement.sql"
+    ),
 ];
 
 fn migrator(embedded: &[Embedded]) -> Migrator {

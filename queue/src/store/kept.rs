@@ -12,6 +12,7 @@ use sqlx::Row;
 use uuid::Uuid;
 
 use super::live::shape;
+use super::postgres::FOLD_SUCCESS;
 use super::sqlite::{DRAW_EVENT_IDS, RowExt};
 use super::{Arg, Id, Tx, TxConn, pg_rows, sqlite_rows};
 use crate::QueueError;
@@ -35,9 +36,6 @@ pub(crate) struct KeptClaim {
     pub at: DateTime<Utc>,
     pub lease_until: Option<DateTime<Utc>>,
 }
-
-const FOLD_POSTGRES: &str = "UPDATE jobs SET completed_event_id = nextval('job_events_id_seq') \
-     WHERE id = $1 RETURNING completed_event_id";
 
 const FOLD_SQLITE: &str = "UPDATE jobs SET completed_event_id = $2 WHERE id = $1";
 
@@ -107,7 +105,7 @@ impl Tx {
         let id = Arg::Id(job.uuid());
         let event_id: i64 = match &mut self.conn {
             TxConn::Postgres(t) => {
-                pg_rows(t, FOLD_POSTGRES, &[id], |r| r.try_get("completed_event_id"))
+                pg_rows(t, FOLD_SUCCESS, &[id], |r| r.try_get("completed_event_id"))
                     .await?
                     .into_iter()
                     .next()

@@ -104,6 +104,7 @@ conformance! {
     outbox::a_claim_whose_holder_went_silent_is_taken_over_when_its_lease_ends,
     outbox::with_no_replica_listening_an_end_writes_no_notification,
     outbox::every_way_a_job_ends_is_told_with_the_state_it_ended_in,
+    outbox::every_way_a_success_is_written_tells_it_once_with_its_event,
     retention::a_finished_job_keeps_its_history_for_thirty_days_then_only_its_row_and_one_event,
     retention::log_lines_go_after_a_day_where_the_step_s_log_artifact_holds_them,
     retention::queued_running_and_recent_jobs_are_never_touched,

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use contract::JobState;
-use queue::{Notice, Settled, events};
+use queue::{Completion, Notice, Settled, events};
 
 use crate::harness::*;
 
@@ -231,4 +231,69 @@ pub async fn every_way_a_job_ends_is_told_with_the_state_it_ended_in(h: Harness)
             ended(rejected.id, JobState::Failed),
         ]
     );
+}
+
+/// A success is written by different statements: one completion, a batch of them, a batch
+/// from a replica that did not claim them (which takes the row lock), a completion with the
+/// next claim. Each is told once, under its `job.completed`.
+pub async fn every_way_a_success_is_written_tells_it_once_with_its_event(h: Harness) {
+    listening(&h).await;
+    for _ in 0..7 {
+        h.create(Spec::default()).await;
+    }
+    let done = |job: &contract::Job| Completion {
+        id: job.id,
+        fence: fence(job),
+        summary: None,
+    };
+    let alone = h.claim("w1").await.unwrap();
+    h.queue
+        .complete(&alone.id, &fence(&alone), None)
+        .await
+        .unwrap();
+    let batch = h.queue.claim_many(&request("w1"), 2).await.unwrap();
+    let written = h
+        .queue
+        .complete_many(batch.iter().map(done).collect())
+        .await
+        .unwrap();
+    assert!(written.iter().all(Result::is_ok), "{written:?}");
+    let elsewhere = h.queue.claim_many(&request("w1"), 2).await.unwrap();
+    let other = h.queue_with(|_| {}).await;
+    let written = other
+        .complete_many(elsewhere.iter().map(done).collect())
+        .await
+        .unwrap();
+    assert!(written.iter().all(Result::is_ok), "{written:?}");
+    let finished = h.claim("w1").await.unwrap();
+    let (_, next) = h
+        .queue
+        .complete_and_claim(&finished.id, &fence(&finished), None, &request("w1"), 1)
+        .await
+        .unwrap();
+    assert_eq!(next.len(), 1, "the last job is claimed");
+
+    let mut succeeded = vec![alone, finished];
+    succeeded.extend(batch);
+    succeeded.extend(elsewhere);
+    let mut expected = Vec::new();
+    for job in &succeeded {
+        let completed = h
+            .queue
+            .list_events(&job.id, 0, 100)
+            .await
+            .unwrap()
+            .into_iter()
+            .find(|e| e.kind == events::JOB_COMPLETED)
+            .unwrap();
+        expected.push((job.id, completed.id, JobState::Succeeded));
+    }
+    let mut told: Vec<_> = claim(&h, "r1")
+        .await
+        .into_iter()
+        .map(|n| (n.job_id, n.event_id, n.status))
+        .collect();
+    expected.sort_by_key(|&(_, event, _)| event);
+    told.sort_by_key(|&(_, event, _)| event);
+    assert_eq!(told, expected);
 }

@@ -290,6 +290,14 @@ mod tests {
         states
     }
 
+    /// How many notices the webhook outbox holds.
+    async fn told(pool: &PgPool) -> i64 {
+        sqlx::query_scalar("SELECT count(*) FROM webhook_outbox")
+            .fetch_one(pool)
+            .await
+            .unwrap()
+    }
+
     /// A finish of `job` by its worker, claiming up to `limit` jobs with `caps`.
     fn finish(job: &Job, caps: &[&str], limit: u32) -> Finish {
         let now = Utc::now();
@@ -354,6 +362,7 @@ mod tests {
     #[tokio::test]
     async fn a_finish_alone_claims_after_its_success_and_a_stale_one_claims_nothing() {
         let (scratch, queue, pool, [a, b]) = two_held(5, 5).await;
+        queue.listen_for_notifications("r1").await.unwrap();
         let answers = finish_on(&pool, &[&finish(&a, &CAPS[..2], 2)])
             .await
             .unwrap();
@@ -386,6 +395,11 @@ mod tests {
                 .await
                 .unwrap();
         assert_eq!(queued, 1, "the stale finish leased nothing");
+        assert_eq!(
+            told(&pool).await,
+            1,
+            "the success is told, the stale one is not"
+        );
         // Not `pool.close()`: it waits for every connection to come back, and the queue's
         // own tasks may hold one to the end. The forced drop ends them.
         scratch.drop_database().await.unwrap();
@@ -394,6 +408,7 @@ mod tests {
     #[tokio::test]
     async fn finishes_that_ask_differently_each_claim_what_they_may() {
         let (scratch, queue, pool, [a, b]) = two_held(4, 3).await;
+        queue.listen_for_notifications("r1").await.unwrap();
         let plain = finish(&a, &CAPS[..2], 5);
         let docker = finish(&b, &CAPS, 5);
         let answers = finish_on(&pool, &[&plain, &docker]).await.unwrap();
@@ -414,6 +429,7 @@ mod tests {
             Some("docker")
         );
         assert!(answers.iter().all(|(written, _)| written.is_some()));
+        assert_eq!(told(&pool).await, 2, "each success of the batch is told");
         // Not `pool.close()`: it waits for every connection to come back, and the queue's
         // own tasks may hold one to the end. The forced drop ends them.
         scratch.drop_database().await.unwrap();

@@ -8,7 +8,7 @@ use sqlx::types::Json;
 use sqlx::{PgConnection, PgPool, Postgres, Row};
 use uuid::Uuid;
 
-use super::swaps::bind_states;
+use super::bind_states;
 use crate::QueueError;
 use crate::machine::PendingEvent;
 use crate::store::jobs::{created_args, state_args};

@@ -75,6 +75,41 @@ macro_rules! claim_set {
     };
 }
 
+/// The webhook outbox's notice of each success `$written` wrote, while a replica that posts
+/// webhooks listens: `$written` returns each job's `id`, `completed_event_id` and
+/// `finished_at`, and `$drew` says of its row `w` whether this write drew the success's id.
+/// Migration 0021 made this check a trigger, a PL/pgSQL call per success that cost a fifth
+/// of a lone completion's server time; made by the statement that writes the success, the
+/// listeners are read once per statement (0027 drops the trigger). Every statement that
+/// draws a success's id makes it: the swaps' (`swaps.rs`) and the locked path's
+/// ([`FOLD_SUCCESS`]). SQLite keeps the trigger, an in-process call.
+macro_rules! told_of_successes {
+    ($written:literal, $drew:literal) => {
+        concat!(
+            "told AS (INSERT INTO webhook_outbox \
+               (job_id, event_id, event, status, next_at, created_at) \
+             SELECT w.id, w.completed_event_id, 'job.ended', 'succeeded', w.finished_at, \
+               w.finished_at FROM ",
+            $written,
+            " AS w WHERE ",
+            $drew,
+            " AND w.finished_at - interval '10 minutes' \
+               < (SELECT max(seen_at) FROM webhook_listeners))"
+        )
+    };
+}
+
+/// The locked path's success kept in the row (`kept.rs`): its id drawn under the lock the
+/// transaction holds, told to the outbox if the row had none (what 0021's trigger read as
+/// `OLD`: the statement's CTEs share its snapshot, so `was` reads the row before `updated`).
+pub(crate) const FOLD_SUCCESS: &str = concat!(
+    "WITH was AS (SELECT completed_event_id IS NULL AS fresh FROM jobs WHERE id = $1), \
+     updated AS (UPDATE jobs SET completed_event_id = nextval('job_events_id_seq') \
+       WHERE id = $1 RETURNING id, completed_event_id, finished_at), ",
+    told_of_successes!("updated", "(SELECT fresh FROM was)"),
+    " SELECT completed_event_id FROM updated"
+);
+
 mod artifacts;
 mod claims;
 mod committer;
@@ -92,9 +127,15 @@ pub(crate) use finishes::{Finish, Finished};
 pub(super) use jobs::{create_job, lock_jobs, save_jobs, save_live};
 pub(crate) use swaps::{Swap, Swapped};
 
-use sqlx::PgPool;
+use chrono::{DateTime, Utc};
+use contract::Job;
+use sqlx::postgres::PgArguments;
+use sqlx::query::Query;
+use sqlx::types::Json;
+use sqlx::{PgPool, Postgres};
 
 use crate::QueueError;
+use crate::store::int;
 
 /// The line that concurrent swaps wait in to share a statement: two swaps of one job never
 /// share one. A batch that fails is written again one swap at a time, so that each gets
@@ -125,6 +166,41 @@ pub(super) fn swap_committer(pool: PgPool) -> Committer<Swap, Swapped> {
 pub(super) async fn write_on(pool: &PgPool, swaps: &[&Swap]) -> Result<Vec<Swapped>, QueueError> {
     let mut conn = pool.acquire().await?;
     swaps::write_jobs_if_unchanged(&mut conn, swaps).await
+}
+
+/// Binds the sixteen columns a transition may change, one array each, in the order of
+/// `state_columns!` (`swaps.rs`) and of [`set_states_from_u!`].
+pub(super) fn bind_states<'q, 'j>(
+    query: Query<'q, Postgres, PgArguments>,
+    jobs: impl Iterator<Item = &'j Job> + Clone,
+) -> Result<Query<'q, Postgres, PgArguments>, QueueError> {
+    let text = |f: fn(&Job) -> Option<String>| jobs.clone().map(f).collect::<Vec<_>>();
+    let at = |f: fn(&Job) -> Option<DateTime<Utc>>| jobs.clone().map(f).collect::<Vec<_>>();
+    let json = |f: fn(&Job) -> Option<serde_json::Result<serde_json::Value>>| {
+        jobs.clone()
+            .map(|j| f(j).transpose().map(|v| v.map(Json)))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| QueueError::from(crate::store::decode_err(e)))
+    };
+    Ok(query
+        .bind(text(|j| Some(j.status.as_str().to_string())))
+        .bind(jobs.clone().map(|j| int(j.attempt)).collect::<Vec<_>>())
+        .bind(at(|j| Some(j.next_attempt_at)))
+        .bind(text(|j| j.claimed_by.clone()))
+        .bind(at(|j| j.lease_expires_at))
+        .bind(at(|j| j.cancel_requested_at))
+        .bind(text(|j| j.cancel_requested_by_user_id.clone()))
+        .bind(text(|j| j.cancel_reason.clone()))
+        .bind(text(|j| j.result_summary.clone()))
+        .bind(text(|j| j.error_message.clone()))
+        .bind(at(|j| j.started_at))
+        .bind(at(|j| j.finished_at))
+        .bind(at(|j| Some(j.updated_at)))
+        .bind(json(|j| {
+            j.pause_requested.as_ref().map(serde_json::to_value)
+        })?)
+        .bind(json(|j| j.resume_from.as_ref().map(serde_json::to_value))?)
+        .bind(json(|j| j.approval.as_ref().map(serde_json::to_value))?))
 }
 
 /// A migrated scratch database for this driver's tests, its `Database` and its pool;

@@ -10,10 +10,11 @@ use sqlx::query::Query;
 use sqlx::types::Json;
 use sqlx::{PgConnection, Postgres, Row};
 
+use super::bind_states;
 use crate::QueueError;
 use crate::machine::PendingEvent;
+use crate::store::folds;
 use crate::store::live::{Shape, same_outside_live, shape};
-use crate::store::{folds, int};
 
 /// One transition to write: `new` over the row if the row still equals `old` in every field
 /// a transition may change, with `events` appended, stamped `now`. Owned, so that it can
@@ -209,8 +210,9 @@ const SWAP_LIVES_WRITTEN_POSTGRES: &str = concat!(
 /// A live job that ends (a success, a queued job cancelled): its own row locked, its live
 /// row deleted if it is as read, and the job's row written whole, with the claim the live
 /// row kept and, for a success kept in the row (`$40`), the success's id, drawn here after
-/// the lock (an event appended under the lock meanwhile has the smaller id). No index of
-/// `jobs` sees this write (migration 0025): it can go on the row's own page.
+/// the lock (an event appended under the lock meanwhile has the smaller id) and told to the
+/// webhook outbox (`told`). No index of `jobs` sees this write (migration 0025): it can go
+/// on the row's own page.
 macro_rules! swap_ends_ctes {
     () => {
         concat!(
@@ -224,7 +226,10 @@ macro_rules! swap_ends_ctes {
                claim_lease_until = gone.claim_lease_until, \
                completed_event_id = CASE WHEN ($40::bool[])[1] \
                  THEN nextval('job_events_id_seq') ELSE j.completed_event_id END \
-             FROM gone WHERE j.id = gone.id RETURNING j.id, j.completed_event_id), ",
+             FROM gone WHERE j.id = gone.id \
+             RETURNING j.id, j.completed_event_id, j.finished_at), ",
+            told_of_successes!("updated", "($40::bool[])[1]"),
+            ", ",
             one_appended!("updated")
         )
     };
@@ -286,7 +291,9 @@ macro_rules! swap_jobs_ctes {
              ELSE j.completed_event_id END \
            FROM input AS u, gone AS g \
            WHERE j.id = u.id AND g.id = u.id \
-           RETURNING u.n, u.id, u.fold, j.completed_event_id), \
+           RETURNING u.n, u.id, u.fold, j.completed_event_id, j.finished_at), ",
+            told_of_successes!("updated", "w.fold"),
+            ", \
          appended AS (\
            INSERT INTO job_events (job_id, kind, level, message, payload, created_at) \
            SELECT updated.id, e.kind, e.level, e.message, e.payload, e.created_at \
@@ -458,41 +465,6 @@ pub(super) fn swapped(row: &PgRow, swap: &Swap) -> Result<Swapped, QueueError> {
         return Err(sqlx::Error::RowNotFound.into());
     }
     Ok(Some(ids))
-}
-
-/// Binds the sixteen columns a transition may change, one array each, in the order of
-/// `state_columns!`.
-pub(super) fn bind_states<'q, 'j>(
-    query: Query<'q, Postgres, PgArguments>,
-    jobs: impl Iterator<Item = &'j Job> + Clone,
-) -> Result<Query<'q, Postgres, PgArguments>, QueueError> {
-    let text = |f: fn(&Job) -> Option<String>| jobs.clone().map(f).collect::<Vec<_>>();
-    let at = |f: fn(&Job) -> Option<DateTime<Utc>>| jobs.clone().map(f).collect::<Vec<_>>();
-    let json = |f: fn(&Job) -> Option<serde_json::Result<serde_json::Value>>| {
-        jobs.clone()
-            .map(|j| f(j).transpose().map(|v| v.map(Json)))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| QueueError::from(crate::store::decode_err(e)))
-    };
-    Ok(query
-        .bind(text(|j| Some(j.status.as_str().to_string())))
-        .bind(jobs.clone().map(|j| int(j.attempt)).collect::<Vec<_>>())
-        .bind(at(|j| Some(j.next_attempt_at)))
-        .bind(text(|j| j.claimed_by.clone()))
-        .bind(at(|j| j.lease_expires_at))
-        .bind(at(|j| j.cancel_requested_at))
-        .bind(text(|j| j.cancel_requested_by_user_id.clone()))
-        .bind(text(|j| j.cancel_reason.clone()))
-        .bind(text(|j| j.result_summary.clone()))
-        .bind(text(|j| j.error_message.clone()))
-        .bind(at(|j| j.started_at))
-        .bind(at(|j| j.finished_at))
-        .bind(at(|j| Some(j.updated_at)))
-        .bind(json(|j| {
-            j.pause_requested.as_ref().map(serde_json::to_value)
-        })?)
-        .bind(json(|j| j.resume_from.as_ref().map(serde_json::to_value))?)
-        .bind(json(|j| j.approval.as_ref().map(serde_json::to_value))?))
 }
 
 #[cfg(test)]
