@@ -19,6 +19,18 @@ async fn pending(h: &Harness) -> i64 {
     h.queue.notifications_pending().await.unwrap()
 }
 
+/// The id of `job`'s event of `kind`, the one a notice names.
+async fn event_id(h: &Harness, job: &contract::Job, kind: &str) -> i64 {
+    h.queue
+        .list_events(&job.id, 0, 100)
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|e| e.kind == kind)
+        .unwrap()
+        .id
+}
+
 /// A replica that posts webhooks says so.
 async fn listening(h: &Harness) {
     h.queue.listen_for_notifications("r1").await.unwrap();
@@ -46,16 +58,11 @@ pub async fn a_job_s_end_is_in_the_outbox_with_its_event_and_nothing_else_is(h: 
     let notices = claim(&h, "r1").await;
     assert_eq!(notices.len(), 1, "{notices:#?}");
     let notice = &notices[0];
-    let failed = h
-        .queue
-        .list_events(&job.id, 0, 100)
-        .await
-        .unwrap()
-        .into_iter()
-        .find(|e| e.kind == events::JOB_FAILED)
-        .unwrap();
     assert_eq!(notice.job_id, job.id);
-    assert_eq!(notice.event_id, failed.id);
+    assert_eq!(
+        notice.event_id,
+        event_id(&h, &job, events::JOB_FAILED).await
+    );
     assert_eq!(notice.event, "job.ended");
     assert_eq!(notice.status, JobState::Failed);
     assert_eq!(notice.attempt, 1);
@@ -278,15 +285,8 @@ pub async fn every_way_a_success_is_written_tells_it_once_with_its_event(h: Harn
     succeeded.extend(elsewhere);
     let mut expected = Vec::new();
     for job in &succeeded {
-        let completed = h
-            .queue
-            .list_events(&job.id, 0, 100)
-            .await
-            .unwrap()
-            .into_iter()
-            .find(|e| e.kind == events::JOB_COMPLETED)
-            .unwrap();
-        expected.push((job.id, completed.id, JobState::Succeeded));
+        let completed = event_id(&h, job, events::JOB_COMPLETED).await;
+        expected.push((job.id, completed, JobState::Succeeded));
     }
     let mut told: Vec<_> = claim(&h, "r1")
         .await

@@ -7,6 +7,18 @@ use crate::{ClaimRequest, Queue, QueueConfig};
 use serde_json::json;
 use sqlx::PgPool;
 
+/// What worker `w` claims with in these tests.
+fn request() -> ClaimRequest {
+    ClaimRequest {
+        worker_id: "w".into(),
+        capabilities: vec!["codex".into(), "git".into()],
+        allowed_types: None,
+        allowed_repositories: None,
+        lease: std::time::Duration::from_secs(60),
+        max_running_per_repository: None,
+    }
+}
+
 /// The version of the job's own row: unchanged while nothing wrote it.
 async fn version(pool: &PgPool, job: &Job) -> String {
     sqlx::query_scalar("SELECT xmin::text FROM jobs WHERE id = $1")
@@ -46,14 +58,7 @@ async fn a_claim_leaves_the_job_s_row_and_a_success_updates_it_once_in_place() {
     for _ in 0..3 {
         created.push(queue.create_job(&task, Some("alice")).await.unwrap());
     }
-    let request = ClaimRequest {
-        worker_id: "w".into(),
-        capabilities: vec!["codex".into(), "git".into()],
-        allowed_types: None,
-        allowed_repositories: None,
-        lease: std::time::Duration::from_secs(60),
-        max_running_per_repository: None,
-    };
+    let request = request();
     let mut claimed = Vec::new();
     for job in &created {
         let before = version(&pool, job).await;
@@ -121,14 +126,7 @@ async fn a_batched_swap_reads_only_the_rows_of_its_jobs() {
     for _ in 0..32 {
         queue.create_job(&task, Some("alice")).await.unwrap();
     }
-    let request = ClaimRequest {
-        worker_id: "w".into(),
-        capabilities: vec!["codex".into(), "git".into()],
-        allowed_types: None,
-        allowed_repositories: None,
-        lease: std::time::Duration::from_secs(60),
-        max_running_per_repository: None,
-    };
+    let request = request();
     let claimed = queue.claim_many(&request, 32).await.unwrap();
     for table in ["jobs", "job_queue"] {
         sqlx::query(&format!("ANALYZE {table}"))
