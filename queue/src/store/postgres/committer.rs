@@ -267,7 +267,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_writer_that_stops_waiting_loses_nobody_else_their_answer() {
-        let (committer, batches) = recording(Duration::from_millis(30));
+        // Long enough that both statements still run when the waiting writer gives up.
+        let (committer, batches) = recording(Duration::from_millis(500));
         // Both statements busy, so the next two writes share the next one.
         let busy = [
             spawn_write(&committer, (10, 10)),
@@ -285,7 +286,10 @@ mod tests {
 
     #[tokio::test]
     async fn a_writer_that_stops_while_its_own_statement_runs_still_frees_its_place() {
-        let (committer, _) = recording(Duration::from_millis(30));
+        // The statement far outlasts the writer's patience: a timeout whose inner future is
+        // ready when it is polled answers that, so on a loaded machine a statement of 30 ms
+        // could end before a 5 ms timeout was looked at.
+        let (committer, _) = recording(Duration::from_millis(500));
         for n in 0..IN_FLIGHT as u128 {
             let gone =
                 tokio::time::timeout(Duration::from_millis(5), committer.write((n, 0))).await;
