@@ -186,6 +186,12 @@ const POSTGRES: &[Embedded] = &[
         "successes told by their statement",
         "0027_successes_told_by_their_statement.sql"
     ),
+    embedded!(
+        "postgres",
+        28,
+        "room for a batch",
+        "0028_room_for_a_batch.sql"
+    ),
 ];
 
 fn migrator(embedded: &[Embedded]) -> Migrator {
