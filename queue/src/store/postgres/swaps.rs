@@ -212,8 +212,8 @@ const SWAP_LIVES_WRITTEN_POSTGRES: &str = concat!(
 /// row kept and, for a success kept in the row (`$40`), the success's id, drawn here after
 /// the lock (an event appended under the lock meanwhile has the smaller id) and told to the
 /// webhook outbox (`told`). No index of `jobs` sees this write (migration 0025): it can go
-/// on the row's own page.
-macro_rules! swap_ends_ctes {
+/// on the row's own page. The `WITH` of `locked`, `gone`, `updated` and `told`.
+macro_rules! swap_ends_written {
     () => {
         concat!(
             lock_own!(),
@@ -228,10 +228,16 @@ macro_rules! swap_ends_ctes {
                  THEN nextval('job_events_id_seq') ELSE j.completed_event_id END \
              FROM gone WHERE j.id = gone.id \
              RETURNING j.id, j.completed_event_id, j.finished_at), ",
-            told_of_successes!("updated", "($40::bool[])[1]"),
-            ", ",
-            one_appended!("updated")
+            told_of_successes!("updated", "($40::bool[])[1]")
         )
+    };
+}
+
+/// [`swap_ends_written!`] with the events appended (`appended`), for an end that writes
+/// event rows (a queued job cancelled, a success that does not keep its event in the row).
+macro_rules! swap_ends_ctes {
+    () => {
+        concat!(swap_ends_written!(), ", ", one_appended!("updated"))
     };
 }
 
@@ -245,14 +251,32 @@ macro_rules! swap_ends_answer {
     };
 }
 
+/// A success kept in its row ([`folds`]) appends no event row: its answer is the id the
+/// update drew. Without `appended`, the statement has one write less to set up and run for
+/// nothing (an `INSERT` of no rows still opens its table and index), the one most
+/// completions make.
+macro_rules! swap_succeeds_answer {
+    () => {
+        "EXISTS (SELECT 1 FROM updated) AS written, \
+         ARRAY(SELECT completed_event_id FROM updated) AS event_ids"
+    };
+}
+
 /// One live job ended, [`swap_ends_ctes!`] with its answer.
 const SWAP_ENDS_POSTGRES: &str = concat!(swap_ends_ctes!(), " SELECT ", swap_ends_answer!());
 
-/// [`SWAP_ENDS_POSTGRES`] up to its answer (the `WITH` of `locked`, `gone`, `updated` and
-/// `appended`) and its answer, for the statement that claims after one finish
-/// (`finishes.rs`).
+/// One live job's success kept in its row: [`swap_ends_written!`] and
+/// [`swap_succeeds_answer!`].
+const SWAP_SUCCEEDS_POSTGRES: &str =
+    concat!(swap_ends_written!(), " SELECT ", swap_succeeds_answer!());
+
+/// [`SWAP_ENDS_POSTGRES`] up to its answer (the `WITH` of `locked`, `gone`, `updated`,
+/// `told` and `appended`) and its answer, and the same of [`SWAP_SUCCEEDS_POSTGRES`], for
+/// the statements that claim after one finish (`finishes.rs`).
 pub(super) const SWAP_ENDS_CTES: &str = swap_ends_ctes!();
 pub(super) const SWAP_ENDS_ANSWER: &str = swap_ends_answer!();
+pub(super) const SWAP_SUCCEEDS_CTES: &str = swap_ends_written!();
+pub(super) const SWAP_SUCCEEDS_ANSWER: &str = swap_succeeds_answer!();
 
 /// [`SWAP_JOBS_POSTGRES`] up to its answer: the `WITH` of `input`, `locked`, `gone`,
 /// `updated` (one row per swap written, with its position `n`) and `appended`, for a
@@ -372,6 +396,7 @@ pub(crate) async fn write_jobs_if_unchanged(
                 SWAP_LIVES_POSTGRES
             }
             Some(Shape::Lives) => SWAP_LIVES_WRITTEN_POSTGRES,
+            Some(Shape::Ends) if folds(&swaps[i].new, &swaps[i].events) => SWAP_SUCCEEDS_POSTGRES,
             Some(Shape::Ends) => SWAP_ENDS_POSTGRES,
             None => unreachable!("a swap that makes a job live again is not swappable"),
         };

@@ -205,3 +205,86 @@ async fn a_batch_of_successes_over_jobs_created_together_stays_on_their_pages() 
     );
     scratch.drop_database().await.unwrap();
 }
+
+/// The two ways one live job ends by itself: a success kept in its row appends no event
+/// row (its statement has no insert of events) and answers the id its update drew; a
+/// queued job cancelled appends its event and answers that row's id.
+#[tokio::test]
+async fn a_success_kept_in_its_row_appends_nothing_and_a_cancel_appends_its_event() {
+    let (scratch, db, pool) = super::super::scratch("stepwise_t_ends").await;
+    let queue = Queue::open(db, QueueConfig::new(std::env::temp_dir()))
+        .await
+        .unwrap();
+    let task = json!({ "type": "task", "payload": { "repository": "octo/repo",
+        "task": { "instructions": "x", "publish": { "mode": "none" } } } });
+    let first = queue.create_job(&task, Some("alice")).await.unwrap();
+    let second = queue.create_job(&task, Some("alice")).await.unwrap();
+    let running = queue.claim(&request()).await.unwrap().unwrap();
+    assert_eq!(running.id, first.id);
+    let queued = queue.get_job(&second.id).await.unwrap();
+    let now = Utc::now();
+    let mut cancelled = queued.clone();
+    let Ok(Outcome::Changed { events, .. }) =
+        machine::request_cancel(&mut cancelled, Some("alice"), None, now)
+    else {
+        panic!("a queued job is cancelled")
+    };
+    let cancel = Swap {
+        old: queued,
+        new: cancelled,
+        events,
+        now,
+    };
+    let success = completed(&running);
+    assert!(folds(&success.new, &success.events) && !folds(&cancel.new, &cancel.events));
+    let rows_of = |job: &Job| {
+        sqlx::query_scalar::<_, i64>("SELECT id FROM job_events WHERE job_id = $1 ORDER BY id")
+            .bind(job.id.uuid())
+            .fetch_all(&pool)
+    };
+    let before = (
+        rows_of(&first).await.unwrap(),
+        rows_of(&second).await.unwrap(),
+    );
+    let mut conn = pool.acquire().await.unwrap();
+    // One swap per call: each goes by the statement of its own shape.
+    let [Some(drew)] = &write_jobs_if_unchanged(&mut conn, &[&success])
+        .await
+        .unwrap()[..]
+    else {
+        panic!("the success is written")
+    };
+    let [Some(appended)] = &write_jobs_if_unchanged(&mut conn, &[&cancel])
+        .await
+        .unwrap()[..]
+    else {
+        panic!("the cancel is written")
+    };
+    drop(conn);
+    let kept: Option<i64> = sqlx::query_scalar("SELECT completed_event_id FROM jobs WHERE id = $1")
+        .bind(first.id.uuid())
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(
+        drew,
+        &vec![kept.unwrap()],
+        "the success's id, kept in the row"
+    );
+    assert_eq!(
+        rows_of(&first).await.unwrap(),
+        before.0,
+        "no event row for the success"
+    );
+    let after = rows_of(&second).await.unwrap();
+    assert_eq!(
+        &after[before.1.len()..],
+        &appended[..],
+        "the cancel's event row"
+    );
+    assert_eq!(
+        queue.get_job(&second.id).await.unwrap().status,
+        contract::JobState::Cancelled
+    );
+    scratch.drop_database().await.unwrap();
+}
