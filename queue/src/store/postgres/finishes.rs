@@ -18,7 +18,7 @@ use super::swaps::{
     write_jobs_if_unchanged,
 };
 use crate::QueueError;
-use crate::store::{Id, Ts, folds};
+use crate::store::{Id, Ts};
 
 /// A completion written as a swap (the row unchanged since it was read), then the claim,
 /// made only if the swap was written.
@@ -179,7 +179,7 @@ async fn finish_alike(
         .expect("a batch is never empty");
     let first = &finishes[0].claim;
     let sql = match finishes {
-        [one] if folds(&one.swap.new, &one.swap.events) => &FINISH_SUCCEEDS_ONE_POSTGRES,
+        [one] if one.swap.keeps_its_success() => &FINISH_SUCCEEDS_ONE_POSTGRES,
         [_] => &FINISH_ONE_POSTGRES,
         _ => &FINISH_JOBS_POSTGRES,
     };

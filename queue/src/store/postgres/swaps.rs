@@ -27,6 +27,13 @@ pub(crate) struct Swap {
     pub now: DateTime<Utc>,
 }
 
+impl Swap {
+    /// Whether the swap keeps its success in the job's row ([`folds`]), appending no event.
+    pub(super) fn keeps_its_success(&self) -> bool {
+        folds(&self.new, &self.events)
+    }
+}
+
 /// What a [`Swap`] came to: `None` when the row had changed since it was read (nothing
 /// written); otherwise the ids of its events, in order.
 pub(crate) type Swapped = Option<Vec<i64>>;
@@ -251,10 +258,8 @@ macro_rules! swap_ends_answer {
     };
 }
 
-/// A success kept in its row ([`folds`]) appends no event row: its answer is the id the
-/// update drew. Without `appended`, the statement has one write less to set up and run for
-/// nothing (an `INSERT` of no rows still opens its table and index), the one most
-/// completions make.
+/// A success kept in its row answers the id its update drew, with no `appended`: an
+/// `INSERT` of no rows is still set up and run (its table and index opened) for nothing.
 macro_rules! swap_succeeds_answer {
     () => {
         "EXISTS (SELECT 1 FROM updated) AS written, \
@@ -265,8 +270,7 @@ macro_rules! swap_succeeds_answer {
 /// One live job ended, [`swap_ends_ctes!`] with its answer.
 const SWAP_ENDS_POSTGRES: &str = concat!(swap_ends_ctes!(), " SELECT ", swap_ends_answer!());
 
-/// One live job's success kept in its row: [`swap_ends_written!`] and
-/// [`swap_succeeds_answer!`].
+/// One live job's success kept in its row, the end most completions make.
 const SWAP_SUCCEEDS_POSTGRES: &str =
     concat!(swap_ends_written!(), " SELECT ", swap_succeeds_answer!());
 
@@ -396,7 +400,7 @@ pub(crate) async fn write_jobs_if_unchanged(
                 SWAP_LIVES_POSTGRES
             }
             Some(Shape::Lives) => SWAP_LIVES_WRITTEN_POSTGRES,
-            Some(Shape::Ends) if folds(&swaps[i].new, &swaps[i].events) => SWAP_SUCCEEDS_POSTGRES,
+            Some(Shape::Ends) if swaps[i].keeps_its_success() => SWAP_SUCCEEDS_POSTGRES,
             Some(Shape::Ends) => SWAP_ENDS_POSTGRES,
             None => unreachable!("a swap that makes a job live again is not swappable"),
         };
@@ -436,7 +440,7 @@ pub(super) fn bind_swaps<'q>(
 ) -> Result<Query<'q, Postgres, PgArguments>, QueueError> {
     let sorted: Vec<&'q Swap> = order.iter().map(|&i| swaps[i]).collect();
     let ids: Vec<_> = sorted.iter().map(|s| s.new.id.uuid()).collect();
-    let folds: Vec<bool> = sorted.iter().map(|s| folds(&s.new, &s.events)).collect();
+    let folds: Vec<bool> = sorted.iter().map(|s| s.keeps_its_success()).collect();
     let query = sqlx::query(sql).bind(ids);
     let query = bind_states(query, sorted.iter().map(|s| &s.new))?;
     let query = bind_states(query, sorted.iter().map(|s| &s.old))?;

@@ -19,6 +19,21 @@ fn request() -> ClaimRequest {
     }
 }
 
+/// A queue on a scratch database named after `name`, and its pool.
+async fn scratch_queue(name: &str) -> (crate::ScratchPostgres, Queue, PgPool) {
+    let (scratch, db, pool) = super::super::scratch(name).await;
+    let queue = Queue::open(db, QueueConfig::new(std::env::temp_dir()))
+        .await
+        .unwrap();
+    (scratch, queue, pool)
+}
+
+/// The plain task the tests queue.
+fn task() -> serde_json::Value {
+    json!({ "type": "task", "payload": { "repository": "octo/repo",
+        "task": { "instructions": "x", "publish": { "mode": "none" } } } })
+}
+
 /// The version of the job's own row: unchanged while nothing wrote it.
 async fn version(pool: &PgPool, job: &Job) -> String {
     sqlx::query_scalar("SELECT xmin::text FROM jobs WHERE id = $1")
@@ -67,12 +82,8 @@ async fn completed_in_one_transaction(pool: &PgPool, jobs: &[Job]) -> (i64, i64)
 /// PostgreSQL writes in place (HOT), alone or in a batch.
 #[tokio::test]
 async fn a_claim_leaves_the_job_s_row_and_a_success_updates_it_once_in_place() {
-    let (scratch, db, pool) = super::super::scratch("stepwise_t_hot").await;
-    let queue = Queue::open(db, QueueConfig::new(std::env::temp_dir()))
-        .await
-        .unwrap();
-    let task = json!({ "type": "task", "payload": { "repository": "octo/repo",
-        "task": { "instructions": "x", "publish": { "mode": "none" } } } });
+    let (scratch, queue, pool) = scratch_queue("stepwise_t_hot").await;
+    let task = task();
     let mut created = Vec::new();
     for _ in 0..3 {
         created.push(queue.create_job(&task, Some("alice")).await.unwrap());
@@ -127,8 +138,7 @@ async fn a_batched_swap_reads_only_the_rows_of_its_jobs() {
     let queue = Queue::open(db, QueueConfig::new(std::env::temp_dir()))
         .await
         .unwrap();
-    let task = json!({ "type": "task", "payload": { "repository": "octo/repo",
-        "task": { "instructions": "x", "publish": { "mode": "none" } } } });
+    let task = task();
     for _ in 0..32 {
         queue.create_job(&task, Some("alice")).await.unwrap();
     }
@@ -179,10 +189,7 @@ async fn a_batched_swap_reads_only_the_rows_of_its_jobs() {
 /// page free.
 #[tokio::test]
 async fn a_batch_of_successes_over_jobs_created_together_stays_on_their_pages() {
-    let (scratch, db, pool) = super::super::scratch("stepwise_t_batch_hot").await;
-    let queue = Queue::open(db, QueueConfig::new(std::env::temp_dir()))
-        .await
-        .unwrap();
+    let (scratch, queue, pool) = scratch_queue("stepwise_t_batch_hot").await;
     let task = json!({ "type": "task", "payload": { "repository": "octo/repo",
         "task": { "instructions": "Fix the failing test in the parser.",
                   "steps": [{ "instructions": "Make the parser's tests pass." }],
@@ -211,12 +218,8 @@ async fn a_batch_of_successes_over_jobs_created_together_stays_on_their_pages() 
 /// queued job cancelled appends its event and answers that row's id.
 #[tokio::test]
 async fn a_success_kept_in_its_row_appends_nothing_and_a_cancel_appends_its_event() {
-    let (scratch, db, pool) = super::super::scratch("stepwise_t_ends").await;
-    let queue = Queue::open(db, QueueConfig::new(std::env::temp_dir()))
-        .await
-        .unwrap();
-    let task = json!({ "type": "task", "payload": { "repository": "octo/repo",
-        "task": { "instructions": "x", "publish": { "mode": "none" } } } });
+    let (scratch, queue, pool) = scratch_queue("stepwise_t_ends").await;
+    let task = task();
     let first = queue.create_job(&task, Some("alice")).await.unwrap();
     let second = queue.create_job(&task, Some("alice")).await.unwrap();
     let running = queue.claim(&request()).await.unwrap().unwrap();
@@ -236,7 +239,7 @@ async fn a_success_kept_in_its_row_appends_nothing_and_a_cancel_appends_its_even
         now,
     };
     let success = completed(&running);
-    assert!(folds(&success.new, &success.events) && !folds(&cancel.new, &cancel.events));
+    assert!(success.keeps_its_success() && !cancel.keeps_its_success());
     let rows_of = |job: &Job| {
         sqlx::query_scalar::<_, i64>("SELECT id FROM job_events WHERE job_id = $1 ORDER BY id")
             .bind(job.id.uuid())
