@@ -192,6 +192,12 @@ const POSTGRES: &[Embedded] = &[
         "room for a batch",
         "0028_room_for_a_batch.sql"
     ),
+    embedded!(
+        "postgres",
+        29,
+        "room for a claim",
+        "0029_room_for_a_claim.sql"
+    ),
 ];
 
 fn migrator(embedded: &[Embedded]) -> Migrator {
