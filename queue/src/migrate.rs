@@ -198,6 +198,7 @@ const POSTGRES: &[Embedded] = &[
         "room for a claim",
         "0029_room_for_a_claim.sql"
     ),
+    embedded!("postgres", 30, "running by id", "0030_running_by_id.sql"),
 ];
 
 fn migrator(embedded: &[Embedded]) -> Migrator {

@@ -243,6 +243,43 @@ async fn a_batch_of_claims_over_jobs_created_together_stays_on_their_pages() {
     scratch.drop_database().await.unwrap();
 }
 
+/// Issue 39: every claim adds an entry to the index of running jobs (it is never HOT).
+/// Migration 0030 keys that index by the id alone, so its entry is narrower than one of
+/// the claim order's (priority, creation, id), whatever the repository's name. These 3,000
+/// claims of jobs in a repository with a long name made it 14 pages against the claim
+/// order's 20; keyed by (id, repository), 47.
+#[tokio::test]
+async fn a_claims_entry_among_the_running_is_its_id_alone_whatever_the_repository() {
+    let (scratch, queue, pool) = scratch_queue("stepwise_t_running_entry").await;
+    let task = json!({ "type": "task", "payload": {
+        "repository": "https://github.com/an-organisation-with-a-long-name/a-repository-named-at-length",
+        "task": { "instructions": "x", "publish": { "mode": "none" } } } });
+    const JOBS: usize = 3000;
+    for _ in 0..JOBS {
+        queue.create_job(&task, Some("alice")).await.unwrap();
+    }
+    let mut claimed = 0;
+    while claimed < JOBS {
+        let batch = queue.claim_many(&request(), 32).await.unwrap();
+        assert!(!batch.is_empty(), "every queued job is claimable");
+        claimed += batch.len();
+    }
+    let pages = |index: &'static str| {
+        sqlx::query_scalar::<_, i64>("SELECT pg_relation_size($1::regclass) / 8192")
+            .bind(index)
+            .fetch_one(&pool)
+    };
+    let running = pages("job_queue_running").await.unwrap();
+    let order = pages("job_queue_claim_order").await.unwrap();
+    // Both were written in the jobs' order, one entry a job: the claim order's when each
+    // was queued, the running jobs' when each was claimed.
+    assert!(
+        running < order,
+        "the running jobs' index takes {running} pages, the claim order's {order}"
+    );
+    scratch.drop_database().await.unwrap();
+}
+
 /// The two ways one live job ends by itself: a success kept in its row appends no event
 /// row (its statement has no insert of events) and answers the id its update drew; a
 /// queued job cancelled appends its event and answers that row's id.
