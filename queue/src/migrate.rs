@@ -199,6 +199,7 @@ const POSTGRES: &[Embedded] = &[
         "0029_room_for_a_claim.sql"
     ),
     embedded!("postgres", 30, "running by id", "0030_running_by_id.sql"),
+    embedded!("postgres", 31, "swap conflict", "0031_swap_conflict.sql"),
 ];
 
 fn migrator(embedded: &[Embedded]) -> Migrator {

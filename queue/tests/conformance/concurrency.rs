@@ -194,3 +194,59 @@ pub async fn completions_at_once_each_get_their_own_answer_and_event(h: Harness)
         assert_eq!(kinds.last().map(String::as_str), Some("job.completed"));
     }
 }
+
+/// Every write a running job takes, all at once on one job, round after round: heartbeats,
+/// its steps' events (under the job's lock), a cancel request and its completion. On
+/// PostgreSQL each write of a live job takes its live row before its own row
+/// (`store/live.rs`), so none waits on another in a circle: every call ends with the job's
+/// answer or a refusal of its state, never a database error (a deadlock, a conflict), and
+/// the job ends succeeded with its one `job.completed` last in its timeline.
+pub async fn every_write_of_a_running_job_at_once_ends_without_a_deadlock(h: Harness) {
+    for round in 0..20 {
+        let job = h.create(Spec::default()).await;
+        let claimed = h.claim_exactly("w1", &job).await;
+        let mut tasks = Vec::new();
+        for n in 0..12_u64 {
+            let queue = h.queue.clone();
+            let (id, f) = (job.id, fence(&claimed));
+            tasks.push(tokio::spawn(async move {
+                match n % 4 {
+                    0 => queue
+                        .heartbeat(&id, &f, Duration::from_secs(60 + n))
+                        .await
+                        .map(drop),
+                    1 => queue
+                        .append_event(&id, &f, step_event("task.step.started"))
+                        .await
+                        .map(drop),
+                    2 => queue
+                        .request_cancel(&id, Some("alice"), Some(format!("round {round}")))
+                        .await
+                        .map(drop),
+                    _ => queue.complete(&id, &f, Some("done".into())).await.map(drop),
+                }
+            }));
+        }
+        for task in tasks {
+            if let Err(refused) = task.await.unwrap() {
+                assert!(
+                    !matches!(refused, queue::QueueError::Database(_)),
+                    "round {round}: {refused:?}"
+                );
+            }
+        }
+        assert_eq!(
+            h.get(&job).await.status,
+            JobState::Succeeded,
+            "round {round}"
+        );
+        let kinds = h.event_kinds(&job).await;
+        let completed = kinds.iter().filter(|k| *k == "job.completed").count();
+        assert_eq!(completed, 1, "round {round}: {kinds:?}");
+        assert_eq!(
+            kinds.last().map(String::as_str),
+            Some("job.completed"),
+            "round {round}: {kinds:?}"
+        );
+    }
+}

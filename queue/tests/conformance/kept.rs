@@ -65,9 +65,10 @@ pub async fn a_success_is_kept_in_its_row_until_the_job_changes_again(h: Harness
     assert_eq!(after.len(), before.len() + 1, "and the round's request");
 }
 
-/// The success's id is drawn after the completion has the row: a writer that holds the
-/// row's lock and appends an event (changing nothing of the row) while the completion waits
-/// gets the smaller id, so a reader past that event still finds the success after it.
+/// The success's id is drawn after the completion has the job: a writer that holds the
+/// job's lock (on PostgreSQL its live row's, then its own row's, as every write of a live
+/// job takes them) and appends an event (changing nothing of the rows) while the completion
+/// waits gets the smaller id, so a reader past that event still finds the success after it.
 pub async fn a_success_kept_in_its_row_comes_after_an_event_appended_while_it_waited(h: Harness) {
     let job = task_job(&h, false).await;
     let claimed = h.claim_exactly("w1", &job).await;
@@ -81,11 +82,16 @@ pub async fn a_success_kept_in_its_row_comes_after_an_event_appended_while_it_wa
         return;
     };
     let mut holder = pool.begin().await.unwrap();
-    sqlx::query("SELECT id FROM jobs WHERE id = $1 FOR UPDATE")
-        .bind(job.id.uuid())
-        .execute(&mut *holder)
-        .await
-        .unwrap();
+    for lock in [
+        "SELECT id FROM job_queue WHERE id = $1 FOR UPDATE",
+        "SELECT id FROM jobs WHERE id = $1 FOR UPDATE",
+    ] {
+        sqlx::query(lock)
+            .bind(job.id.uuid())
+            .execute(&mut *holder)
+            .await
+            .unwrap();
+    }
     let queue = h.queue.clone();
     let fence = fence(&claimed);
     let completing = tokio::spawn(async move {
@@ -273,11 +279,11 @@ pub async fn a_kept_claim_comes_after_an_event_appended_under_another_lock(h: Ha
         assert_eq!(events.last().unwrap().kind, "job.claimed");
         return;
     };
-    // Held as a write under the job's lock holds it: its row, then its live row.
+    // Held as a write under the job's lock holds it: its live row, then its row.
     let mut holder = pool.begin().await.unwrap();
     for held in [
-        "SELECT id FROM jobs WHERE id = $1 FOR UPDATE",
         "SELECT id FROM job_queue WHERE id = $1 FOR UPDATE",
+        "SELECT id FROM jobs WHERE id = $1 FOR UPDATE",
     ] {
         sqlx::query(held)
             .bind(job.id.uuid())

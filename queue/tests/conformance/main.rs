@@ -234,6 +234,7 @@ conformance! {
     concurrency::racing_heartbeats_never_undo_a_cancel_request,
     concurrency::claimers_asking_for_different_things_at_once_each_get_only_what_they_can_run,
     concurrency::completions_at_once_each_get_their_own_answer_and_event,
+    concurrency::every_write_of_a_running_job_at_once_ends_without_a_deadlock,
     batches::claim_many_leases_up_to_the_limit_in_claim_order,
     batches::claim_many_refuses_a_limit_out_of_range,
     batches::complete_many_answers_each_job_and_a_refused_one_holds_back_no_other,

@@ -14,7 +14,7 @@ use super::Committer;
 use super::claims::{Claim, Claimed, claim_all, claimed_row, stored};
 use super::swaps::{
     SWAP_ANSWER, SWAP_ENDS_ANSWER, SWAP_ENDS_CTES, SWAP_JOBS_CTES, SWAP_SUCCEEDS_ANSWER,
-    SWAP_SUCCEEDS_CTES, Swap, Swapped, batchable, bind_swaps, id_order, swapped,
+    SWAP_SUCCEEDS_CTES, Swap, Swapped, batchable, bind_swaps, conflicted, id_order, swapped,
     write_jobs_if_unchanged,
 };
 use crate::QueueError;
@@ -39,9 +39,9 @@ pub(crate) type Finished = (Swapped, Claimed);
 /// time, `$45`..`$47` the capabilities, types and repositories asked. `slots` keeps the
 /// slots of the swaps written, renumbered (`finish_sql`); the pick takes as many jobs and
 /// hands them out in claim order, the slots of the finishes that came first first. Every
-/// swap's row is locked by `locked` and written by `updated` before `slots` reads which
-/// were, so the claims' event ids, drawn after the pick's locks, come after the
-/// completions'. The claims write only live rows (`live.rs`). One row per job claimed,
+/// swap's live row is taken by `gone` and its job's row written by `updated` before `slots`
+/// reads which were, so the claims' event ids, drawn after the pick's locks, come after
+/// the completions'. The claims write only live rows (`live.rs`). One row per job claimed,
 /// with its finish's answer, and one for a finish that claimed none.
 static FINISH_JOBS_POSTGRES: LazyLock<String> = LazyLock::new(|| {
     finish_sql(
@@ -122,18 +122,30 @@ pub(crate) fn finish_committer(pool: PgPool) -> Committer<Finish, Finished> {
             let all: Vec<&Finish> = finishes.iter().collect();
             match finish_on(&pool, &all).await {
                 Ok(answers) => answers.into_iter().map(Ok).collect(),
-                Err(error) if finishes.len() == 1 => vec![Err(error)],
+                Err(error) if finishes.len() == 1 => vec![unless_conflicted(error)],
                 Err(_) => {
                     let mut answers = Vec::with_capacity(finishes.len());
                     for finish in &finishes {
-                        let one = finish_on(&pool, &[finish]).await;
-                        answers.push(one.map(|mut answer| answer.remove(0)));
+                        answers.push(match finish_on(&pool, &[finish]).await {
+                            Ok(mut answer) => Ok(answer.remove(0)),
+                            Err(error) => unless_conflicted(error),
+                        });
                     }
                     answers
                 }
             }
         },
     )
+}
+
+/// A lone finish that failed: one whose swap failed on its guard (`swaps::conflicted`) kept
+/// nothing, its statement or its transaction undone whole, and is one whose row changed.
+fn unless_conflicted(error: QueueError) -> Result<Finished, QueueError> {
+    if conflicted(&error) {
+        Ok((None, Vec::new()))
+    } else {
+        Err(error)
+    }
 }
 
 /// The batch on a connection of `pool`; one answer per finish, in order. The statements

@@ -34,13 +34,15 @@ const INSERT_JOB_WITH_EVENTS_POSTGRES: &str = concat!(
      ORDER BY e.n RETURNING id"
 );
 
-/// The jobs' rows locked in id order, then their live rows (`live.rs`): the array of the
-/// first is an InitPlan of the second, so no live row is locked before its job's. Both are
-/// read as locked, the latest versions, not as of the statement's start.
+/// The jobs' live rows locked in id order, then their own rows (`live.rs`'s order): the
+/// count of the first is an InitPlan of the second, so no job's row is locked before the
+/// live rows. Both are read as locked, the latest versions, not as of the statement's
+/// start.
 const LOCK_JOBS_POSTGRES: &str = concat!(
-    "WITH j AS MATERIALIZED (SELECT * FROM jobs WHERE id = ANY($1) ORDER BY id FOR UPDATE), \
-     q AS MATERIALIZED (SELECT * FROM job_queue \
-       WHERE id = ANY(ARRAY(SELECT id FROM j)) ORDER BY id FOR UPDATE) \
+    "WITH q AS MATERIALIZED (SELECT * FROM job_queue WHERE id = ANY($1) ORDER BY id \
+       FOR UPDATE), \
+     j AS MATERIALIZED (SELECT * FROM jobs WHERE id = ANY($1) \
+       AND (SELECT count(*) FROM q) >= 0 ORDER BY id FOR UPDATE) \
      SELECT ",
     job_columns!(),
     ", ",
@@ -103,14 +105,23 @@ pub(crate) async fn create_job(
 /// overlapping sets cannot deadlock; each with what its row keeps of its timeline.
 ///
 /// A job whose own row says it is live but whose live row the statement did not see had it
-/// made after the statement began, by a write it waited for: the statement runs again,
-/// and this time sees and locks it (the job's row is already held, so nothing else can
-/// make or take a live row of it meanwhile but a claim, which never waits).
+/// made after the statement began, by a write it waited for on the job's row: the
+/// statement runs again and this time sees and locks it. It runs again from a savepoint
+/// taken before the first run, which lets go of the jobs' rows first: locking the live row
+/// while holding the job's would go against the order of every other write of a live job,
+/// which could be holding that live row and waiting for the job's. The savepoint is left
+/// open (its release would be one more round trip; the commit ends both).
 pub(crate) async fn lock_jobs(
     t: &mut PgConnection,
     ids: &[Uuid],
 ) -> Result<Vec<(Job, Kept)>, QueueError> {
+    sqlx::query("SAVEPOINT lock_jobs").execute(&mut *t).await?;
     for run in 0.. {
+        if run > 0 {
+            sqlx::query("ROLLBACK TO SAVEPOINT lock_jobs")
+                .execute(&mut *t)
+                .await?;
+        }
         let rows = sqlx::query(LOCK_JOBS_POSTGRES)
             .bind(ids)
             .fetch_all(&mut *t)

@@ -139,7 +139,8 @@ use crate::store::int;
 
 /// The line that concurrent swaps wait in to share a statement: two swaps of one job never
 /// share one. A batch that fails is written again one swap at a time, so that each gets
-/// its own answer (one row that breaks a constraint fails only its own write).
+/// its own answer (one row that breaks a constraint fails only its own write; one whose
+/// statement failed on its guard, `swaps::conflicted`, is one whose row changed).
 pub(super) fn swap_committer(pool: PgPool) -> Committer<Swap, Swapped> {
     Committer::new(
         pool,
@@ -148,11 +149,15 @@ pub(super) fn swap_committer(pool: PgPool) -> Committer<Swap, Swapped> {
             let all: Vec<&Swap> = swaps.iter().collect();
             match write_on(&pool, &all).await {
                 Ok(answers) => answers.into_iter().map(Ok).collect(),
+                Err(error) if swaps::conflicted(&error) && swaps.len() == 1 => vec![Ok(None)],
                 Err(error) if swaps.len() == 1 => vec![Err(error)],
                 Err(_) => {
                     let mut answers = Vec::with_capacity(swaps.len());
                     for swap in &swaps {
-                        let one = write_on(&pool, &[swap]).await;
+                        let one = match write_on(&pool, &[swap]).await {
+                            Err(error) if swaps::conflicted(&error) => Ok(vec![None]),
+                            one => one,
+                        };
                         answers.push(one.map(|mut answer| answer.pop().flatten()));
                     }
                     answers

@@ -99,190 +99,56 @@ macro_rules! set_states_from_one {
     };
 }
 
-/// One job's events appended after `$written` (the CTE naming the job's row if it was
-/// written): `appended`.
-macro_rules! one_appended {
-    ($written:literal) => {
+/// Whether what only the job's row `j` of the live row `q` holds is as read. A plain read
+/// of the row as of the statement's start is enough: a live job's own row is written only
+/// by a write that holds its live row (`live.rs`), and every such write also writes the
+/// live row (its `updated_at`), so a write that committed after the statement began, and
+/// was waited for, fails the live row's check instead.
+macro_rules! own_as_read {
+    (one) => {
         concat!(
-            "appended AS (\
-       INSERT INTO job_events (job_id, kind, level, message, payload, created_at) \
-       SELECT w.id, e.kind, e.level, e.message, e.payload, e.created_at \
-       FROM ",
-            $written,
-            " AS w, unnest($35::text[], $36::text[], $37::text[], $38::jsonb[], \
-         $39::timestamptz[]) WITH ORDINALITY AS e(kind, level, message, payload, created_at, k) \
-       ORDER BY e.k \
-       RETURNING id)"
-        )
-    };
-}
-
-/// One job's answer after [`one_appended!`]: whether it was written, and the new event
-/// ids (a success kept in the row, `$kept`, last: the update drew it).
-macro_rules! one_answer {
-    ($written:literal, $kept:literal) => {
-        concat!(
-            "EXISTS (SELECT 1 FROM ",
-            $written,
-            ") AS written, ARRAY(SELECT id FROM appended ORDER BY id)",
-            $kept,
-            " AS event_ids"
-        )
-    };
-}
-
-/// [`one_appended!`] and [`one_answer!`], a whole statement's end.
-macro_rules! one_appended_answer {
-    ($written:literal, $kept:literal) => {
-        concat!(
-            one_appended!($written),
-            " SELECT ",
-            one_answer!($written, $kept)
-        )
-    };
-}
-
-/// One job's swap, bound as [`SWAP_JOBS_POSTGRES`] is (arrays of one; the events' job
-/// positions, `$34`, all 1, go unread) but shaped for one row and for how the transition
-/// moves between the job's two rows (`live::Shape`). The unnest, the join and the per-row
-/// answers of the batched statement cost the server about a fifth of its CPU per claim +
-/// complete, measured with pgbench.
-///
-/// A job that is not live and stays so (`Rests`): a plain update of its row, which takes
-/// the row lock itself; its events draw their ids after it, reading its output.
-const SWAP_RESTS_POSTGRES: &str = concat!(
-    "WITH updated AS (UPDATE jobs AS j SET ",
-    set_states_from_one!(),
-    " WHERE j.id = ($1::uuid[])[1] AND (j.status, j.attempt, j.next_attempt_at, \
-       j.claimed_by, j.lease_expires_at, j.cancel_requested_at, \
-       j.cancel_requested_by_user_id, j.cancel_reason, j.result_summary, j.error_message, \
-       j.started_at, j.finished_at, j.updated_at, j.pause_requested, j.resume_from, \
-       j.approval) \
-       IS NOT DISTINCT FROM (($18::text[])[1], ($19::int[])[1], ($20::timestamptz[])[1], \
-       ($21::text[])[1], ($22::timestamptz[])[1], ($23::timestamptz[])[1], ($24::text[])[1], \
-       ($25::text[])[1], ($26::text[])[1], ($27::text[])[1], ($28::timestamptz[])[1], \
-       ($29::timestamptz[])[1], ($30::timestamptz[])[1], ($31::jsonb[])[1], \
-       ($32::jsonb[])[1], ($33::jsonb[])[1]) \
-     RETURNING j.id), ",
-    one_appended_answer!("updated", "")
-);
-
-/// The start of a live job's swap: its own row locked if what only it holds is as read
-/// (`FOR UPDATE` checks that on the latest version), before its live row is touched.
-macro_rules! lock_own {
-    () => {
-        concat!(
-            "WITH locked AS (SELECT j.id FROM jobs AS j WHERE j.id = ($1::uuid[])[1] AND ",
+            "EXISTS (SELECT 1 FROM jobs AS j WHERE j.id = q.id AND ",
             own_unchanged!(one),
-            " FOR UPDATE), "
+            ")"
         )
     };
-}
-
-/// The live row written, if it is as read, once `locked` holds the job's row: `live`.
-macro_rules! live_written {
-    () => {
+    (batch) => {
         concat!(
-            "live AS (UPDATE job_queue AS q SET status = ($2::text[])[1], \
-             attempt = ($3::int[])[1], next_attempt_at = ($4::timestamptz[])[1], \
-             claimed_by = ($5::text[])[1], lease_expires_at = ($6::timestamptz[])[1], \
-             started_at = ($12::timestamptz[])[1], updated_at = ($14::timestamptz[])[1] \
-             WHERE q.id = (SELECT id FROM locked) AND ",
-            live_unchanged!(one),
-            " RETURNING q.id), "
+            "EXISTS (SELECT 1 FROM jobs AS j, input AS u WHERE j.id = q.id AND u.id = q.id \
+             AND ",
+            own_unchanged!(batch),
+            ")"
         )
     };
 }
 
-/// A live job that stays live, changing only its live columns (a heartbeat): the job's row
-/// locked, not written, and the live row written if it is as read.
-const SWAP_LIVES_POSTGRES: &str = concat!(
-    lock_own!(),
-    live_written!(),
-    one_appended_answer!("live", "")
-);
-
-/// [`SWAP_LIVES_POSTGRES`] for a transition that changes what only the job's row holds as
-/// well (a cancel or a pause asked of a running job): that row written too.
-const SWAP_LIVES_WRITTEN_POSTGRES: &str = concat!(
-    lock_own!(),
-    live_written!(),
-    "\
-     updated AS (UPDATE jobs AS j SET ",
-    set_states_from_one!(),
-    " FROM live WHERE j.id = live.id RETURNING j.id), ",
-    one_appended_answer!("updated", "")
-);
-
-/// A live job that ends (a success, a queued job cancelled): its own row locked, its live
-/// row deleted if it is as read, and the job's row written whole, with the claim the live
-/// row kept and, for a success kept in the row (`$40`), the success's id, drawn here after
-/// the lock (an event appended under the lock meanwhile has the smaller id) and told to the
-/// webhook outbox (`told`). No index of `jobs` sees this write (migration 0025): it can go
-/// on the row's own page. The `WITH` of `locked`, `gone`, `updated` and `told`.
-macro_rules! swap_ends_written {
-    () => {
+/// The answer's guard where a swap writes the job's row after its live row (`$held`): the
+/// update (`$written`) checks the row's latest version again, and if a write that held the
+/// live row before changed the job's row and left the live row's values exactly as they
+/// were, the update finds it changed once the live row is written. The statement then
+/// fails (migration 0031's `swap_conflict`, a serialization failure), keeping nothing,
+/// and the swap is answered as one whose row changed ([`conflicted`]).
+macro_rules! whole {
+    ($held:literal, $written:literal) => {
         concat!(
-            lock_own!(),
-            "gone AS (DELETE FROM job_queue AS q WHERE q.id = (SELECT id FROM locked) AND ",
-            live_unchanged!(one),
-            " RETURNING q.id, q.claimed_event_id, q.claimed_at, q.claim_lease_until), \
-             updated AS (UPDATE jobs AS j SET ",
-            set_states_from_one!(),
-            ", claimed_event_id = gone.claimed_event_id, claimed_at = gone.claimed_at, \
-               claim_lease_until = gone.claim_lease_until, \
-               completed_event_id = CASE WHEN ($40::bool[])[1] \
-                 THEN nextval('job_events_id_seq') ELSE j.completed_event_id END \
-             FROM gone WHERE j.id = gone.id \
-             RETURNING j.id, j.completed_event_id, j.finished_at), ",
-            told_of_successes!("updated", "($40::bool[])[1]")
+            "CASE WHEN (SELECT count(*) FROM ",
+            $held,
+            ") > (SELECT count(*) FROM ",
+            $written,
+            ") THEN swap_conflict() END AS conflict"
         )
     };
 }
 
-/// [`swap_ends_written!`] with the events appended (`appended`), for an end that writes
-/// event rows (a queued job cancelled, a success that does not keep its event in the row).
-macro_rules! swap_ends_ctes {
-    () => {
-        concat!(swap_ends_written!(), ", ", one_appended!("updated"))
-    };
-}
+mod one;
 
-/// [`swap_ends_ctes!`]'s answer: whether the job was written, and its new event ids.
-macro_rules! swap_ends_answer {
-    () => {
-        one_answer!(
-            "updated",
-            " || ARRAY(SELECT completed_event_id FROM updated WHERE ($40::bool[])[1])"
-        )
-    };
-}
+pub(super) use one::{SWAP_ENDS_ANSWER, SWAP_ENDS_CTES, SWAP_SUCCEEDS_ANSWER, SWAP_SUCCEEDS_CTES};
+use one::{
+    SWAP_ENDS_POSTGRES, SWAP_LIVES_POSTGRES, SWAP_LIVES_WRITTEN_POSTGRES, SWAP_RESTS_POSTGRES,
+    SWAP_SUCCEEDS_POSTGRES,
+};
 
-/// A success kept in its row answers the id its update drew, with no `appended`: an
-/// `INSERT` of no rows is still set up and run (its table and index opened) for nothing.
-macro_rules! swap_succeeds_answer {
-    () => {
-        "EXISTS (SELECT 1 FROM updated) AS written, \
-         ARRAY(SELECT completed_event_id FROM updated) AS event_ids"
-    };
-}
-
-/// One live job ended, [`swap_ends_ctes!`] with its answer.
-const SWAP_ENDS_POSTGRES: &str = concat!(swap_ends_ctes!(), " SELECT ", swap_ends_answer!());
-
-/// One live job's success kept in its row, the end most completions make.
-const SWAP_SUCCEEDS_POSTGRES: &str =
-    concat!(swap_ends_written!(), " SELECT ", swap_succeeds_answer!());
-
-/// [`SWAP_ENDS_POSTGRES`] up to its answer (the `WITH` of `locked`, `gone`, `updated`,
-/// `told` and `appended`) and its answer, and the same of [`SWAP_SUCCEEDS_POSTGRES`], for
-/// the statements that claim after one finish (`finishes.rs`).
-pub(super) const SWAP_ENDS_CTES: &str = swap_ends_ctes!();
-pub(super) const SWAP_ENDS_ANSWER: &str = swap_ends_answer!();
-pub(super) const SWAP_SUCCEEDS_CTES: &str = swap_ends_written!();
-pub(super) const SWAP_SUCCEEDS_ANSWER: &str = swap_succeeds_answer!();
-
-/// [`SWAP_JOBS_POSTGRES`] up to its answer: the `WITH` of `input`, `locked`, `gone`,
+/// [`SWAP_JOBS_POSTGRES`] up to its answer: the `WITH` of `input`, `held`, `gone`,
 /// `updated` (one row per swap written, with its position `n`) and `appended`, for a
 /// statement that writes more after the swaps (`finishes.rs`). Every swap of a batch ends
 /// a live job (`live::Shape::Ends`), as [`SWAP_ENDS_POSTGRES`] writes one.
@@ -303,14 +169,14 @@ macro_rules! swap_jobs_ctes {
            o_cancel_requested_at, o_cancel_requested_by_user_id, o_cancel_reason, \
            o_result_summary, o_error_message, o_started_at, o_finished_at, o_updated_at, \
            o_pause_requested, o_resume_from, o_approval, fold, n)), \
-         locked AS (SELECT j.id FROM jobs AS j WHERE j.id = ANY($1) \
-           AND EXISTS (SELECT 1 FROM input AS u WHERE u.id = j.id AND ",
-            own_unchanged!(batch),
-            ") ORDER BY j.id FOR UPDATE), \
-         gone AS (DELETE FROM job_queue AS q WHERE q.id = ANY(ARRAY(SELECT id FROM locked)) \
+         held AS (SELECT q.id FROM job_queue AS q WHERE q.id = ANY($1) \
+           ORDER BY q.id FOR UPDATE), \
+         gone AS (DELETE FROM job_queue AS q WHERE q.id = ANY(ARRAY(SELECT id FROM held)) \
            AND EXISTS (SELECT 1 FROM input AS u WHERE u.id = q.id AND ",
             live_unchanged!(batch),
-            ") RETURNING q.id, q.claimed_event_id, q.claimed_at, q.claim_lease_until), \
+            ") AND ",
+            own_as_read!(batch),
+            " RETURNING q.id, q.claimed_event_id, q.claimed_at, q.claim_lease_until), \
          updated AS (UPDATE jobs AS j SET ",
             set_states_from_u!(),
             ", claimed_event_id = g.claimed_event_id, claimed_at = g.claimed_at, \
@@ -318,7 +184,9 @@ macro_rules! swap_jobs_ctes {
              completed_event_id = CASE WHEN u.fold THEN nextval('job_events_id_seq') \
              ELSE j.completed_event_id END \
            FROM input AS u, gone AS g \
-           WHERE j.id = u.id AND g.id = u.id \
+           WHERE j.id = u.id AND g.id = u.id AND ",
+            own_unchanged!(batch),
+            " \
            RETURNING u.n, u.id, u.fold, j.completed_event_id, j.finished_at), ",
             told_of_successes!("updated", "w.fold"),
             ", \
@@ -339,10 +207,13 @@ macro_rules! swap_jobs_ctes {
 /// whether it was written, and its new event ids.
 macro_rules! swap_answer {
     () => {
-        "EXISTS (SELECT 1 FROM updated WHERE updated.n = u.n) AS written, \
-         ARRAY(SELECT a.id FROM appended AS a WHERE a.job_id = u.id ORDER BY a.id) \
-           || ARRAY(SELECT d.completed_event_id FROM updated AS d WHERE d.n = u.n AND d.fold) \
-           AS event_ids"
+        concat!(
+            "EXISTS (SELECT 1 FROM updated WHERE updated.n = u.n) AS written, \
+             ARRAY(SELECT a.id FROM appended AS a WHERE a.job_id = u.id ORDER BY a.id) \
+               || ARRAY(SELECT d.completed_event_id FROM updated AS d \
+                 WHERE d.n = u.n AND d.fold) AS event_ids, ",
+            whole!("gone", "updated")
+        )
     };
 }
 
@@ -353,17 +224,19 @@ pub(super) const SWAP_ANSWER: &str = swap_answer!();
 /// The swap of many jobs that each end (`live::Shape::Ends`): `$1` their ids, `$2`..`$17`
 /// the new states, `$18`..`$33` the states as read, `$34`..`$39` the events (the position
 /// of their job in the batch, from 1, then kind, level, message, payload and time), `$40`
-/// whether each keeps its success in its row (its id drawn by the update, after `locked`
-/// took the row). Each job's row is locked in id order first (the ids come sorted), if
-/// what only it holds is as read, so two batches, or a batch and a transaction that locks
-/// its jobs in id order, cannot deadlock, and a live row is deleted only after its job's
-/// row is held (`gone` reads `locked` as an InitPlan); a job whose rows changed since
-/// they were read is left as it is. Both read their rows by `= ANY` of the ids and test
-/// what was read per row in a subquery: a join with `input` would have the planner, which
-/// is told not to sort, walk the whole primary key for the order of the locks. The
-/// update locks each row before the insert draws its events' ids (the insert reads the
-/// update's output), so a job's event ids still become visible in order. One answer row
-/// per job, in batch order: whether it was written, and its new event ids.
+/// whether each keeps its success in its row (its id drawn by the update, once `gone` holds
+/// the live row). The jobs' live rows are locked in id order first (`held`: the ids come
+/// sorted), so two batches, or a batch and a transaction that locks its jobs in id order,
+/// cannot deadlock: a delete alone takes its rows in the order of its plan, which for a
+/// small live table is the heap's. Each live row is then deleted if the job's two rows are
+/// as read (`gone` reads `held` as an InitPlan), and each job's own row written after it,
+/// in the order every write keeps (`live.rs`); a job whose rows changed since they were
+/// read is left as it is. Both read their rows by `= ANY` of the ids and test what was
+/// read per row in a subquery: a join with `input` would have the planner, which is told
+/// not to sort, walk the whole key for the order of the locks. The update locks each row
+/// before the insert draws its events' ids (the insert reads the update's output), so a
+/// job's event ids still become visible in order. One answer row per job, in batch order:
+/// whether it was written, and its new event ids.
 const SWAP_JOBS_POSTGRES: &str = concat!(
     swap_jobs_ctes!(),
     " SELECT u.n, ",
@@ -482,6 +355,14 @@ pub(super) fn bind_swaps<'q>(
         .bind(folds))
 }
 
+/// Whether `error` is a swap's statement failing on its guard ([`whole!`]): nothing of it
+/// was kept, and the swap is answered as one whose row changed, once the statement ran
+/// outside a transaction (in one, the transaction failed with it).
+pub(super) fn conflicted(error: &QueueError) -> bool {
+    matches!(error, QueueError::Database(sqlx::Error::Database(e))
+        if e.code().as_deref() == Some("40001"))
+}
+
 /// A swap's answer from its row of the statement (`written`, `event_ids`): its event ids
 /// when it was written, which must be one per event it wrote.
 pub(super) fn swapped(row: &PgRow, swap: &Swap) -> Result<Swapped, QueueError> {
@@ -496,5 +377,7 @@ pub(super) fn swapped(row: &PgRow, swap: &Swap) -> Result<Swapped, QueueError> {
     Ok(Some(ids))
 }
 
+#[cfg(test)]
+mod races;
 #[cfg(test)]
 mod tests;

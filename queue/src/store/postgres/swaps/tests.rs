@@ -8,7 +8,7 @@ use serde_json::json;
 use sqlx::PgPool;
 
 /// What worker `w` claims with in these tests.
-fn request() -> ClaimRequest {
+pub(super) fn request() -> ClaimRequest {
     ClaimRequest {
         worker_id: "w".into(),
         capabilities: vec!["codex".into(), "git".into()],
@@ -20,7 +20,7 @@ fn request() -> ClaimRequest {
 }
 
 /// A queue on a scratch database named after `name`, and its pool.
-async fn scratch_queue(name: &str) -> (crate::ScratchPostgres, Queue, PgPool) {
+pub(super) async fn scratch_queue(name: &str) -> (crate::ScratchPostgres, Queue, PgPool) {
     let (scratch, db, pool) = super::super::scratch(name).await;
     let queue = Queue::open(db, QueueConfig::new(std::env::temp_dir()))
         .await
@@ -29,7 +29,7 @@ async fn scratch_queue(name: &str) -> (crate::ScratchPostgres, Queue, PgPool) {
 }
 
 /// The plain task the tests queue.
-fn task() -> serde_json::Value {
+pub(super) fn task() -> serde_json::Value {
     json!({ "type": "task", "payload": { "repository": "octo/repo",
         "task": { "instructions": "x", "publish": { "mode": "none" } } } })
 }
@@ -43,7 +43,7 @@ async fn version(pool: &PgPool, job: &Job) -> String {
         .unwrap()
 }
 
-fn completed(job: &Job) -> Swap {
+pub(super) fn completed(job: &Job) -> Swap {
     let now = Utc::now();
     let mut new = job.clone();
     let fence = Fence::of(job).unwrap();
@@ -122,7 +122,8 @@ async fn a_claim_leaves_the_job_s_row_and_a_success_updates_it_once_in_place() {
 /// The batched swap, planned as the queue's connections plan it (generic, sorts
 /// discouraged), reads the rows of its own jobs by their key, however many other jobs
 /// there are: a join with its input once had the planner walk every job for the order
-/// of its locks, a second per batch of 32 at 30,000 jobs.
+/// of its locks, a second per batch of 32 at 30,000 jobs. Its live rows are locked along
+/// the live table's key, so in id order.
 #[tokio::test]
 async fn a_batched_swap_reads_only_the_rows_of_its_jobs() {
     let (scratch, db, pool) = super::super::scratch("stepwise_t_batch_plan").await;
@@ -178,6 +179,19 @@ async fn a_batched_swap_reads_only_the_rows_of_its_jobs() {
             assert!(next.contains("Index Cond"), "a walk of every job: {plan}");
         }
     }
+    // The live rows are locked along their key, for the ids: in id order, the order of
+    // every write that locks several.
+    let held = lines
+        .iter()
+        .position(|line| line.contains("CTE held"))
+        .unwrap_or_else(|| panic!("{plan}"));
+    let scan = lines[held + 1..].join("\n");
+    assert!(
+        scan.contains("Index Scan using job_queue_pkey")
+            && scan.find("Index Scan using job_queue_pkey") < scan.find("CTE gone")
+            && scan.contains("Index Cond: (id = ANY"),
+        "{plan}"
+    );
     drop(conn);
     scratch.drop_database().await.unwrap();
 }
