@@ -4,12 +4,17 @@
 //! no index of `jobs` to change. Where a job has a live row, readers take these columns
 //! from it (`live!`, `job_columns!`) and the job's own of the same names are stale; the
 //! kept `job.claimed` (`kept.rs`) is there too, moved to the job's row at its end. Every
-//! write keeps three rules: a live job's live row is locked before its own row, a live
-//! job's own row is written only by a write that holds its live row and writes it too,
-//! and a job has a live row exactly when its state is queued or running. So the live row
-//! is the job's lock while it lives: a swap that holds it needs no lock of the job's row
-//! (whose lock record cost a success 55 bytes of WAL), and its check of the job's row as
-//! of its statement's start is as good as one of the latest. Three writes take a live row
+//! write keeps three rules: a live job's live row is locked before its own row; a live
+//! job's own row is written only by a write that holds its live row, and one that changes
+//! what a swap checks there (`own_unchanged!`) writes the live row too; and a job has a
+//! live row exactly when its state is queued or running. So the live row is the job's lock
+//! while it lives: a swap that holds it needs no lock of the job's row (whose lock record
+//! cost a success 55 bytes of WAL), and checks that row as of its statement's start. A
+//! write it waited for is seen by its check of the live row, unless that write left the
+//! live row's values as they were (its time in the same millisecond): then a swap that
+//! writes the job's row finds the change there and fails whole (`whole!`), and a heartbeat,
+//! which writes only the live row, answers without it (its worker learns of a cancel or a
+//! pause asked in that millisecond at its next heartbeat). Three writes take a live row
 //! alone, each one statement that waits on nothing once it holds the row: the claim
 //! (which skips a locked one), a heartbeat, and a waiting job's release (`dependencies.rs`,
 //! whose change of the live columns every swap of the job then sees).

@@ -199,7 +199,7 @@ pub async fn completions_at_once_each_get_their_own_answer_and_event(h: Harness)
 /// its steps' events (under the job's lock), a cancel request and its completion. On
 /// PostgreSQL each write of a live job takes its live row before its own row
 /// (`store/live.rs`), so none waits on another in a circle: every call ends with the job's
-/// answer or a refusal of its state, never a database error (a deadlock, a conflict), and
+/// answer or a refusal of its state, never a database error (a deadlock), and
 /// the job ends succeeded with its one `job.completed` last in its timeline.
 pub async fn every_write_of_a_running_job_at_once_ends_without_a_deadlock(h: Harness) {
     for round in 0..20 {

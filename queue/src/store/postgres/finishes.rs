@@ -14,8 +14,8 @@ use super::Committer;
 use super::claims::{Claim, Claimed, claim_all, claimed_row, stored};
 use super::swaps::{
     SWAP_ANSWER, SWAP_ENDS_ANSWER, SWAP_ENDS_CTES, SWAP_JOBS_CTES, SWAP_SUCCEEDS_ANSWER,
-    SWAP_SUCCEEDS_CTES, Swap, Swapped, batchable, bind_swaps, conflicted, id_order, swapped,
-    write_jobs_if_unchanged,
+    SWAP_SUCCEEDS_CTES, Statements, Swap, Swapped, batchable, bind_swaps, conflicted, id_order,
+    swapped, write_jobs_if_unchanged,
 };
 use crate::QueueError;
 use crate::store::{Id, Ts};
@@ -238,7 +238,7 @@ async fn finish_in_transaction(
 ) -> Result<Vec<Finished>, QueueError> {
     let mut tx = pool.begin().await?;
     let swaps: Vec<&Swap> = finishes.iter().map(|f| &f.swap).collect();
-    let swapped = write_jobs_if_unchanged(&mut tx, &swaps).await?;
+    let swapped = write_jobs_if_unchanged(&mut tx, &swaps, Statements::InTransaction).await?;
     let claims: Vec<&Claim> = finishes
         .iter()
         .zip(&swapped)

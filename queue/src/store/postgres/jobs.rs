@@ -109,14 +109,17 @@ pub(crate) async fn create_job(
 /// statement runs again and this time sees and locks it. It runs again from a savepoint
 /// taken before the first run, which lets go of the jobs' rows first: locking the live row
 /// while holding the job's would go against the order of every other write of a live job,
-/// which could be holding that live row and waiting for the job's. The savepoint is left
-/// open (its release would be one more round trip; the commit ends both).
+/// which could be holding that live row and waiting for the job's. It runs again for as
+/// long as it misses one (each miss is another write that made the job live meanwhile), up
+/// to [`LOCK_RUNS`]; a live row missing that often is not there to wait for (the rows
+/// disagree), and the save makes it. The savepoint is left open (its release would be one
+/// more round trip; the commit ends both).
 pub(crate) async fn lock_jobs(
     t: &mut PgConnection,
     ids: &[Uuid],
 ) -> Result<Vec<(Job, Kept)>, QueueError> {
     sqlx::query("SAVEPOINT lock_jobs").execute(&mut *t).await?;
-    for run in 0.. {
+    for run in 0..LOCK_RUNS {
         if run > 0 {
             sqlx::query("ROLLBACK TO SAVEPOINT lock_jobs")
                 .execute(&mut *t)
@@ -135,14 +138,15 @@ pub(crate) async fn lock_jobs(
             missed |= is_live(own) && !has_live;
             locked.push((job_from_row!(row)?, kept_from_row!(row)?));
         }
-        // Once more at most: a live row missing twice is not there to wait for, and the
-        // save makes it.
-        if !missed || run > 0 {
+        if !missed || run + 1 == LOCK_RUNS {
             return Ok(locked);
         }
     }
-    unreachable!("the second run returns")
+    unreachable!("the last run returns")
 }
+
+/// How many times [`lock_jobs`] runs at most while it misses a live row.
+const LOCK_RUNS: usize = 4;
 
 /// Saves several jobs' changed fields in one statement.
 pub(crate) async fn save_jobs(t: &mut PgConnection, jobs: &[&Job]) -> Result<(), QueueError> {

@@ -139,8 +139,7 @@ use crate::store::int;
 
 /// The line that concurrent swaps wait in to share a statement: two swaps of one job never
 /// share one. A batch that fails is written again one swap at a time, so that each gets
-/// its own answer (one row that breaks a constraint fails only its own write; one whose
-/// statement failed on its guard, `swaps::conflicted`, is one whose row changed).
+/// its own answer (one row that breaks a constraint fails only its own write).
 pub(super) fn swap_committer(pool: PgPool) -> Committer<Swap, Swapped> {
     Committer::new(
         pool,
@@ -149,15 +148,11 @@ pub(super) fn swap_committer(pool: PgPool) -> Committer<Swap, Swapped> {
             let all: Vec<&Swap> = swaps.iter().collect();
             match write_on(&pool, &all).await {
                 Ok(answers) => answers.into_iter().map(Ok).collect(),
-                Err(error) if swaps::conflicted(&error) && swaps.len() == 1 => vec![Ok(None)],
                 Err(error) if swaps.len() == 1 => vec![Err(error)],
                 Err(_) => {
                     let mut answers = Vec::with_capacity(swaps.len());
                     for swap in &swaps {
-                        let one = match write_on(&pool, &[swap]).await {
-                            Err(error) if swaps::conflicted(&error) => Ok(vec![None]),
-                            one => one,
-                        };
+                        let one = write_on(&pool, &[swap]).await;
                         answers.push(one.map(|mut answer| answer.pop().flatten()));
                     }
                     answers
@@ -170,7 +165,7 @@ pub(super) fn swap_committer(pool: PgPool) -> Committer<Swap, Swapped> {
 /// [`swaps::write_jobs_if_unchanged`] on a connection of `pool`, outside a transaction.
 pub(super) async fn write_on(pool: &PgPool, swaps: &[&Swap]) -> Result<Vec<Swapped>, QueueError> {
     let mut conn = pool.acquire().await?;
-    swaps::write_jobs_if_unchanged(&mut conn, swaps).await
+    swaps::write_jobs_if_unchanged(&mut conn, swaps, swaps::Statements::Alone).await
 }
 
 /// Binds the sixteen columns a transition may change, one array each, in the order of

@@ -99,11 +99,11 @@ macro_rules! set_states_from_one {
     };
 }
 
-/// Whether what only the job's row `j` of the live row `q` holds is as read. A plain read
-/// of the row as of the statement's start is enough: a live job's own row is written only
-/// by a write that holds its live row (`live.rs`), and every such write also writes the
-/// live row (its `updated_at`), so a write that committed after the statement began, and
-/// was waited for, fails the live row's check instead.
+/// Whether what only the job's row `j` of the live row `q` holds is as read, as of the
+/// statement's start, unlocked: a write that changes it holds the live row and writes the
+/// live row too (`live.rs`), so one that committed after the statement began, and was
+/// waited for, fails the live row's check instead; one that left the live row's values as
+/// they were is the guard's ([`whole!`]).
 macro_rules! own_as_read {
     (one) => {
         concat!(
@@ -249,13 +249,24 @@ pub(crate) fn batchable(old: &Job, new: &Job) -> bool {
     shape(old, new) == Some(Shape::Ends)
 }
 
+/// Where a swap's statements run: each on its own, committing alone, so that one that
+/// failed on its guard ([`whole!`]) kept nothing and is answered as a row that changed; or
+/// inside a transaction, whose failure it then is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Statements {
+    Alone,
+    InTransaction,
+}
+
 /// Writes each swap whose rows are unchanged, in one statement; one answer per swap, in the
 /// order given. Two swaps of one job cannot share a batch: the second would be checked
 /// against the row as it was before the first. A batch of more than one holds only
-/// [`batchable`] swaps.
+/// [`batchable`] swaps. Run [`Statements::Alone`], a batch that failed on its guard is
+/// written again one swap at a time, so that only the swap whose row changed answers so.
 pub(crate) async fn write_jobs_if_unchanged(
     conn: &mut PgConnection,
     swaps: &[&Swap],
+    run: Statements,
 ) -> Result<Vec<Swapped>, QueueError> {
     let (together, alone): (Vec<usize>, Vec<usize>) =
         (0..swaps.len()).partition(|&i| swaps.len() > 1 && batchable(&swaps[i].old, &swaps[i].new));
@@ -267,26 +278,24 @@ pub(crate) async fn write_jobs_if_unchanged(
     } else {
         Vec::new()
     }) {
-        let sql = match shape(&swaps[i].old, &swaps[i].new) {
-            Some(Shape::Rests) => SWAP_RESTS_POSTGRES,
-            Some(Shape::Lives) if same_outside_live(&swaps[i].old, &swaps[i].new) => {
-                SWAP_LIVES_POSTGRES
-            }
-            Some(Shape::Lives) => SWAP_LIVES_WRITTEN_POSTGRES,
-            Some(Shape::Ends) if swaps[i].keeps_its_success() => SWAP_SUCCEEDS_POSTGRES,
-            Some(Shape::Ends) => SWAP_ENDS_POSTGRES,
-            None => unreachable!("a swap that makes a job live again is not swappable"),
-        };
-        let one = [swaps[i]];
-        let row = bind_swaps(sql, &one, &[0])?.fetch_one(&mut *conn).await?;
-        answers[i] = swapped(&row, swaps[i])?;
+        answers[i] = write_one(conn, swaps[i], run).await?;
     }
     if together.len() > 1 {
         let batch: Vec<&Swap> = together.iter().map(|&i| swaps[i]).collect();
         let order = id_order(&batch);
-        let rows = bind_swaps(SWAP_JOBS_POSTGRES, &batch, &order)?
+        let rows = match bind_swaps(SWAP_JOBS_POSTGRES, &batch, &order)?
             .fetch_all(&mut *conn)
-            .await?;
+            .await
+            .map_err(QueueError::from)
+        {
+            Err(error) if run == Statements::Alone && conflicted(&error) => {
+                for &i in &together {
+                    answers[i] = write_one(conn, swaps[i], run).await?;
+                }
+                return Ok(answers);
+            }
+            rows => rows?,
+        };
         if rows.len() != batch.len() {
             return Err(sqlx::Error::RowNotFound.into());
         }
@@ -295,6 +304,34 @@ pub(crate) async fn write_jobs_if_unchanged(
         }
     }
     Ok(answers)
+}
+
+/// One swap by the statement of its shape.
+async fn write_one(
+    conn: &mut PgConnection,
+    swap: &Swap,
+    run: Statements,
+) -> Result<Swapped, QueueError> {
+    let sql = match shape(&swap.old, &swap.new) {
+        Some(Shape::Rests) => SWAP_RESTS_POSTGRES,
+        Some(Shape::Lives) if same_outside_live(&swap.old, &swap.new) => SWAP_LIVES_POSTGRES,
+        Some(Shape::Lives) => SWAP_LIVES_WRITTEN_POSTGRES,
+        Some(Shape::Ends) if swap.keeps_its_success() => SWAP_SUCCEEDS_POSTGRES,
+        Some(Shape::Ends) => SWAP_ENDS_POSTGRES,
+        None => unreachable!("a swap that makes a job live again is not swappable"),
+    };
+    let one = [swap];
+    match bind_swaps(sql, &one, &[0])?.fetch_one(&mut *conn).await {
+        Ok(row) => swapped(&row, swap),
+        Err(error) => {
+            let error = QueueError::from(error);
+            if run == Statements::Alone && conflicted(&error) {
+                Ok(None)
+            } else {
+                Err(error)
+            }
+        }
+    }
 }
 
 /// The swaps' positions in id order: the order their rows are locked in, whatever order
@@ -357,7 +394,7 @@ pub(super) fn bind_swaps<'q>(
 
 /// Whether `error` is a swap's statement failing on its guard ([`whole!`]): nothing of it
 /// was kept, and the swap is answered as one whose row changed, once the statement ran
-/// outside a transaction (in one, the transaction failed with it).
+/// on its own (in a transaction, the transaction failed with it).
 pub(super) fn conflicted(error: &QueueError) -> bool {
     matches!(error, QueueError::Database(sqlx::Error::Database(e))
         if e.code().as_deref() == Some("40001"))

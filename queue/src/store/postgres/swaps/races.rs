@@ -1,5 +1,6 @@
-//! A live job's swap against a write that holds the job's live row first (`live.rs`'s
-//! order): the swap waits for it, then keeps nothing over it.
+//! Writes of one live job against each other, in `live.rs`'s order (its live row first): a
+//! swap waits for the holder of the live row, then keeps nothing over its write; a lock of
+//! a job made live meanwhile ends up holding its new live row.
 
 use std::time::Duration;
 
@@ -29,16 +30,26 @@ async fn running_and_held(
     (scratch, pool, running, held)
 }
 
-/// The success of `job`, written on its own connection while the test holds the live row:
+/// The success of `job`, written on its own connection while the test holds the live row,
+/// its statement run as `run` says (in a transaction of its own, committed if it wrote):
 /// its answer, once the holder let go.
 fn succeed_meanwhile(
     pool: &PgPool,
     job: &Job,
+    run: Statements,
 ) -> tokio::task::JoinHandle<Result<Vec<Swapped>, QueueError>> {
     let (pool, swap) = (pool.clone(), completed(job));
     tokio::spawn(async move {
-        let mut conn = pool.acquire().await.unwrap();
-        write_jobs_if_unchanged(&mut conn, &[&swap]).await
+        if run == Statements::Alone {
+            let mut conn = pool.acquire().await.unwrap();
+            return write_jobs_if_unchanged(&mut conn, &[&swap], run).await;
+        }
+        let mut tx = pool.begin().await.unwrap();
+        let answer = write_jobs_if_unchanged(&mut tx, &[&swap], run).await;
+        if answer.is_ok() {
+            tx.commit().await.unwrap();
+        }
+        answer
     })
 }
 
@@ -80,7 +91,7 @@ async fn ask_cancel(held: &mut sqlx::Transaction<'static, Postgres>, job: &Job, 
 async fn a_success_waits_for_the_holder_of_the_live_row_and_finds_its_write() {
     let (scratch, pool, running, mut held) = running_and_held("stepwise_t_race_live").await;
     ask_cancel(&mut held, &running, false).await;
-    let success = succeed_meanwhile(&pool, &running);
+    let success = succeed_meanwhile(&pool, &running, Statements::Alone);
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(!success.is_finished(), "the success waits for the live row");
     held.commit().await.unwrap();
@@ -95,22 +106,31 @@ async fn a_success_waits_for_the_holder_of_the_live_row_and_finds_its_write() {
 }
 
 /// The guard (`whole!`): a holder that changed the job's row and left the live row's values
-/// exactly as they were is found by the success's update, and the statement keeps nothing.
+/// exactly as they were (its time in the same millisecond) is found by the success's
+/// update, and the statement keeps nothing: in a transaction it fails with the conflict,
+/// on its own it answers a row that changed.
 #[tokio::test]
 async fn a_success_keeps_nothing_over_a_change_only_the_job_s_row_shows() {
-    let (scratch, pool, running, mut held) = running_and_held("stepwise_t_race_own").await;
-    ask_cancel(&mut held, &running, true).await;
-    let success = succeed_meanwhile(&pool, &running);
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    held.commit().await.unwrap();
-    let failed = success.await.unwrap().unwrap_err();
-    assert!(conflicted(&failed), "{failed:?}");
-    assert_eq!(
-        rows(&pool, &running).await,
-        ("queued".into(), Some("stop".into()), true),
-        "nothing of the success was kept"
-    );
-    scratch.drop_database().await.unwrap();
+    for run in [Statements::InTransaction, Statements::Alone] {
+        let (scratch, pool, running, mut held) = running_and_held("stepwise_t_race_own").await;
+        ask_cancel(&mut held, &running, true).await;
+        let success = succeed_meanwhile(&pool, &running, run);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        held.commit().await.unwrap();
+        match success.await.unwrap() {
+            Err(failed) => assert!(
+                run == Statements::InTransaction && conflicted(&failed),
+                "{failed:?}"
+            ),
+            Ok(answer) => assert_eq!((run, answer), (Statements::Alone, vec![None])),
+        }
+        assert_eq!(
+            rows(&pool, &running).await,
+            ("queued".into(), Some("stop".into()), true),
+            "{run:?}: nothing of the success was kept"
+        );
+        scratch.drop_database().await.unwrap();
+    }
 }
 
 /// An event appended by a write that held the live row gets the smaller id: the success's
@@ -127,7 +147,7 @@ async fn a_success_after_an_event_appended_under_the_live_row_has_the_larger_id(
     .fetch_one(&mut *held)
     .await
     .unwrap();
-    let success = succeed_meanwhile(&pool, &running);
+    let success = succeed_meanwhile(&pool, &running, Statements::Alone);
     tokio::time::sleep(Duration::from_millis(300)).await;
     held.commit().await.unwrap();
     let answer = success.await.unwrap().unwrap();
@@ -138,5 +158,54 @@ async fn a_success_after_an_event_appended_under_the_live_row_has_the_larger_id(
         ids.iter().all(|&id| id > appended),
         "{ids:?} after {appended}"
     );
+    scratch.drop_database().await.unwrap();
+}
+
+/// A transaction that locks a job a write was making live meanwhile: its first run finds
+/// no live row to lock and waits on the job's row; once the write commits it runs again
+/// from its savepoint and holds both rows, the live row included.
+#[tokio::test]
+async fn a_lock_of_a_job_made_live_meanwhile_holds_its_new_live_row() {
+    let (scratch, queue, pool) = scratch_queue("stepwise_t_race_made_live").await;
+    let job = queue.create_job(&task(), Some("alice")).await.unwrap();
+    let running = queue.claim(&request()).await.unwrap().unwrap();
+    let fence = crate::lease::Fence::of(&running).unwrap();
+    queue
+        .fail(&running.id, &fence, "no".into(), false)
+        .await
+        .unwrap();
+    let id = job.id.uuid();
+    let mut making = pool.begin().await.unwrap();
+    for write in [
+        "UPDATE jobs SET status = 'queued', finished_at = NULL WHERE id = $1",
+        "INSERT INTO job_queue (id, priority, created_at, job_type, repository, \
+         required_capabilities, next_attempt_at, status, attempt, updated_at) \
+         SELECT id, priority, created_at, job_type, repository, required_capabilities, \
+           now(), 'queued', attempt, now() FROM jobs WHERE id = $1",
+    ] {
+        sqlx::query(write)
+            .bind(id)
+            .execute(&mut *making)
+            .await
+            .unwrap();
+    }
+    let locker = pool.clone();
+    let locking = tokio::spawn(async move {
+        let mut tx = locker.begin().await.unwrap();
+        let locked = super::super::lock_jobs(&mut tx, &[id]).await.unwrap();
+        (tx, locked)
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!locking.is_finished(), "the lock waits for the job's row");
+    making.commit().await.unwrap();
+    let (tx, locked) = locking.await.unwrap();
+    assert_eq!(locked.len(), 1);
+    assert_eq!(locked[0].0.status, contract::JobState::Queued);
+    let taken = sqlx::query("SELECT 1 FROM job_queue WHERE id = $1 FOR UPDATE NOWAIT")
+        .bind(id)
+        .execute(&pool)
+        .await;
+    assert!(taken.is_err(), "the new live row is held: {taken:?}");
+    tx.rollback().await.unwrap();
     scratch.drop_database().await.unwrap();
 }

@@ -64,7 +64,9 @@ async fn completed_in_one_transaction(pool: &PgPool, jobs: &[Job]) -> (i64, i64)
     let swaps: Vec<Swap> = jobs.iter().map(completed).collect();
     let swaps: Vec<&Swap> = swaps.iter().collect();
     let mut tx = pool.begin().await.unwrap();
-    let written = write_jobs_if_unchanged(&mut tx, &swaps).await.unwrap();
+    let written = write_jobs_if_unchanged(&mut tx, &swaps, Statements::InTransaction)
+        .await
+        .unwrap();
     assert!(written.iter().all(Option::is_some), "{written:?}");
     let counts = sqlx::query_as(
         "SELECT pg_stat_get_xact_tuples_updated('jobs'::regclass), \
@@ -332,13 +334,13 @@ async fn a_success_kept_in_its_row_appends_nothing_and_a_cancel_appends_its_even
     );
     let mut conn = pool.acquire().await.unwrap();
     // One swap per call: each goes by the statement of its own shape.
-    let [Some(drew)] = &write_jobs_if_unchanged(&mut conn, &[&success])
+    let [Some(drew)] = &write_jobs_if_unchanged(&mut conn, &[&success], Statements::Alone)
         .await
         .unwrap()[..]
     else {
         panic!("the success is written")
     };
-    let [Some(appended)] = &write_jobs_if_unchanged(&mut conn, &[&cancel])
+    let [Some(appended)] = &write_jobs_if_unchanged(&mut conn, &[&cancel], Statements::Alone)
         .await
         .unwrap()[..]
     else {
