@@ -314,7 +314,7 @@ impl Database {
         let Database::Postgres(db) = self else {
             unreachable!("a PostgreSQL path; SQLite transitions hold the write lock")
         };
-        postgres::write_on(&db.pool, swaps).await
+        postgres::write_on_pool(&db.pool, swaps).await
     }
 
     pub(crate) async fn get_job(&self, id: Uuid) -> Result<Option<Job>, sqlx::Error> {

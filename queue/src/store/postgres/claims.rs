@@ -6,7 +6,7 @@ use contract::{Job, JobEvent};
 use sqlx::postgres::PgRow;
 use sqlx::{PgConnection, PgPool, Row};
 
-use super::Committer;
+use super::{Committer, Lent};
 use crate::QueueError;
 use crate::machine;
 use crate::store::claim_sql::{ClaimSql, claim_args, claim_order};
@@ -127,14 +127,14 @@ pub(crate) fn claim_committer(pool: PgPool) -> Committer<Claim, Claimed> {
     Committer::new(
         pool,
         |_: &Claim| None,
-        |pool, claims| async move {
+        |mut lent, claims| async move {
             let mut answers: Vec<Option<Result<Claimed, QueueError>>> =
                 claims.iter().map(|_| None).collect();
             let all: Vec<&Claim> = claims.iter().collect();
             for group in alike(&all) {
                 let together: Vec<&Claim> = group.iter().map(|&i| &claims[i]).collect();
                 if together.len() > 1
-                    && let Ok(shares) = claim_together_on(&pool, &together).await
+                    && let Ok(shares) = claim_together_on(&mut lent, &together).await
                 {
                     for (i, share) in group.iter().zip(shares) {
                         answers[*i] = Some(Ok(share));
@@ -142,13 +142,14 @@ pub(crate) fn claim_committer(pool: PgPool) -> Committer<Claim, Claimed> {
                     continue;
                 }
                 for i in group {
-                    answers[i] = Some(claim_alone(&pool, &claims[i].sql()).await);
+                    answers[i] = Some(claim_one_on(&mut lent, &claims[i].sql()).await);
                 }
             }
-            answers
+            let answers = answers
                 .into_iter()
                 .map(|answer| answer.expect("every claim of the batch was answered"))
-                .collect()
+                .collect();
+            (lent, answers)
         },
     )
 }
@@ -186,9 +187,14 @@ pub(super) async fn claim_all(
     Ok(answers)
 }
 
-/// [`claim_together`] on a connection of `pool`, outside a transaction.
-async fn claim_together_on(pool: &PgPool, claims: &[&Claim]) -> Result<Vec<Claimed>, QueueError> {
-    claim_together(&mut *pool.acquire().await?, claims).await
+/// [`claim_together`] on the claim line's connection, outside a transaction.
+async fn claim_together_on(lent: &mut Lent, claims: &[&Claim]) -> Result<Vec<Claimed>, QueueError> {
+    claim_together(lent.conn().await?, claims).await
+}
+
+/// [`claim_one`] on the claim line's connection, outside a transaction.
+async fn claim_one_on(lent: &mut Lent, claim: &ClaimSql<'_>) -> Result<Claimed, QueueError> {
+    claim_one(lent.conn().await?, claim).await
 }
 
 /// Leases up to `claim.limit` jobs and records each claim's `job.claimed` event; returns

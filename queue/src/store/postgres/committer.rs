@@ -7,13 +7,20 @@
 //!
 //! A batch runs on a task of its own: a writer that stops waiting (a client that hung up)
 //! takes nobody else's write down with it.
+//!
+//! A line keeps the connections its statements ran on ([`Lent`]) instead of giving each
+//! back to the pool: sqlx tests every connection given back with a round trip of its own
+//! (a `Sync` and its `ReadyForQuery`), which woke the server once more for every claim and
+//! every completion, and held the connection until the answer came.
 
 use std::collections::{HashSet, VecDeque};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
-use sqlx::PgPool;
+use sqlx::pool::PoolConnection;
+use sqlx::{PgConnection, PgPool, Postgres};
 use tokio::sync::oneshot;
 use uuid::Uuid;
 
@@ -26,8 +33,8 @@ pub(crate) const IN_FLIGHT: usize = 2;
 const MAX_BATCH: usize = 256;
 
 type Reply<A> = oneshot::Sender<Result<A, QueueError>>;
-type Answers<A> = Pin<Box<dyn Future<Output = Vec<Result<A, QueueError>>> + Send>>;
-type WriteFn<W, A> = dyn Fn(PgPool, Vec<W>) -> Answers<A> + Send + Sync;
+type Answers<A> = Pin<Box<dyn Future<Output = (Lent, Vec<Result<A, QueueError>>)> + Send>>;
+type WriteFn<W, A> = dyn Fn(Lent, Vec<W>) -> Answers<A> + Send + Sync;
 
 /// A line of writes of one kind. `W` is a write, `A` its answer.
 pub(crate) struct Committer<W, A> {
@@ -53,7 +60,8 @@ struct Line<W, A> {
     /// What a write changes (a job), if anything: two writes with one key never share a
     /// statement, the later waits for the next.
     key: fn(&W) -> Option<Uuid>,
-    /// Writes a batch in one go and answers each of its writes, in order.
+    /// Writes a batch in one go on the connection lent, and answers each of its writes, in
+    /// order, giving the connection back.
     write: Box<WriteFn<W, A>>,
     state: Mutex<State<W, A>>,
 }
@@ -62,22 +70,73 @@ struct State<W, A> {
     /// Statements running. Writes wait only while this is at [`IN_FLIGHT`].
     running: usize,
     waiting: VecDeque<(W, Reply<A>)>,
+    /// Connections given back by statements that ended without an error, for the next.
+    kept: Kept,
+}
+
+/// A connection of the line's pool, lent to one statement: the one a statement before it
+/// gave back, or one from the pool the first time the statement asks.
+pub(crate) struct Lent {
+    pool: PgPool,
+    conn: Option<PoolConnection<Postgres>>,
+}
+
+impl Lent {
+    /// A connection of `pool` for a test's statements, outside any line.
+    #[cfg(test)]
+    pub(crate) fn of(pool: &PgPool) -> Lent {
+        Lent {
+            pool: pool.clone(),
+            conn: None,
+        }
+    }
+
+    pub(crate) async fn conn(&mut self) -> Result<&mut PgConnection, sqlx::Error> {
+        let conn = match self.conn.take() {
+            Some(conn) => conn,
+            None => self.pool.acquire().await?,
+        };
+        Ok(&mut **self.conn.insert(conn))
+    }
+}
+
+/// The connections a line keeps, at most one per statement it may run at once, each with
+/// when it was given back.
+#[derive(Default)]
+struct Kept(Vec<(PoolConnection<Postgres>, Instant)>);
+
+/// How long a line keeps a connection no statement uses. One idle longer goes back to
+/// the pool, which closes what stays idle there for ten minutes: a quiet line does not
+/// hold on to connections that the server, or a proxy on the way, may have dropped.
+const KEPT_IDLE: Duration = Duration::from_secs(60);
+
+impl Drop for Kept {
+    fn drop(&mut self) {
+        // A pooled connection goes back to its pool on a task of the runtime; with no
+        // runtime left (it is shutting down) it is closed here instead.
+        if tokio::runtime::Handle::try_current().is_err() {
+            for (conn, _) in self.0.drain(..) {
+                drop(conn.detach());
+            }
+        }
+    }
 }
 
 impl<W: Send + 'static, A: Send + 'static> Committer<W, A> {
     pub(crate) fn new<F, Fut>(pool: PgPool, key: fn(&W) -> Option<Uuid>, write: F) -> Self
     where
-        F: Fn(PgPool, Vec<W>) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = Vec<Result<A, QueueError>>> + Send + 'static,
+        F: Fn(Lent, Vec<W>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = (Lent, Vec<Result<A, QueueError>>)> + Send + 'static,
     {
         Committer {
             line: Arc::new(Line {
                 pool,
                 key,
-                write: Box::new(move |pool, writes| Box::pin(write(pool, writes))),
+                write: Box::new(move |lent, writes| Box::pin(write(lent, writes))),
                 state: Mutex::new(State {
                     running: 0,
                     waiting: VecDeque::new(),
+                    kept: Kept::default(),
                 }),
             }),
         }
@@ -102,9 +161,12 @@ impl<W: Send + 'static, A: Send + 'static> Committer<W, A> {
                 .await
                 .map_err(|_| QueueError::from(sqlx::Error::PoolClosed))?,
             Err(write) => {
-                // Given back however this ends, also if the caller stops waiting.
+                // Given back however this ends, also if the caller stops waiting: then the
+                // connection, dropped with the statement's future, goes back to the pool,
+                // whose test on its return reads what the statement left unread.
                 let _slot = Slot(self.line.clone());
-                let mut answers = (self.line.write)(self.line.pool.clone(), vec![write]).await;
+                let (lent, mut answers) = (self.line.write)(self.line.lend(), vec![write]).await;
+                self.line.keep(lent, &answers);
                 answers
                     .pop()
                     .unwrap_or_else(|| Err(sqlx::Error::RowNotFound.into()))
@@ -115,8 +177,41 @@ impl<W: Send + 'static, A: Send + 'static> Committer<W, A> {
 
 impl<W, A> Line<W, A> {
     fn state(&self) -> MutexGuard<'_, State<W, A>> {
-        // Only counters and queued writes: still consistent after a panic elsewhere.
+        // Counters, queued writes and idle connections: still consistent after a panic
+        // elsewhere.
         self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A connection for the next statement: the one the line kept last, if it has one
+    /// that has not been idle too long.
+    fn lend(&self) -> Lent {
+        let kept = self.state().kept.0.pop();
+        let conn = match kept {
+            Some((conn, since)) if since.elapsed() <= KEPT_IDLE => Some(conn),
+            // Back to the pool, which tests it; the statement takes one from the pool.
+            Some(_) | None => None,
+        };
+        Lent {
+            pool: self.pool.clone(),
+            conn,
+        }
+    }
+
+    /// Keeps the connection a statement gave back if every write of it was answered: an
+    /// error may have come from the connection itself, so that one goes back to the pool,
+    /// which tests it and closes it if it is broken. A write answered as one the server
+    /// refused (a swap's conflict) leaves the connection as good as any: sqlx reads what
+    /// is left of an answer before it sends the next statement.
+    fn keep(&self, lent: Lent, answers: &[Result<A, QueueError>]) {
+        let Some(conn) = lent.conn else { return };
+        if answers.iter().all(Result::is_ok) {
+            let mut state = self.state();
+            if state.kept.0.len() < IN_FLIGHT {
+                state.kept.0.push((conn, Instant::now()));
+                return;
+            }
+        }
+        drop(conn);
     }
 
     /// Takes the next batch off the line: the writes in order, but none whose key is
@@ -172,7 +267,8 @@ async fn run_batch<W: Send + 'static, A: Send + 'static>(
 ) {
     let slot = Slot(line);
     let (writes, replies): (Vec<W>, Vec<Reply<A>>) = batch.into_iter().unzip();
-    let answers = (slot.0.write)(slot.0.pool.clone(), writes).await;
+    let (lent, answers) = (slot.0.write)(slot.0.lend(), writes).await;
+    slot.0.keep(lent, &answers);
     drop(slot);
     for (reply, answer) in replies.into_iter().zip(answers) {
         // A writer that stopped waiting needs no answer.
@@ -183,7 +279,6 @@ async fn run_batch<W: Send + 'static, A: Send + 'static>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
 
     /// A pool that never connects: these tests write nothing to a database.
     fn no_pool() -> PgPool {
@@ -201,14 +296,14 @@ mod tests {
         let batches = Arc::new(Mutex::new(Vec::new()));
         let seen = batches.clone();
         let key = |w: &(u128, u32)| Some(Uuid::from_u128(w.0));
-        let committer = Committer::new(no_pool(), key, move |_, writes: Vec<(u128, u32)>| {
+        let committer = Committer::new(no_pool(), key, move |lent, writes: Vec<(u128, u32)>| {
             let seen = seen.clone();
             async move {
                 seen.lock()
                     .unwrap()
                     .push(writes.iter().map(|w| w.1).collect());
                 tokio::time::sleep(delay).await;
-                writes.into_iter().map(|w| Ok(w.1)).collect()
+                (lent, writes.into_iter().map(|w| Ok(w.1)).collect())
             }
         });
         (committer, batches)
@@ -297,5 +392,78 @@ mod tests {
         }
         let answer = tokio::time::timeout(Duration::from_secs(5), committer.write((9, 9))).await;
         assert_eq!(answer.expect("the line must not stay blocked").unwrap(), 9);
+    }
+
+    /// A committer whose statement answers the server process it ran on, or fails as
+    /// the server refuses `SELECT 1/0` when its write is 0.
+    fn backends(pool: PgPool) -> Committer<u32, i32> {
+        Committer::new(
+            pool,
+            |_| None,
+            |mut lent, writes: Vec<u32>| async move {
+                let mut answers = Vec::new();
+                for write in writes {
+                    let sql = if write == 0 {
+                        "SELECT 1/0"
+                    } else {
+                        "SELECT pg_backend_pid()"
+                    };
+                    let answer = match lent.conn().await {
+                        Ok(conn) => sqlx::query_scalar::<_, i32>(sql).fetch_one(conn).await,
+                        Err(error) => Err(error),
+                    };
+                    answers.push(answer.map_err(QueueError::from));
+                }
+                (lent, answers)
+            },
+        )
+    }
+
+    /// A pool of the scratch database's own, which no one else has used.
+    async fn fresh_pool(scratch: &crate::ScratchPostgres) -> PgPool {
+        sqlx::postgres::PgPoolOptions::new()
+            .max_connections(2)
+            .connect(scratch.url())
+            .await
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_line_keeps_the_connection_its_statement_ran_on_for_the_next() {
+        let (scratch, _db, _) = super::super::scratch("stepwise_t_kept").await;
+        let pool = fresh_pool(&scratch).await;
+        let committer = backends(pool.clone());
+        let first = committer.write(1).await.unwrap();
+        for _ in 0..5 {
+            assert_eq!(committer.write(1).await.unwrap(), first);
+        }
+        // Kept by the line, not given back: nothing idle in the pool, one connection open.
+        assert_eq!((pool.size(), pool.num_idle()), (1, 0));
+        drop(committer);
+        scratch.drop_database().await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_line_gives_a_connection_whose_statement_failed_back_to_the_pool() {
+        let (scratch, _db, _) = super::super::scratch("stepwise_t_given").await;
+        let pool = fresh_pool(&scratch).await;
+        let committer = backends(pool.clone());
+        committer.write(1).await.unwrap();
+        assert!(committer.write(0).await.is_err());
+        // Given back, the pool tests it on its own task: wait for it to be idle there.
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while pool.num_idle() == 0 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "never given back to the pool"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!((pool.size(), pool.num_idle()), (1, 1));
+        // The next statement takes a connection from the pool again, and the line keeps it.
+        committer.write(1).await.unwrap();
+        assert_eq!(pool.num_idle(), 0);
+        drop(committer);
+        scratch.drop_database().await.unwrap();
     }
 }

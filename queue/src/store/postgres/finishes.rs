@@ -10,13 +10,13 @@ use chrono::{DateTime, Utc};
 use sqlx::types::Json;
 use sqlx::{PgConnection, PgPool, Row};
 
-use super::Committer;
 use super::claims::{Claim, Claimed, claim_all, claimed_row, stored};
 use super::swaps::{
     SWAP_ANSWER, SWAP_ENDS_ANSWER, SWAP_ENDS_CTES, SWAP_JOBS_CTES, SWAP_SUCCEEDS_ANSWER,
     SWAP_SUCCEEDS_CTES, Statements, Swap, Swapped, batchable, bind_swaps, conflicted, id_order,
     swapped, write_jobs_if_unchanged,
 };
+use super::{Committer, Lent};
 use crate::QueueError;
 use crate::store::{Id, Ts};
 
@@ -118,22 +118,23 @@ pub(crate) fn finish_committer(pool: PgPool) -> Committer<Finish, Finished> {
     Committer::new(
         pool,
         |finish: &Finish| Some(finish.swap.new.id.uuid()),
-        |pool, finishes| async move {
+        |mut lent, finishes| async move {
             let all: Vec<&Finish> = finishes.iter().collect();
-            match finish_on(&pool, &all).await {
+            let answers = match finish_on(&mut lent, &all).await {
                 Ok(answers) => answers.into_iter().map(Ok).collect(),
                 Err(error) if finishes.len() == 1 => vec![unless_conflicted(error)],
                 Err(_) => {
                     let mut answers = Vec::with_capacity(finishes.len());
                     for finish in &finishes {
-                        answers.push(match finish_on(&pool, &[finish]).await {
+                        answers.push(match finish_on(&mut lent, &[finish]).await {
                             Ok(mut answer) => Ok(answer.remove(0)),
                             Err(error) => unless_conflicted(error),
                         });
                     }
                     answers
                 }
-            }
+            };
+            (lent, answers)
         },
     )
 }
@@ -148,16 +149,17 @@ fn unless_conflicted(error: QueueError) -> Result<Finished, QueueError> {
     }
 }
 
-/// The batch on a connection of `pool`; one answer per finish, in order. The statements
-/// of one take only completions that end a live job ([`batchable`]); any other finish
-/// takes the transaction, which writes a swap of any shape.
-async fn finish_on(pool: &PgPool, finishes: &[&Finish]) -> Result<Vec<Finished>, QueueError> {
+/// The batch on the finish line's connection; one answer per finish, in order. The
+/// statements of one take only completions that end a live job ([`batchable`]); any other
+/// finish takes the transaction, which writes a swap of any shape.
+async fn finish_on(lent: &mut Lent, finishes: &[&Finish]) -> Result<Vec<Finished>, QueueError> {
     let first = &finishes[0].claim;
     let ends = |f: &&Finish| batchable(&f.swap.old, &f.swap.new);
+    let conn = lent.conn().await?;
     if finishes.iter().all(|f| f.claim.alike(first) && ends(f)) {
-        finish_alike(&mut *pool.acquire().await?, finishes).await
+        finish_alike(conn, finishes).await
     } else {
-        finish_in_transaction(pool, finishes).await
+        finish_in_transaction(conn, finishes).await
     }
 }
 
@@ -233,10 +235,10 @@ async fn finish_alike(
 /// Finishes whose claims differ, in one transaction: the swaps in one statement, then the
 /// claims of those written, one statement per group that asks alike.
 async fn finish_in_transaction(
-    pool: &PgPool,
+    conn: &mut PgConnection,
     finishes: &[&Finish],
 ) -> Result<Vec<Finished>, QueueError> {
-    let mut tx = pool.begin().await?;
+    let mut tx = sqlx::Connection::begin(conn).await?;
     let swaps: Vec<&Swap> = finishes.iter().map(|f| &f.swap).collect();
     let swapped = write_jobs_if_unchanged(&mut tx, &swaps, Statements::InTransaction).await?;
     let claims: Vec<&Claim> = finishes
@@ -358,7 +360,9 @@ mod tests {
         let mut stale = finish(&b, &CAPS[..2], 1);
         stale.swap.old.updated_at += chrono::Duration::seconds(1);
         let first = finish(&a, &CAPS[..2], 2);
-        let answers = finish_on(&pool, &[&first, &stale]).await.unwrap();
+        let answers = finish_on(&mut Lent::of(&pool), &[&first, &stale])
+            .await
+            .unwrap();
         let (written, leased) = &answers[0];
         assert_eq!(
             written.as_ref().map(Vec::len),
@@ -385,7 +389,7 @@ mod tests {
     async fn a_finish_alone_claims_after_its_success_and_a_stale_one_claims_nothing() {
         let (scratch, queue, pool, [a, b]) = two_held(5, 5).await;
         queue.listen_for_notifications("r1").await.unwrap();
-        let answers = finish_on(&pool, &[&finish(&a, &CAPS[..2], 2)])
+        let answers = finish_on(&mut Lent::of(&pool), &[&finish(&a, &CAPS[..2], 2)])
             .await
             .unwrap();
         let [(Some(written), leased)] = &answers[..] else {
@@ -405,7 +409,7 @@ mod tests {
         );
         let mut stale = finish(&b, &CAPS[..2], 1);
         stale.swap.old.updated_at += chrono::Duration::seconds(1);
-        let answers = finish_on(&pool, &[&stale]).await.unwrap();
+        let answers = finish_on(&mut Lent::of(&pool), &[&stale]).await.unwrap();
         assert_eq!(answers, vec![(None, Vec::new())]);
         assert_eq!(
             states(&queue, [&a, &b]).await,
@@ -433,7 +437,9 @@ mod tests {
         queue.listen_for_notifications("r1").await.unwrap();
         let plain = finish(&a, &CAPS[..2], 5);
         let docker = finish(&b, &CAPS, 5);
-        let answers = finish_on(&pool, &[&plain, &docker]).await.unwrap();
+        let answers = finish_on(&mut Lent::of(&pool), &[&plain, &docker])
+            .await
+            .unwrap();
         let ids = |n: usize| -> Vec<_> { answers[n].1.iter().map(|(job, _)| job.id).collect() };
         assert_eq!(
             ids(0).len(),

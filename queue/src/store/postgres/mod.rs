@@ -120,7 +120,7 @@ mod swaps;
 
 pub(super) use artifacts::{read_artifact_chunks, replace_artifact_chunks};
 pub(super) use claims::{Claim, Claimed, claim, claim_committer};
-pub(super) use committer::{Committer, IN_FLIGHT};
+pub(super) use committer::{Committer, IN_FLIGHT, Lent};
 pub(super) use events::insert_events;
 pub(super) use finishes::finish_committer;
 pub(crate) use finishes::{Finish, Finished};
@@ -144,26 +144,35 @@ pub(super) fn swap_committer(pool: PgPool) -> Committer<Swap, Swapped> {
     Committer::new(
         pool,
         |swap: &Swap| Some(swap.new.id.uuid()),
-        |pool, swaps| async move {
+        |mut lent, swaps| async move {
             let all: Vec<&Swap> = swaps.iter().collect();
-            match write_on(&pool, &all).await {
+            let answers = match write_on(&mut lent, &all).await {
                 Ok(answers) => answers.into_iter().map(Ok).collect(),
                 Err(error) if swaps.len() == 1 => vec![Err(error)],
                 Err(_) => {
                     let mut answers = Vec::with_capacity(swaps.len());
                     for swap in &swaps {
-                        let one = write_on(&pool, &[swap]).await;
+                        let one = write_on(&mut lent, &[swap]).await;
                         answers.push(one.map(|mut answer| answer.pop().flatten()));
                     }
                     answers
                 }
-            }
+            };
+            (lent, answers)
         },
     )
 }
 
+/// [`swaps::write_jobs_if_unchanged`] on the swap line's connection, outside a transaction.
+async fn write_on(lent: &mut Lent, swaps: &[&Swap]) -> Result<Vec<Swapped>, QueueError> {
+    swaps::write_jobs_if_unchanged(lent.conn().await?, swaps, swaps::Statements::Alone).await
+}
+
 /// [`swaps::write_jobs_if_unchanged`] on a connection of `pool`, outside a transaction.
-pub(super) async fn write_on(pool: &PgPool, swaps: &[&Swap]) -> Result<Vec<Swapped>, QueueError> {
+pub(super) async fn write_on_pool(
+    pool: &PgPool,
+    swaps: &[&Swap],
+) -> Result<Vec<Swapped>, QueueError> {
     let mut conn = pool.acquire().await?;
     swaps::write_jobs_if_unchanged(&mut conn, swaps, swaps::Statements::Alone).await
 }
