@@ -189,12 +189,13 @@ pub(super) async fn claim_all(
 
 /// [`claim_together`] on the claim line's connection, outside a transaction.
 async fn claim_together_on(lent: &mut Lent, claims: &[&Claim]) -> Result<Vec<Claimed>, QueueError> {
-    claim_together(lent.conn().await?, claims).await
+    lent.run(async |conn| claim_together(conn, claims).await)
+        .await
 }
 
 /// [`claim_one`] on the claim line's connection, outside a transaction.
 async fn claim_one_on(lent: &mut Lent, claim: &ClaimSql<'_>) -> Result<Claimed, QueueError> {
-    claim_one(lent.conn().await?, claim).await
+    lent.run(async |conn| claim_one(conn, claim).await).await
 }
 
 /// Leases up to `claim.limit` jobs and records each claim's `job.claimed` event; returns

@@ -78,8 +78,26 @@ struct State<W, A> {
 /// gave back, or one from the pool the first time the statement asks.
 pub(crate) struct Lent {
     pool: PgPool,
-    conn: Option<PoolConnection<Postgres>>,
+    conn: Option<Held>,
 }
+
+/// A pooled connection out of its pool, and since when.
+struct Held {
+    conn: PoolConnection<Postgres>,
+    /// When it left the pool: a line gives it back after [`KEPT_LIFETIME`].
+    taken: Instant,
+    /// When its last statement ended.
+    idle_since: Instant,
+}
+
+/// How long a line keeps a connection no statement uses. One idle longer goes back to
+/// the pool, which closes what stays idle there for ten minutes, so that a line does not
+/// use a connection the server, or a proxy on the way, may have dropped meanwhile.
+const KEPT_IDLE: Duration = Duration::from_secs(60);
+
+/// How long a line keeps a connection at all: the pool's own bound on a connection's life
+/// (sqlx's default `max_lifetime`), which it applies when one comes back.
+const KEPT_LIFETIME: Duration = Duration::from_secs(30 * 60);
 
 impl Lent {
     /// A connection of `pool` for a test's statements, outside any line.
@@ -91,32 +109,41 @@ impl Lent {
         }
     }
 
-    pub(crate) async fn conn(&mut self) -> Result<&mut PgConnection, sqlx::Error> {
-        let conn = match self.conn.take() {
-            Some(conn) => conn,
-            None => self.pool.acquire().await?,
+    /// Runs `statement` on the lent connection. One whose statement failed goes back to
+    /// the pool at once, which tests it (reading what the statement left unread, and
+    /// sending the `ROLLBACK` of a transaction it left) and closes it if it is broken;
+    /// what the line runs next, a batch's writes one by one, takes another.
+    pub(crate) async fn run<T>(
+        &mut self,
+        statement: impl AsyncFnOnce(&mut PgConnection) -> Result<T, QueueError>,
+    ) -> Result<T, QueueError> {
+        let mut held = match self.conn.take() {
+            Some(held) => held,
+            None => Held {
+                conn: self.pool.acquire().await?,
+                taken: Instant::now(),
+                idle_since: Instant::now(),
+            },
         };
-        Ok(&mut **self.conn.insert(conn))
+        let answer = statement(&mut held.conn).await;
+        if answer.is_ok() {
+            self.conn = Some(held);
+        }
+        answer
     }
 }
 
-/// The connections a line keeps, at most one per statement it may run at once, each with
-/// when it was given back.
+/// The connections a line keeps, at most one per statement it may run at once.
 #[derive(Default)]
-struct Kept(Vec<(PoolConnection<Postgres>, Instant)>);
-
-/// How long a line keeps a connection no statement uses. One idle longer goes back to
-/// the pool, which closes what stays idle there for ten minutes: a quiet line does not
-/// hold on to connections that the server, or a proxy on the way, may have dropped.
-const KEPT_IDLE: Duration = Duration::from_secs(60);
+struct Kept(Vec<Held>);
 
 impl Drop for Kept {
     fn drop(&mut self) {
         // A pooled connection goes back to its pool on a task of the runtime; with no
         // runtime left (it is shutting down) it is closed here instead.
         if tokio::runtime::Handle::try_current().is_err() {
-            for (conn, _) in self.0.drain(..) {
-                drop(conn.detach());
+            for held in self.0.drain(..) {
+                drop(held.conn.detach());
             }
         }
     }
@@ -182,36 +209,37 @@ impl<W, A> Line<W, A> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// A connection for the next statement: the one the line kept last, if it has one
-    /// that has not been idle too long.
+    /// A connection for the next statement: the one the line kept last, if it has one.
+    /// Those idle or out of the pool too long go back to the pool first, which tests them.
     fn lend(&self) -> Lent {
-        let kept = self.state().kept.0.pop();
-        let conn = match kept {
-            Some((conn, since)) if since.elapsed() <= KEPT_IDLE => Some(conn),
-            // Back to the pool, which tests it; the statement takes one from the pool.
-            Some(_) | None => None,
+        let (conn, stale) = {
+            let mut state = self.state();
+            let (fresh, stale): (Vec<Held>, Vec<Held>) = state.kept.0.drain(..).partition(|held| {
+                held.idle_since.elapsed() <= KEPT_IDLE && held.taken.elapsed() <= KEPT_LIFETIME
+            });
+            state.kept.0 = fresh;
+            (state.kept.0.pop(), stale)
         };
+        drop(stale);
         Lent {
             pool: self.pool.clone(),
             conn,
         }
     }
 
-    /// Keeps the connection a statement gave back if every write of it was answered: an
-    /// error may have come from the connection itself, so that one goes back to the pool,
-    /// which tests it and closes it if it is broken. A write answered as one the server
-    /// refused (a swap's conflict) leaves the connection as good as any: sqlx reads what
-    /// is left of an answer before it sends the next statement.
+    /// Keeps the connection a statement gave back if every write of it was answered (a
+    /// connection whose statement failed went back to the pool already: [`Lent::run`]).
     fn keep(&self, lent: Lent, answers: &[Result<A, QueueError>]) {
-        let Some(conn) = lent.conn else { return };
+        let Some(mut held) = lent.conn else { return };
         if answers.iter().all(Result::is_ok) {
             let mut state = self.state();
             if state.kept.0.len() < IN_FLIGHT {
-                state.kept.0.push((conn, Instant::now()));
+                held.idle_since = Instant::now();
+                state.kept.0.push(held);
                 return;
             }
         }
-        drop(conn);
+        drop(held);
     }
 
     /// Takes the next batch off the line: the writes in order, but none whose key is
@@ -408,11 +436,10 @@ mod tests {
                     } else {
                         "SELECT pg_backend_pid()"
                     };
-                    let answer = match lent.conn().await {
-                        Ok(conn) => sqlx::query_scalar::<_, i32>(sql).fetch_one(conn).await,
-                        Err(error) => Err(error),
-                    };
-                    answers.push(answer.map_err(QueueError::from));
+                    let answer = lent
+                        .run(async |conn| Ok(sqlx::query_scalar(sql).fetch_one(conn).await?))
+                        .await;
+                    answers.push(answer);
                 }
                 (lent, answers)
             },
@@ -463,6 +490,51 @@ mod tests {
         // The next statement takes a connection from the pool again, and the line keeps it.
         committer.write(1).await.unwrap();
         assert_eq!(pool.num_idle(), 0);
+        drop(committer);
+        scratch.drop_database().await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_connection_whose_transaction_failed_is_not_left_inside_it() {
+        let (scratch, _db, _) = super::super::scratch("stepwise_t_rolled").await;
+        let pool = fresh_pool(&scratch).await;
+        // A line whose write opens a transaction that the server refuses, and answers the
+        // write as done, as a finish's conflict is answered as a row that changed.
+        let committer: Committer<u32, ()> = Committer::new(
+            pool.clone(),
+            |_| None,
+            |mut lent, writes: Vec<u32>| async move {
+                let refused = lent
+                    .run(async |conn| {
+                        let mut tx = sqlx::Connection::begin(conn).await?;
+                        sqlx::query("SELECT 1/0").execute(&mut *tx).await?;
+                        tx.commit().await?;
+                        Ok(())
+                    })
+                    .await;
+                assert!(refused.is_err());
+                (lent, writes.iter().map(|_| Ok(())).collect())
+            },
+        );
+        committer.write(1).await.unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        loop {
+            let inside: i64 = sqlx::query_scalar(
+                "SELECT count(*) FROM pg_stat_activity \
+                 WHERE datname = current_database() AND state LIKE 'idle in transaction%'",
+            )
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+            if inside == 0 {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "a connection stayed inside its failed transaction"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
         drop(committer);
         scratch.drop_database().await.unwrap();
     }

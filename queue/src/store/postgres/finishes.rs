@@ -155,12 +155,15 @@ fn unless_conflicted(error: QueueError) -> Result<Finished, QueueError> {
 async fn finish_on(lent: &mut Lent, finishes: &[&Finish]) -> Result<Vec<Finished>, QueueError> {
     let first = &finishes[0].claim;
     let ends = |f: &&Finish| batchable(&f.swap.old, &f.swap.new);
-    let conn = lent.conn().await?;
-    if finishes.iter().all(|f| f.claim.alike(first) && ends(f)) {
-        finish_alike(conn, finishes).await
-    } else {
-        finish_in_transaction(conn, finishes).await
-    }
+    let alike = finishes.iter().all(|f| f.claim.alike(first) && ends(f));
+    lent.run(async |conn| {
+        if alike {
+            finish_alike(conn, finishes).await
+        } else {
+            finish_in_transaction(conn, finishes).await
+        }
+    })
+    .await
 }
 
 /// Finishes whose claims ask alike, in one statement ([`FINISH_JOBS_POSTGRES`], or

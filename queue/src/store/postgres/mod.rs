@@ -165,7 +165,10 @@ pub(super) fn swap_committer(pool: PgPool) -> Committer<Swap, Swapped> {
 
 /// [`swaps::write_jobs_if_unchanged`] on the swap line's connection, outside a transaction.
 async fn write_on(lent: &mut Lent, swaps: &[&Swap]) -> Result<Vec<Swapped>, QueueError> {
-    swaps::write_jobs_if_unchanged(lent.conn().await?, swaps, swaps::Statements::Alone).await
+    lent.run(async |conn| {
+        swaps::write_jobs_if_unchanged(conn, swaps, swaps::Statements::Alone).await
+    })
+    .await
 }
 
 /// [`swaps::write_jobs_if_unchanged`] on a connection of `pool`, outside a transaction.
