@@ -8,22 +8,19 @@
 //! A batch runs on a task of its own: a writer that stops waiting (a client that hung up)
 //! takes nobody else's write down with it.
 //!
-//! A line keeps the connections its statements ran on ([`Lent`]) instead of giving each
-//! back to the pool: sqlx tests every connection given back with a round trip of its own
-//! (a `Sync` and its `ReadyForQuery`), which woke the server once more for every claim and
-//! every completion, and held the connection until the answer came.
+//! A line keeps the connections its statements ran on for its next statements
+//! (`lent.rs`), instead of giving each back to the pool.
 
 use std::collections::{HashSet, VecDeque};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
 
-use sqlx::pool::PoolConnection;
-use sqlx::{PgConnection, PgPool, Postgres};
+use sqlx::PgPool;
 use tokio::sync::oneshot;
 use uuid::Uuid;
 
+use super::lent::{Kept, Lent};
 use crate::QueueError;
 
 /// How many statements of one kind may run at once before writes wait in line.
@@ -72,81 +69,6 @@ struct State<W, A> {
     waiting: VecDeque<(W, Reply<A>)>,
     /// Connections given back by statements that ended without an error, for the next.
     kept: Kept,
-}
-
-/// A connection of the line's pool, lent to one statement: the one a statement before it
-/// gave back, or one from the pool the first time the statement asks.
-pub(crate) struct Lent {
-    pool: PgPool,
-    conn: Option<Held>,
-}
-
-/// A pooled connection out of its pool, and since when.
-struct Held {
-    conn: PoolConnection<Postgres>,
-    /// When it left the pool: a line gives it back after [`KEPT_LIFETIME`].
-    taken: Instant,
-    /// When its last statement ended.
-    idle_since: Instant,
-}
-
-/// How long a line keeps a connection no statement uses. One idle longer goes back to
-/// the pool, which closes what stays idle there for ten minutes, so that a line does not
-/// use a connection the server, or a proxy on the way, may have dropped meanwhile.
-const KEPT_IDLE: Duration = Duration::from_secs(60);
-
-/// How long a line keeps a connection at all: the pool's own bound on a connection's life
-/// (sqlx's default `max_lifetime`), which it applies when one comes back.
-const KEPT_LIFETIME: Duration = Duration::from_secs(30 * 60);
-
-impl Lent {
-    /// A connection of `pool` for a test's statements, outside any line.
-    #[cfg(test)]
-    pub(crate) fn of(pool: &PgPool) -> Lent {
-        Lent {
-            pool: pool.clone(),
-            conn: None,
-        }
-    }
-
-    /// Runs `statement` on the lent connection. One whose statement failed goes back to
-    /// the pool at once, which tests it (reading what the statement left unread, and
-    /// sending the `ROLLBACK` of a transaction it left) and closes it if it is broken;
-    /// what the line runs next, a batch's writes one by one, takes another.
-    pub(crate) async fn run<T>(
-        &mut self,
-        statement: impl AsyncFnOnce(&mut PgConnection) -> Result<T, QueueError>,
-    ) -> Result<T, QueueError> {
-        let mut held = match self.conn.take() {
-            Some(held) => held,
-            None => Held {
-                conn: self.pool.acquire().await?,
-                taken: Instant::now(),
-                idle_since: Instant::now(),
-            },
-        };
-        let answer = statement(&mut held.conn).await;
-        if answer.is_ok() {
-            self.conn = Some(held);
-        }
-        answer
-    }
-}
-
-/// The connections a line keeps, at most one per statement it may run at once.
-#[derive(Default)]
-struct Kept(Vec<Held>);
-
-impl Drop for Kept {
-    fn drop(&mut self) {
-        // A pooled connection goes back to its pool on a task of the runtime; with no
-        // runtime left (it is shutting down) it is closed here instead.
-        if tokio::runtime::Handle::try_current().is_err() {
-            for held in self.0.drain(..) {
-                drop(held.conn.detach());
-            }
-        }
-    }
 }
 
 impl<W: Send + 'static, A: Send + 'static> Committer<W, A> {
@@ -210,36 +132,23 @@ impl<W, A> Line<W, A> {
     }
 
     /// A connection for the next statement: the one the line kept last, if it has one.
-    /// Those idle or out of the pool too long go back to the pool first, which tests them.
     fn lend(&self) -> Lent {
-        let (conn, stale) = {
-            let mut state = self.state();
-            let (fresh, stale): (Vec<Held>, Vec<Held>) = state.kept.0.drain(..).partition(|held| {
-                held.idle_since.elapsed() <= KEPT_IDLE && held.taken.elapsed() <= KEPT_LIFETIME
-            });
-            state.kept.0 = fresh;
-            (state.kept.0.pop(), stale)
-        };
+        let (kept, stale) = self.state().kept.take();
+        // Given back to the pool outside the line's lock: each goes on a task of its own.
         drop(stale);
-        Lent {
-            pool: self.pool.clone(),
-            conn,
-        }
+        Lent::new(self.pool.clone(), kept)
     }
 
     /// Keeps the connection a statement gave back if every write of it was answered (a
     /// connection whose statement failed went back to the pool already: [`Lent::run`]).
     fn keep(&self, lent: Lent, answers: &[Result<A, QueueError>]) {
-        let Some(mut held) = lent.conn else { return };
-        if answers.iter().all(Result::is_ok) {
-            let mut state = self.state();
-            if state.kept.0.len() < IN_FLIGHT {
-                held.idle_since = Instant::now();
-                state.kept.0.push(held);
-                return;
-            }
-        }
-        drop(held);
+        let Some(held) = lent.into_held() else { return };
+        let left = if answers.iter().all(Result::is_ok) {
+            self.state().kept.give_back(held, IN_FLIGHT)
+        } else {
+            Some(held)
+        };
+        drop(left);
     }
 
     /// Takes the next batch off the line: the writes in order, but none whose key is
@@ -307,6 +216,7 @@ async fn run_batch<W: Send + 'static, A: Send + 'static>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     /// A pool that never connects: these tests write nothing to a database.
     fn no_pool() -> PgPool {

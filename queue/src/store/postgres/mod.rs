@@ -116,15 +116,17 @@ mod committer;
 mod events;
 mod finishes;
 mod jobs;
+mod lent;
 mod swaps;
 
 pub(super) use artifacts::{read_artifact_chunks, replace_artifact_chunks};
 pub(super) use claims::{Claim, Claimed, claim, claim_committer};
-pub(super) use committer::{Committer, IN_FLIGHT, Lent};
+pub(super) use committer::{Committer, IN_FLIGHT};
 pub(super) use events::insert_events;
 pub(super) use finishes::finish_committer;
 pub(crate) use finishes::{Finish, Finished};
 pub(super) use jobs::{create_job, lock_jobs, save_jobs, save_live};
+use lent::Lent;
 pub(crate) use swaps::{Swap, Swapped};
 
 use chrono::{DateTime, Utc};
