@@ -115,7 +115,7 @@ impl<W: Send + 'static, A: Send + 'static> Committer<W, A> {
                 // whose test on its return reads what the statement left unread.
                 let _slot = Slot(self.line.clone());
                 let (lent, mut answers) = (self.line.write)(self.line.lend(), vec![write]).await;
-                self.line.keep(lent, &answers);
+                self.line.keep(lent);
                 answers
                     .pop()
                     .unwrap_or_else(|| Err(sqlx::Error::RowNotFound.into()))
@@ -139,15 +139,11 @@ impl<W, A> Line<W, A> {
         Lent::new(self.pool.clone(), kept)
     }
 
-    /// Keeps the connection a statement gave back if every write of it was answered (a
-    /// connection whose statement failed went back to the pool already: [`Lent::run`]).
-    fn keep(&self, lent: Lent, answers: &[Result<A, QueueError>]) {
+    /// Keeps the connection a statement gave back, if it still has one: a connection on
+    /// which a statement failed went back to the pool already ([`Lent::run`]).
+    fn keep(&self, lent: Lent) {
         let Some(held) = lent.into_held() else { return };
-        let left = if answers.iter().all(Result::is_ok) {
-            self.state().kept.give_back(held, IN_FLIGHT)
-        } else {
-            Some(held)
-        };
+        let left = self.state().kept.give_back(held, IN_FLIGHT);
         drop(left);
     }
 
@@ -205,7 +201,7 @@ async fn run_batch<W: Send + 'static, A: Send + 'static>(
     let slot = Slot(line);
     let (writes, replies): (Vec<W>, Vec<Reply<A>>) = batch.into_iter().unzip();
     let (lent, answers) = (slot.0.write)(slot.0.lend(), writes).await;
-    slot.0.keep(lent, &answers);
+    slot.0.keep(lent);
     drop(slot);
     for (reply, answer) in replies.into_iter().zip(answers) {
         // A writer that stopped waiting needs no answer.
@@ -356,6 +352,16 @@ mod tests {
         )
     }
 
+    /// Waits up to five seconds for `done`, which the pool's work on tasks of its own
+    /// makes true a little later; fails naming `what` did not happen.
+    async fn within_seconds(what: &str, mut done: impl AsyncFnMut() -> bool) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while !done().await {
+            assert!(std::time::Instant::now() < deadline, "not {what} in time");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
     /// A pool of the scratch database's own, which no one else has used.
     async fn fresh_pool(scratch: &crate::ScratchPostgres) -> PgPool {
         sqlx::postgres::PgPoolOptions::new()
@@ -388,14 +394,7 @@ mod tests {
         committer.write(1).await.unwrap();
         assert!(committer.write(0).await.is_err());
         // Given back, the pool tests it on its own task: wait for it to be idle there.
-        let deadline = std::time::Instant::now() + Duration::from_secs(5);
-        while pool.num_idle() == 0 {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "never given back to the pool"
-            );
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        within_seconds("given back to the pool", async || pool.num_idle() == 1).await;
         assert_eq!((pool.size(), pool.num_idle()), (1, 1));
         // The next statement takes a connection from the pool again, and the line keeps it.
         committer.write(1).await.unwrap();
@@ -427,24 +426,20 @@ mod tests {
             },
         );
         committer.write(1).await.unwrap();
-        let deadline = std::time::Instant::now() + Duration::from_secs(5);
-        loop {
-            let inside: i64 = sqlx::query_scalar(
-                "SELECT count(*) FROM pg_stat_activity \
+        within_seconds(
+            "no connection left inside its failed transaction",
+            async || {
+                let inside: i64 = sqlx::query_scalar(
+                    "SELECT count(*) FROM pg_stat_activity \
                  WHERE datname = current_database() AND state LIKE 'idle in transaction%'",
-            )
-            .fetch_one(&pool)
-            .await
-            .unwrap();
-            if inside == 0 {
-                break;
-            }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "a connection stayed inside its failed transaction"
-            );
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+                )
+                .fetch_one(&pool)
+                .await
+                .unwrap();
+                inside == 0
+            },
+        )
+        .await;
         drop(committer);
         scratch.drop_database().await.unwrap();
     }
