@@ -6,6 +6,8 @@
 //! Ids of jobs and artifacts are UUIDv7 strings (time-ordered); event ids are integers that
 //! only grow, so a client can resume an event stream after the last id it saw.
 
+use std::sync::Arc;
+
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -126,8 +128,11 @@ pub struct Job {
     pub job_type: String,
     pub status: JobState,
     pub priority: i32,
-    /// The normalized task payload ([`Payload`](crate::Payload) as JSON).
-    pub payload: Value,
+    /// The normalized task payload ([`Payload`](crate::Payload) as JSON). Shared: a job
+    /// is copied at every transition (the row as read, the row as written, the queue's
+    /// memory of it), and its task is the one large part that none of them changes.
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
+    pub payload: Arc<Value>,
     pub affinity_key: Option<String>,
     /// What a worker must offer to claim the job (derived by normalization).
     pub required_capabilities: Vec<String>,
@@ -216,7 +221,7 @@ impl Job {
             job_type: JobType::Task.as_str().to_string(),
             status: JobState::Queued,
             priority: crate::limits::DEFAULT_PRIORITY,
-            payload,
+            payload: Arc::new(payload),
             affinity_key: None,
             required_capabilities: Vec::new(),
             created_by_user_id: None,
@@ -401,7 +406,7 @@ mod tests {
             job_type: "task".into(),
             status: JobState::Running,
             priority: 5,
-            payload: serde_json::json!({"repository": "o/r"}),
+            payload: serde_json::json!({"repository": "o/r"}).into(),
             affinity_key: None,
             required_capabilities: vec!["codex".into(), "git".into()],
             created_by_user_id: Some("u1".into()),

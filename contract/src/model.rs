@@ -224,7 +224,7 @@ impl NormalizedTask {
             t if t == JobType::Task.as_str() => JobType::Task,
             other => return Err(format!("job type {other:?} is not a task")),
         };
-        let payload = serde_json::from_value(job.payload.clone())
+        let payload = Deserialize::deserialize(&*job.payload)
             .map_err(|e| format!("the job's payload is not a normalized task: {e}"))?;
         Ok(NormalizedTask {
             job_type,
@@ -279,7 +279,7 @@ mod tests {
         let other = NormalizedTask::from_job(&stored(&task, "cron")).unwrap_err();
         assert!(other.contains("\"cron\""), "{other}");
         let mut broken = stored(&task, "task");
-        broken.payload = json!({ "repository": 1 });
+        broken.payload = json!({ "repository": 1 }).into();
         assert!(
             NormalizedTask::from_job(&broken)
                 .unwrap_err()

@@ -334,7 +334,7 @@ mod tests {
     #[test]
     fn a_task_with_a_check_counts_its_loops_iterations() {
         let mut job = job(json!([{ "instructions": "Fix it" }]));
-        job.payload["task"]["completion"] = json!({ "criteria": "tests pass",
+        std::sync::Arc::make_mut(&mut job.payload)["task"]["completion"] = json!({ "criteria": "tests pass",
             "maxIterations": 3, "command": "make test" });
         let loop_event = |id: i64, kind: &str, payload: serde_json::Value| JobEvent {
             payload: payload.as_object().unwrap().clone(),

@@ -67,14 +67,14 @@ pub(crate) fn append_steps(
     now: DateTime<Utc>,
 ) -> Result<Outcome, QueueError> {
     check_appendable(job)?;
-    if &job.payload != expected {
+    if *job.payload != *expected {
         return Err(QueueError::conflict(
             &job.id,
             job.status,
             "the job's steps changed while these were added; read it again and retry",
         ));
     }
-    job.payload = payload;
+    job.payload = std::sync::Arc::new(payload);
     job.updated_at = now;
     let back_to_work = job.status == JobState::AwaitingApproval;
     if back_to_work {

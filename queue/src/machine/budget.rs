@@ -83,7 +83,10 @@ pub(crate) fn set_budget(
     if was == Some(budget) {
         return Ok(Outcome::Unchanged);
     }
-    let Some(task) = job.payload.get_mut("task").and_then(|t| t.as_object_mut()) else {
+    let Some(task) = std::sync::Arc::make_mut(&mut job.payload)
+        .get_mut("task")
+        .and_then(|t| t.as_object_mut())
+    else {
         return Err(QueueError::conflict(
             &job.id,
             job.status,

@@ -49,7 +49,7 @@ pub(crate) fn follow_up(
     now: DateTime<Utc>,
 ) -> Result<Outcome, QueueError> {
     check_follow_up(job)?;
-    if &job.payload != expected {
+    if *job.payload != *expected {
         return Err(QueueError::conflict(
             &job.id,
             job.status,
@@ -58,7 +58,7 @@ pub(crate) fn follow_up(
     }
     let round = start.round.unwrap_or(2);
     let from = start.steps_done.unwrap_or(0);
-    job.payload = payload;
+    job.payload = std::sync::Arc::new(payload);
     let from_branch = start
         .branch
         .as_deref()

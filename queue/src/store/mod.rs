@@ -53,9 +53,10 @@ macro_rules! job_from_row {
                     .parse::<::contract::JobState>()
                     .map_err($crate::store::decode_err)?,
                 priority: row.try_get("priority")?,
-                payload: row
-                    .try_get::<::sqlx::types::Json<::serde_json::Value>, _>("payload")?
-                    .0,
+                payload: ::std::sync::Arc::new(
+                    row.try_get::<::sqlx::types::Json<::serde_json::Value>, _>("payload")?
+                        .0,
+                ),
                 affinity_key: row.try_get("affinity_key")?,
                 required_capabilities: row
                     .try_get::<::sqlx::types::Json<Vec<String>>, _>("required_capabilities")?

@@ -36,7 +36,7 @@ pub async fn seed_example_payload_is_stored_as_normalized(h: Harness) {
     let job = h.queue.create_job(&raw, None).await.unwrap();
     let expected = contract::normalize(&raw, &contract::Defaults::default()).unwrap();
     assert_eq!(
-        job.payload,
+        *job.payload,
         serde_json::to_value(&expected.payload).unwrap()
     );
     assert_eq!(h.get(&job).await.payload, job.payload);
