@@ -12,9 +12,9 @@ use sqlx::{PgConnection, PgPool, Row};
 
 use super::claims::{Claim, Claimed, claim_all, claimed_row, stored};
 use super::swaps::{
-    SWAP_ANSWER, SWAP_ENDS_ANSWER, SWAP_ENDS_CTES, SWAP_JOBS_CTES, SWAP_SUCCEEDS_ANSWER,
-    SWAP_SUCCEEDS_CTES, Statements, Swap, Swapped, batchable, bind_swaps, conflicted, id_order,
-    swapped, write_jobs_if_unchanged,
+    SWAP_ANSWER, SWAP_ANSWER_JOINS, SWAP_ENDS_ANSWER, SWAP_ENDS_CTES, SWAP_JOBS_CTES,
+    SWAP_SUCCEEDS_ANSWER, SWAP_SUCCEEDS_CTES, Statements, Swap, Swapped, batchable, bind_swaps,
+    conflicted, id_order, swapped, write_jobs_if_unchanged,
 };
 use super::{Committer, Lent};
 use crate::QueueError;
@@ -50,7 +50,8 @@ static FINISH_JOBS_POSTGRES: LazyLock<String> = LazyLock::new(|| {
         "s.finish IN (SELECT n FROM updated)",
         &format!(
             "SELECT u.n, {SWAP_ANSWER}, c.* \
-             FROM input AS u LEFT JOIN claimed AS c ON c.finish = u.n ORDER BY u.n, c.slot"
+             FROM input AS u {SWAP_ANSWER_JOINS} LEFT JOIN claimed AS c ON c.finish = u.n \
+             ORDER BY u.n, c.slot"
         ),
     )
 });

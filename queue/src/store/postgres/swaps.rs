@@ -114,8 +114,7 @@ macro_rules! own_as_read {
     };
     (batch) => {
         concat!(
-            "EXISTS (SELECT 1 FROM jobs AS j, input AS u WHERE j.id = q.id AND u.id = q.id \
-             AND ",
+            "EXISTS (SELECT 1 FROM jobs AS j WHERE j.id = q.id AND ",
             own_unchanged!(batch),
             ")"
         )
@@ -171,10 +170,10 @@ macro_rules! swap_jobs_ctes {
            o_pause_requested, o_resume_from, o_approval, fold, n)), \
          held AS (SELECT q.id FROM job_queue AS q WHERE q.id = ANY($1) \
            ORDER BY q.id FOR UPDATE), \
-         gone AS (DELETE FROM job_queue AS q WHERE q.id = ANY(ARRAY(SELECT id FROM held)) \
-           AND EXISTS (SELECT 1 FROM input AS u WHERE u.id = q.id AND ",
+         gone AS (DELETE FROM job_queue AS q USING input AS u \
+           WHERE q.id = ANY(ARRAY(SELECT id FROM held)) AND u.id = q.id AND ",
             live_unchanged!(batch),
-            ") AND ",
+            " AND ",
             own_as_read!(batch),
             " RETURNING q.id, q.claimed_event_id, q.claimed_at, q.claim_lease_until), \
          updated AS (UPDATE jobs AS j SET ",
@@ -208,18 +207,29 @@ macro_rules! swap_jobs_ctes {
 macro_rules! swap_answer {
     () => {
         concat!(
-            "EXISTS (SELECT 1 FROM updated WHERE updated.n = u.n) AS written, \
-             ARRAY(SELECT a.id FROM appended AS a WHERE a.job_id = u.id ORDER BY a.id) \
-               || ARRAY(SELECT d.completed_event_id FROM updated AS d \
-                 WHERE d.n = u.n AND d.fold) AS event_ids, ",
+            "d.n IS NOT NULL AS written, \
+             COALESCE(a.ids, '{}') || CASE WHEN d.fold THEN ARRAY[d.completed_event_id] \
+               ELSE '{}'::bigint[] END AS event_ids, ",
             whole!("gone", "updated")
         )
+    };
+}
+
+/// What [`swap_answer!`] reads, joined once to `input AS u` rather than looked up for
+/// each swap by a subquery of its own: a batch of 32 ran 64 of them, each a scan of the
+/// batch's rows or a sort of its events.
+macro_rules! swap_answer_joins {
+    () => {
+        "LEFT JOIN updated AS d ON d.n = u.n \
+         LEFT JOIN (SELECT job_id, array_agg(id ORDER BY id) AS ids FROM appended \
+           GROUP BY job_id) AS a ON a.job_id = u.id"
     };
 }
 
 /// [`swap_jobs_ctes!`] and [`swap_answer!`], for a statement built at run time.
 pub(super) const SWAP_JOBS_CTES: &str = swap_jobs_ctes!();
 pub(super) const SWAP_ANSWER: &str = swap_answer!();
+pub(super) const SWAP_ANSWER_JOINS: &str = swap_answer_joins!();
 
 /// The swap of many jobs that each end (`live::Shape::Ends`): `$1` their ids, `$2`..`$17`
 /// the new states, `$18`..`$33` the states as read, `$34`..`$39` the events (the position
@@ -231,9 +241,11 @@ pub(super) const SWAP_ANSWER: &str = swap_answer!();
 /// small live table is the heap's. Each live row is then deleted if the job's two rows are
 /// as read (`gone` reads `held` as an InitPlan), and each job's own row written after it,
 /// in the order every write keeps (`live.rs`); a job whose rows changed since they were
-/// read is left as it is. Both read their rows by `= ANY` of the ids and test what was
-/// read per row in a subquery: a join with `input` would have the planner, which is told
-/// not to sort, walk the whole key for the order of the locks. The update locks each row
+/// read is left as it is. Both read the live rows by `= ANY` of the ids, which keeps the
+/// planner, told not to sort, from walking the whole key for the order of the locks; `gone`
+/// then joins `input` once (a hash of the batch) and looks up each job's own row by its
+/// key, where a subquery per row with both rebuilt a hash of one row for every job and
+/// scanned the batch again. The update locks each row
 /// before the insert draws its events' ids (the insert reads the update's output), so a
 /// job's event ids still become visible in order. One answer row per job, in batch order:
 /// whether it was written, and its new event ids.
@@ -241,7 +253,9 @@ const SWAP_JOBS_POSTGRES: &str = concat!(
     swap_jobs_ctes!(),
     " SELECT u.n, ",
     swap_answer!(),
-    " FROM input AS u ORDER BY u.n"
+    " FROM input AS u ",
+    swap_answer_joins!(),
+    " ORDER BY u.n"
 );
 
 /// Whether a swap may share a batch: every swap of a batch ends a live job.
