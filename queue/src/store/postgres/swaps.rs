@@ -243,11 +243,10 @@ pub(super) const SWAP_ANSWER_JOINS: &str = swap_answer_joins!();
 /// in the order every write keeps (`live.rs`); a job whose rows changed since they were
 /// read is left as it is. Both read the live rows by `= ANY` of the ids, which keeps the
 /// planner, told not to sort, from walking the whole key for the order of the locks; `gone`
-/// then joins `input` once (a hash of the batch) and looks up each job's own row by its
-/// key, where a subquery per row with both rebuilt a hash of one row for every job and
-/// scanned the batch again. The update locks each row
-/// before the insert draws its events' ids (the insert reads the update's output), so a
-/// job's event ids still become visible in order. One answer row per job, in batch order:
+/// then joins `input` once and reads each job's own row by its key, where a subquery per
+/// row with both rebuilt a hash of one row for every job and scanned the batch again. The
+/// update locks each row before the insert draws its events' ids (the insert reads the
+/// update's output), so a job's event ids still become visible in order. One answer row per job, in batch order:
 /// whether it was written, and its new event ids.
 const SWAP_JOBS_POSTGRES: &str = concat!(
     swap_jobs_ctes!(),
