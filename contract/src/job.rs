@@ -277,7 +277,7 @@ impl Job {
 
     /// The job's budget (`task.budget`), when its task sets one.
     pub fn budget(&self) -> Option<crate::budget::JobBudget> {
-        serde_json::from_value(self.payload.get("task")?.get("budget")?.clone()).ok()
+        Deserialize::deserialize(self.payload.get("task")?.get("budget")?).ok()
     }
 
     /// The limit of its budget its usage has reached, if any.
