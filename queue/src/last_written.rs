@@ -8,7 +8,7 @@
 //! transition must not answer from a guess without writing (see `Queue::transition`).
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use contract::JobId;
 use contract::job::Job;
@@ -20,12 +20,13 @@ const CAPACITY: usize = 4096;
 
 #[derive(Debug, Default)]
 pub(crate) struct LastWritten {
-    rows: Mutex<HashMap<JobId, Job>>,
+    rows: Mutex<HashMap<JobId, Arc<Job>>>,
 }
 
 impl LastWritten {
-    /// The row as this replica last wrote it, if it still remembers it.
-    pub(crate) fn get(&self, id: &JobId) -> Option<Job> {
+    /// The row as this replica last wrote it, if it still remembers it: shared, since a
+    /// transition copies it only to change it.
+    pub(crate) fn get(&self, id: &JobId) -> Option<Arc<Job>> {
         self.lock().get(id).cloned()
     }
 
@@ -41,11 +42,11 @@ impl LastWritten {
             if rows.len() >= CAPACITY && !rows.contains_key(&job.id) {
                 rows.clear();
             }
-            rows.insert(job.id, job.clone());
+            rows.insert(job.id, Arc::new(job.clone()));
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<JobId, Job>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<JobId, Arc<Job>>> {
         // The map holds guesses only; one left half-written by a panic is still safe to use.
         self.rows
             .lock()

@@ -3,6 +3,7 @@
 //! a compare-and-swap that needs no lock.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use contract::{Job, JobId};
@@ -190,14 +191,11 @@ impl Queue {
                     Some(job) => job,
                     None => {
                         reads += 1;
-                        self.inner
-                            .db
-                            .get_job(id.uuid())
-                            .await?
-                            .ok_or_else(|| QueueError::job_not_found(id))?
+                        let read = self.inner.db.get_job(id.uuid()).await?;
+                        Arc::new(read.ok_or_else(|| QueueError::job_not_found(id))?)
                     }
                 };
-                let mut job = current.clone();
+                let mut job = Job::clone(&current);
                 let (events, notes) = match apply(&mut job, now) {
                     // Only a write is checked against the row; a no-op or a refusal
                     // decided on a remembered copy is decided again on the row itself.
@@ -275,7 +273,7 @@ impl Queue {
             let Some(current) = recent.get(id).filter(|_| named[id] == 1) else {
                 continue;
             };
-            let mut job = current.clone();
+            let mut job = Job::clone(&current);
             let outcome = match apply(&mut job, now) {
                 Ok(Outcome::Unchanged) | Err(_) => continue,
                 Ok(_) if !swappable(&current, &job) => continue,

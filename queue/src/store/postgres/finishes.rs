@@ -268,6 +268,7 @@ async fn finish_in_transaction(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
     use crate::lease::Fence;
     use crate::machine::{self, Outcome};
     use crate::store::ClaimSql;
@@ -349,7 +350,7 @@ mod tests {
         });
         Finish {
             swap: Swap {
-                old: job.clone(),
+                old: Arc::new(job.clone()),
                 new,
                 events,
                 now,
@@ -362,7 +363,7 @@ mod tests {
     async fn finishes_alike_share_one_statement_and_a_stale_one_claims_nothing() {
         let (scratch, queue, pool, [a, b]) = two_held(5, 5).await;
         let mut stale = finish(&b, &CAPS[..2], 1);
-        stale.swap.old.updated_at += chrono::Duration::seconds(1);
+        Arc::make_mut(&mut stale.swap.old).updated_at += chrono::Duration::seconds(1);
         let first = finish(&a, &CAPS[..2], 2);
         let answers = finish_on(&mut Lent::of(&pool), &[&first, &stale])
             .await
@@ -412,7 +413,7 @@ mod tests {
             "claim order"
         );
         let mut stale = finish(&b, &CAPS[..2], 1);
-        stale.swap.old.updated_at += chrono::Duration::seconds(1);
+        Arc::make_mut(&mut stale.swap.old).updated_at += chrono::Duration::seconds(1);
         let answers = finish_on(&mut Lent::of(&pool), &[&stale]).await.unwrap();
         assert_eq!(answers, vec![(None, Vec::new())]);
         assert_eq!(

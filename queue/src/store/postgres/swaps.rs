@@ -2,6 +2,8 @@
 //! it is still exactly as its writer read it, with the transition's events, many jobs in
 //! one statement.
 
+use std::sync::Arc;
+
 use chrono::{DateTime, Utc};
 use contract::Job;
 use sqlx::postgres::PgArguments;
@@ -18,10 +20,11 @@ use crate::store::live::{Shape, same_outside_live, shape};
 
 /// One transition to write: `new` over the row if the row still equals `old` in every field
 /// a transition may change, with `events` appended, stamped `now`. Owned, so that it can
-/// wait in the committer's queue.
+/// wait in the committer's queue; `old` shared, since it is the row the queue remembers
+/// ([`LastWritten`](crate::last_written::LastWritten)) and no swap changes it.
 #[derive(Debug, Clone)]
 pub(crate) struct Swap {
-    pub old: Job,
+    pub old: Arc<Job>,
     pub new: Job,
     pub events: Vec<PendingEvent>,
     pub now: DateTime<Utc>,
@@ -366,7 +369,7 @@ pub(super) fn bind_swaps<'q>(
     let folds: Vec<bool> = sorted.iter().map(|s| s.keeps_its_success()).collect();
     let query = sqlx::query(sql).bind(ids);
     let query = bind_states(query, sorted.iter().map(|s| &s.new))?;
-    let query = bind_states(query, sorted.iter().map(|s| &s.old))?;
+    let query = bind_states(query, sorted.iter().map(|s| &*s.old))?;
     let events = || {
         sorted
             .iter()

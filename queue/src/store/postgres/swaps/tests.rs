@@ -51,7 +51,7 @@ pub(super) fn completed(job: &Job) -> Swap {
         panic!("a running job completes")
     };
     Swap {
-        old: job.clone(),
+        old: Arc::new(job.clone()),
         new,
         events,
         now,
@@ -316,7 +316,7 @@ async fn a_success_kept_in_its_row_appends_nothing_and_a_cancel_appends_its_even
         panic!("a queued job is cancelled")
     };
     let cancel = Swap {
-        old: queued,
+        old: Arc::new(queued),
         new: cancelled,
         events,
         now,
