@@ -268,13 +268,13 @@ async fn finish_in_transaction(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Arc;
     use crate::lease::Fence;
     use crate::machine::{self, Outcome};
     use crate::store::ClaimSql;
     use crate::{Queue, QueueConfig, ScratchPostgres};
     use contract::{Job, JobState};
     use serde_json::json;
+    use std::sync::Arc;
 
     const CAPS: [&str; 3] = ["codex", "git", "docker"];
 
