@@ -28,8 +28,8 @@ use crate::QueueError;
 /// own start, so its claims meet the rows the first just leased (committed since), and
 /// PostgreSQL re-checks each of those against its latest version (`EvalPlanQual`, an
 /// executor of its own set up per statement): with two, that was a tenth of the server's
-/// time in the finishes at 4 workers, and the writes waiting for the second statement
-/// would have shared the next one anyway (README, "One statement of a kind at a time").
+/// time in the finishes at 4 workers. With one, what a second statement would have carried
+/// waits and goes with the next (README, "One statement of a kind at a time").
 pub(crate) const IN_FLIGHT: usize = 1;
 
 /// The most writes one statement carries.
