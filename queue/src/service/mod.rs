@@ -21,6 +21,7 @@ mod seed;
 mod sessions;
 mod sourced;
 mod tokens;
+mod vacuum;
 mod watches;
 mod workers;
 mod write;

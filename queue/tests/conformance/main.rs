@@ -37,6 +37,7 @@ mod schedules;
 mod text;
 mod tokens;
 mod usage;
+mod vacuum;
 mod watches;
 mod workers;
 
@@ -265,4 +266,5 @@ conformance! {
     rounds::a_follow_up_queues_the_ended_job_as_its_next_round_to_run_only_its_steps,
     rounds::only_a_job_that_succeeded_or_failed_takes_a_follow_up_and_its_steps_are_checked,
     rounds::a_job_whose_history_was_deleted_takes_no_follow_up,
+    vacuum::the_live_table_is_vacuumed_once_enough_of_it_is_dead,
 }

@@ -73,6 +73,10 @@ pub async fn run(args: BenchArgs) -> Result<(), CliError> {
         (args.max_running_per_repository > 0).then_some(args.max_running_per_repository);
     let queue = Queue::open(db, config).await?;
     queue.migrate().await?;
+    // As `stepwise serve` runs it: what a claim walks depends on it (`queue::Vacuum`).
+    let stop = tokio_util::sync::CancellationToken::new();
+    let vacuum =
+        queue::Vacuum::new(queue.clone(), queue::VacuumConfig::default()).start(stop.clone());
     let outcome = match args.peer {
         Some(Peer::GraphileWorker) => {
             let dir = super::peer::peer_dir(args.peer_dir.as_deref());
@@ -91,6 +95,8 @@ pub async fn run(args: BenchArgs) -> Result<(), CliError> {
             mib(&format!("{}-wal", queue::SQLITE_FILE))
         );
     }
+    stop.cancel();
+    let _ = vacuum.await;
     drop(queue);
     if let Some(scratch) = scratch {
         scratch.drop_database().await?;

@@ -81,6 +81,8 @@ pub async fn run(config: Config) -> Result<(), CliError> {
     let rescuer =
         queue::Rescuer::new(queue.clone(), queue::RescuerConfig::default()).start(stop.clone());
     let retention = queue::Retention::new(queue.clone(), config.retention).start(stop.clone());
+    let vacuum =
+        queue::Vacuum::new(queue.clone(), queue::VacuumConfig::default()).start(stop.clone());
     let scheduler =
         queue::Scheduler::new(queue.clone(), queue::SchedulerConfig::default()).start(stop.clone());
     let resolver =
@@ -139,6 +141,7 @@ pub async fn run(config: Config) -> Result<(), CliError> {
     stop.cancel();
     let _ = rescuer.await;
     let _ = retention.await;
+    let _ = vacuum.await;
     let _ = scheduler.await;
     let _ = resolver.await;
     let _ = notifier.await;

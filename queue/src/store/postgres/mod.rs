@@ -118,6 +118,7 @@ mod finishes;
 mod jobs;
 mod lent;
 mod swaps;
+mod vacuum;
 
 pub(super) use artifacts::{read_artifact_chunks, replace_artifact_chunks};
 pub(super) use claims::{Claim, Claimed, claim, claim_committer};
@@ -128,6 +129,7 @@ pub(crate) use finishes::{Finish, Finished};
 pub(super) use jobs::{create_job, lock_jobs, save_jobs, save_live};
 use lent::Lent;
 pub(crate) use swaps::{Swap, Swapped};
+pub(super) use vacuum::{live_dead, vacuum_live};
 
 use chrono::{DateTime, Utc};
 use contract::Job;
