@@ -109,4 +109,33 @@ mod tests {
         pool.close().await;
         scratch.drop_database().await.unwrap();
     }
+
+    #[tokio::test]
+    async fn another_role_than_the_tables_owner_may_not_vacuum_the_live_table() {
+        let (scratch, _db, pool) = super::super::scratch("stepwise_t_vacuum_owner").await;
+        let role = format!("stepwise_t_not_owner_{}", std::process::id());
+        sqlx::raw_sql(&format!("DROP ROLE IF EXISTS {role}; CREATE ROLE {role}"))
+            .execute(&pool)
+            .await
+            .unwrap();
+        // One connection, which keeps the role it was given for the pool's every use.
+        let as_other = sqlx::postgres::PgPoolOptions::new()
+            .max_connections(1)
+            .connect(scratch.url())
+            .await
+            .unwrap();
+        sqlx::raw_sql(&format!("SET ROLE {role}"))
+            .execute(&mut *as_other.acquire().await.unwrap())
+            .await
+            .unwrap();
+        assert!(live_dead(&pool).await.unwrap().owned);
+        assert!(!live_dead(&as_other).await.unwrap().owned);
+        as_other.close().await;
+        sqlx::raw_sql(&format!("DROP ROLE {role}"))
+            .execute(&pool)
+            .await
+            .unwrap();
+        pool.close().await;
+        scratch.drop_database().await.unwrap();
+    }
 }
