@@ -1,6 +1,6 @@
-//! The loop of every background service (the rescuer, retention): a pass each interval
-//! until stopped. A pass that fails is logged and the next tick tries again: the database
-//! may be back by then.
+//! The loop of every background service (the rescuer, retention, the live table's vacuum):
+//! a pass each interval until stopped. A pass that fails is logged and the next tick tries
+//! again: the database may be back by then.
 
 use std::future::Future;
 use std::time::Duration;

@@ -3,11 +3,14 @@
 //! there, ahead of the queued ones: each claim's walk grows with the work done since. At a
 //! few thousand jobs a second that is thousands of entries a second, where autovacuum
 //! looks at a table once a minute at best (and not at all where it is off). So each
-//! replica looks every `interval` and vacuums the table once `min_dead` of its row
-//! versions are dead. The table holds only live jobs, so a vacuum is short. Shaped like
-//! the rescuer; safe on every replica at once (a second vacuum skips the table while one
-//! runs). SQLite has nothing to do: it removes a row's index entries with the row.
+//! replica looks every `interval` and vacuums the table once `min_dead` more of its row
+//! versions are dead than the last vacuum left. The table holds only live jobs, so a
+//! vacuum is short. Shaped like the rescuer; safe on every replica at once (one vacuums at
+//! a time, the others skip). SQLite has nothing to do: it removes a row's index entries
+//! with the row.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
 use tokio::task::JoinHandle;
@@ -21,9 +24,11 @@ use crate::service::Queue;
 pub struct VacuumConfig {
     /// How often to look at the live table.
     pub interval: Duration,
-    /// The dead row versions (two a job: its claim's and its end's) at which to vacuum.
-    /// About 170 of the claim order's dead entries fill an index page the claim walks;
-    /// a thousand cost each claim a few pages.
+    /// The dead row versions since the last vacuum at which to vacuum again (two a job,
+    /// its claim's and its end's, and one a heartbeat). About 170 of the claim order's dead
+    /// entries fill an index page the claim walks, so a thousand cost each claim a few
+    /// pages. Not scaled with the table: a vacuum's cost grows with the queued jobs, but
+    /// so does every claim's walk until it runs, and claims come by the thousand.
     pub min_dead: i64,
 }
 
@@ -41,7 +46,8 @@ impl Default for VacuumConfig {
 pub enum VacuumReport {
     /// Vacuumed: the table had `dead` dead row versions.
     Vacuumed { dead: i64 },
-    /// Left alone: `dead` (none counted on SQLite) is under the threshold.
+    /// Left alone: too few died since the last vacuum (`dead`, none counted on SQLite),
+    /// or another replica is vacuuming it.
     Skipped { dead: i64 },
     /// This database user does not own the table, which PostgreSQL requires of whoever
     /// vacuums it; only autovacuum will.
@@ -52,11 +58,19 @@ pub enum VacuumReport {
 pub struct Vacuum {
     queue: Queue,
     config: VacuumConfig,
+    /// The dead row versions the last vacuum could not remove (an older transaction could
+    /// still see them): not counted again, or a long transaction would have every pass
+    /// vacuum for nothing.
+    left: Arc<AtomicI64>,
 }
 
 impl Vacuum {
     pub fn new(queue: Queue, config: VacuumConfig) -> Self {
-        Vacuum { queue, config }
+        Vacuum {
+            queue,
+            config,
+            left: Arc::new(AtomicI64::new(0)),
+        }
     }
 
     /// Runs a pass every `interval` until `stop` is cancelled. A table it may not vacuum
@@ -73,9 +87,8 @@ impl Vacuum {
                     tracing::warn!(
                         "the live table (job_queue) belongs to another database user, so \
                          this one cannot vacuum it, and claims slow down as jobs pass \
-                         through it until autovacuum does; run stepwise as the table's \
-                         owner, or set autovacuum_vacuum_threshold = 1000 and \
-                         autovacuum_vacuum_scale_factor = 0 on job_queue"
+                         through it until autovacuum does: run stepwise as the user that \
+                         ran its migrations, or grant that user's role to this one"
                     )
                 }
                 _ => {}
@@ -92,7 +105,8 @@ impl Vacuum {
         })
     }
 
-    /// One pass: a vacuum of the live table if it is at least `min_dead` dead.
+    /// One pass: a vacuum of the live table if at least `min_dead` of it died since the
+    /// last one.
     pub async fn run_once(&self) -> Result<VacuumReport, QueueError> {
         let Some(live) = self.queue.live_dead().await? else {
             return Ok(VacuumReport::Skipped { dead: 0 });
@@ -100,10 +114,37 @@ impl Vacuum {
         if !live.owned {
             return Ok(VacuumReport::NotOwner);
         }
-        if live.dead < self.config.min_dead {
+        // Fewer dead than the last vacuum left: another replica's vacuum ran since.
+        let left = self
+            .left
+            .fetch_min(live.dead, Ordering::Relaxed)
+            .min(live.dead);
+        if !due(live.dead, left, self.config.min_dead) || !self.queue.vacuum_live().await? {
             return Ok(VacuumReport::Skipped { dead: live.dead });
         }
-        self.queue.vacuum_live().await?;
+        // A vacuum counts what it leaves at once.
+        let after = self.queue.live_dead().await?.map_or(0, |l| l.dead);
+        self.left.store(after, Ordering::Relaxed);
         Ok(VacuumReport::Vacuumed { dead: live.dead })
+    }
+}
+
+/// Whether `dead` row versions, of which the last vacuum left `left`, call for a vacuum.
+fn due(dead: i64, left: i64, min_dead: i64) -> bool {
+    dead.saturating_sub(left) >= min_dead
+}
+
+#[cfg(test)]
+mod tests {
+    use super::due;
+
+    #[test]
+    fn a_vacuum_is_due_for_what_died_since_the_last_not_for_what_it_left() {
+        assert!(due(1_000, 0, 1_000));
+        assert!(!due(999, 0, 1_000));
+        // A long transaction kept 5,000 from the last vacuum: only new ones count.
+        assert!(!due(5_500, 5_000, 1_000));
+        assert!(due(6_000, 5_000, 1_000));
+        assert!(due(0, 0, 0));
     }
 }

@@ -10,7 +10,8 @@ impl Queue {
         Ok(self.inner.db.live_dead().await?)
     }
 
-    pub(crate) async fn vacuum_live(&self) -> Result<(), QueueError> {
+    /// Whether it vacuumed: not while another replica does.
+    pub(crate) async fn vacuum_live(&self) -> Result<bool, QueueError> {
         Ok(self.inner.db.vacuum_live().await?)
     }
 }

@@ -137,29 +137,21 @@ impl Tx {
     }
 }
 
-/// How much of the live table is dead, and whether this database user may vacuum it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct LiveDead {
-    /// Dead row versions, as the server's statistics count them.
-    pub dead: i64,
-    /// Whether this user owns the table, as a vacuum of it requires.
-    pub owned: bool,
-}
-
 impl Database {
     /// How much of the live table is dead; `None` on SQLite, which removes a row's entries
     /// as it deletes or changes the row and has nothing to vacuum for the claim.
-    pub(crate) async fn live_dead(&self) -> Result<Option<LiveDead>, sqlx::Error> {
+    pub(crate) async fn live_dead(&self) -> Result<Option<postgres::LiveDead>, sqlx::Error> {
         match self {
             Database::Sqlite(_) => Ok(None),
             Database::Postgres(db) => postgres::live_dead(&db.pool).await.map(Some),
         }
     }
 
-    /// Vacuums the live table (PostgreSQL; nothing on SQLite).
-    pub(crate) async fn vacuum_live(&self) -> Result<(), sqlx::Error> {
+    /// Vacuums the live table unless another replica is at it; whether it did (PostgreSQL;
+    /// nothing on SQLite).
+    pub(crate) async fn vacuum_live(&self) -> Result<bool, sqlx::Error> {
         match self {
-            Database::Sqlite(_) => Ok(()),
+            Database::Sqlite(_) => Ok(false),
             Database::Postgres(db) => postgres::vacuum_live(&db.pool).await,
         }
     }

@@ -241,8 +241,7 @@ pub use database::{Database, DatabaseError, PgDb, SQLITE_FILE, SqliteDb};
 pub(crate) use events::{EventOrder, EventPage};
 pub(crate) use jobs::ListSql;
 pub(crate) use kept::{Kept, KeptClaim, folds, swappable};
-pub(crate) use live::LiveDead;
-pub(crate) use postgres::{Swap, Swapped};
+pub(crate) use postgres::{LiveDead, Swap, Swapped};
 pub(crate) use schedules::{Leased, Passed};
 pub(crate) use walks::{Chore, Look, PassedOver, Seen};
 

@@ -129,6 +129,7 @@ pub(crate) use finishes::{Finish, Finished};
 pub(super) use jobs::{create_job, lock_jobs, save_jobs, save_live};
 use lent::Lent;
 pub(crate) use swaps::{Swap, Swapped};
+pub(crate) use vacuum::LiveDead;
 pub(super) use vacuum::{live_dead, vacuum_live};
 
 use chrono::{DateTime, Utc};

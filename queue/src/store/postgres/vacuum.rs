@@ -5,16 +5,30 @@
 
 use sqlx::{PgPool, Row};
 
-use crate::store::LiveDead;
+/// How much of the live table is dead, and whether this database user may vacuum it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct LiveDead {
+    /// Dead row versions, as the server's statistics count them.
+    pub dead: i64,
+    /// Whether this user owns the table or the database (or is a superuser): who may
+    /// vacuum a table up to PostgreSQL 16 (17 also lets a `MAINTAIN` grant, not read here).
+    pub owned: bool,
+}
 
-/// How much of the live table is dead, by the server's statistics (reported by each
-/// process within a second of its writes while it is busy), and whether this user owns
-/// the table, which PostgreSQL asks of whoever vacuums it.
+/// One replica's vacuum at a time (an advisory lock held for the vacuum): a second one
+/// would skip the table with a warning in the server's log, every second.
+const VACUUM_LOCK: i64 = 0x5354_4550_5641_4355; // "STEPVACU"
+
+/// How much of the live table is dead, by the server's statistics (each process reports
+/// its writes within a second while it is busy, within ten once it goes idle; a vacuum's
+/// at once), and whether this user may vacuum it.
 pub(crate) async fn live_dead(pool: &PgPool) -> Result<LiveDead, sqlx::Error> {
     let row = sqlx::query(
-        "SELECT coalesce(s.n_dead_tup, 0) AS dead, pg_has_role(c.relowner, 'USAGE') AS owned \
-         FROM pg_class AS c LEFT JOIN pg_stat_user_tables AS s ON s.relid = c.oid \
-         WHERE c.oid = 'job_queue'::regclass",
+        "SELECT coalesce(s.n_dead_tup, 0) AS dead, \
+           pg_has_role(c.relowner, 'USAGE') OR pg_has_role(d.datdba, 'USAGE') AS owned \
+         FROM pg_class AS c LEFT JOIN pg_stat_user_tables AS s ON s.relid = c.oid, \
+           pg_database AS d \
+         WHERE c.oid = 'job_queue'::regclass AND d.datname = current_database()",
     )
     .fetch_one(pool)
     .await?;
@@ -24,16 +38,37 @@ pub(crate) async fn live_dead(pool: &PgPool) -> Result<LiveDead, sqlx::Error> {
     })
 }
 
-/// Vacuums the live table: its dead row versions and their index entries removed, the
-/// indexes always (a table this small would otherwise often skip them, and the dead
-/// entries are what the claim walks). `SKIP_LOCKED`: another replica's vacuum already
-/// running is enough. `TRUNCATE OFF`: giving back empty pages at the table's end takes a
-/// lock that would hold up every claim, and the next jobs fill them again.
-pub(crate) async fn vacuum_live(pool: &PgPool) -> Result<(), sqlx::Error> {
-    sqlx::raw_sql("VACUUM (SKIP_LOCKED, INDEX_CLEANUP ON, TRUNCATE OFF) job_queue")
-        .execute(pool)
+/// Vacuums the live table unless another replica is vacuuming it; whether it did. Its
+/// dead row versions and their index entries go, the indexes' always: with few dead rows
+/// among many queued ones PostgreSQL would skip the indexes, and their dead entries are
+/// what the claim walks. `SKIP_LOCKED`: autovacuum at work on it is as good.
+/// `TRUNCATE OFF`: giving back empty pages at the table's end takes a lock that would
+/// hold up every claim, and the next jobs fill them again.
+pub(crate) async fn vacuum_live(pool: &PgPool) -> Result<bool, sqlx::Error> {
+    let mut conn = pool.acquire().await?;
+    let ours: bool = sqlx::query_scalar("SELECT pg_try_advisory_lock($1)")
+        .bind(VACUUM_LOCK)
+        .fetch_one(&mut *conn)
         .await?;
-    Ok(())
+    if !ours {
+        return Ok(false);
+    }
+    let vacuumed = sqlx::query("VACUUM (SKIP_LOCKED, INDEX_CLEANUP ON, TRUNCATE OFF) job_queue")
+        .persistent(false)
+        .execute(&mut *conn)
+        .await;
+    let released = sqlx::query("SELECT pg_advisory_unlock($1)")
+        .bind(VACUUM_LOCK)
+        .execute(&mut *conn)
+        .await;
+    if released.is_err() {
+        // A lock held by a connection gone back to the pool would keep every other
+        // replica from vacuuming: closed, the connection takes the lock with it.
+        drop(conn.detach());
+    }
+    vacuumed?;
+    released?;
+    Ok(true)
 }
 
 #[cfg(test)]
@@ -83,7 +118,8 @@ mod tests {
                lease_expires_at = now() + interval '5 minutes' \
              WHERE id IN (SELECT id FROM job_queue ORDER BY priority DESC, created_at, id \
                LIMIT 5000); \
-             DELETE FROM job_queue WHERE status = 'running'",
+             DELETE FROM job_queue WHERE status = 'running'; \
+             SELECT pg_stat_force_next_flush()",
         )
         .execute(&pool)
         .await
@@ -93,9 +129,30 @@ mod tests {
             walked > fresh + 20,
             "{fresh} pages fresh, {walked} after the claims"
         );
-        let owned = live_dead(&pool).await.unwrap();
-        assert!(owned.owned, "the scratch database's tables are this user's");
-        vacuum_live(&pool).await.unwrap();
+        let before = live_dead(&pool).await.unwrap();
+        assert!(
+            before.owned,
+            "the scratch database's tables are this user's"
+        );
+        assert!(before.dead >= 5000, "{before:?}");
+        // Another replica's vacuum under way: this one leaves the table to it.
+        let mut other = pool.acquire().await.unwrap();
+        sqlx::query("SELECT pg_advisory_lock($1)")
+            .bind(VACUUM_LOCK)
+            .execute(&mut *other)
+            .await
+            .unwrap();
+        assert!(!vacuum_live(&pool).await.unwrap());
+        assert!(pages_to_the_first_queued(&pool).await > fresh + 20);
+        sqlx::query("SELECT pg_advisory_unlock($1)")
+            .bind(VACUUM_LOCK)
+            .execute(&mut *other)
+            .await
+            .unwrap();
+        drop(other);
+        assert!(vacuum_live(&pool).await.unwrap());
+        let after = live_dead(&pool).await.unwrap();
+        assert!(after.dead < 100, "{before:?} before, {after:?} after");
         let vacuumed = pages_to_the_first_queued(&pool).await;
         assert!(
             vacuumed <= fresh + 2,
@@ -113,8 +170,8 @@ mod tests {
     #[tokio::test]
     async fn another_role_than_the_tables_owner_may_not_vacuum_the_live_table() {
         let (scratch, _db, pool) = super::super::scratch("stepwise_t_vacuum_owner").await;
-        let role = format!("stepwise_t_not_owner_{}", std::process::id());
-        sqlx::raw_sql(&format!("DROP ROLE IF EXISTS {role}; CREATE ROLE {role}"))
+        let role = format!("stepwise_t_not_owner_{}", uuid::Uuid::now_v7().simple());
+        sqlx::raw_sql(&format!("CREATE ROLE {role}"))
             .execute(&pool)
             .await
             .unwrap();
