@@ -323,24 +323,7 @@ mod tests {
     async fn postgres_claim_walks_the_claim_index_before_statistics_exist() {
         let (scratch, _db, pool) = super::super::scratch("stepwise_t_plan").await;
         let pool = &pool;
-        sqlx::query(
-            "INSERT INTO jobs (id, job_type, status, priority, payload, repository, \
-             required_capabilities, max_attempts, next_attempt_at, created_at, updated_at) \
-             SELECT gen_random_uuid(), 'task', 'queued', 0, '{}', 'o/r', '[\"codex\"]', 3, \
-             now(), now() + g * interval '1 ms', now() FROM generate_series(1, 5000) AS g",
-        )
-        .execute(pool)
-        .await
-        .unwrap();
-        sqlx::query(
-            "INSERT INTO job_queue (id, priority, created_at, job_type, repository, \
-             required_capabilities, next_attempt_at, status, attempt, updated_at) \
-             SELECT id, priority, created_at, job_type, repository, required_capabilities, \
-               next_attempt_at, status, attempt, updated_at FROM jobs",
-        )
-        .execute(pool)
-        .await
-        .unwrap();
+        super::super::queued_jobs(pool, 5000).await;
         let explain = format!("EXPLAIN {CLAIM_POSTGRES}");
         let one = || {
             sqlx::query_scalar::<_, String>(&explain)

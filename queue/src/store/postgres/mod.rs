@@ -237,3 +237,28 @@ pub(super) async fn scratch(prefix: &str) -> (crate::ScratchPostgres, super::Dat
     let pool = pool.clone();
     (scratch, db, pool)
 }
+
+/// `n` queued jobs, each with its live row, created a millisecond apart (so in claim order),
+/// written behind the queue's back for a test of what the claim reads.
+#[cfg(test)]
+pub(super) async fn queued_jobs(pool: &PgPool, n: i64) {
+    sqlx::query(
+        "INSERT INTO jobs (id, job_type, status, priority, payload, repository, \
+         required_capabilities, max_attempts, next_attempt_at, created_at, updated_at) \
+         SELECT gen_random_uuid(), 'task', 'queued', 0, '{}', 'o/r', '[\"codex\"]', 3, \
+         now(), now() + g * interval '1 ms', now() FROM generate_series(1, $1) AS g",
+    )
+    .bind(n)
+    .execute(pool)
+    .await
+    .unwrap();
+    sqlx::query(
+        "INSERT INTO job_queue (id, priority, created_at, job_type, repository, \
+         required_capabilities, next_attempt_at, status, attempt, updated_at) \
+         SELECT id, priority, created_at, job_type, repository, required_capabilities, \
+           next_attempt_at, status, attempt, updated_at FROM jobs",
+    )
+    .execute(pool)
+    .await
+    .unwrap();
+}

@@ -92,20 +92,7 @@ mod tests {
     #[tokio::test]
     async fn a_vacuum_takes_the_claimed_jobs_entries_off_the_claims_walk() {
         let (scratch, _db, pool) = super::super::scratch("stepwise_t_vacuum").await;
-        sqlx::raw_sql(
-            "INSERT INTO jobs (id, job_type, status, priority, payload, repository, \
-               required_capabilities, max_attempts, next_attempt_at, created_at, updated_at) \
-             SELECT gen_random_uuid(), 'task', 'queued', 0, '{}', 'o/r', '[\"codex\"]', 3, \
-               now(), now() + g * interval '1 ms', now() FROM generate_series(1, 6000) AS g; \
-             INSERT INTO job_queue (id, priority, created_at, job_type, repository, \
-               required_capabilities, next_attempt_at, status, attempt, updated_at) \
-             SELECT id, priority, created_at, job_type, repository, required_capabilities, \
-               next_attempt_at, status, attempt, updated_at FROM jobs",
-        )
-        .execute(&pool)
-        .await
-        .unwrap();
-        // Alone: a vacuum refuses to run in the transaction of a string of statements.
+        super::super::queued_jobs(&pool, 6000).await;
         sqlx::raw_sql("VACUUM ANALYZE job_queue")
             .execute(&pool)
             .await
