@@ -92,10 +92,10 @@ fn finish_sql(swaps: &str, k: &str, kept: &str, answer: &str) -> String {
            FROM unnest($41::bigint[], $42::text[], $43::timestamptz[]) \
              WITH ORDINALITY AS s(finish, worker, lease, k) \
            WHERE {kept}), \
-         picked AS (SELECT ARRAY({pick}) AS ids), \
-         claimed AS (UPDATE job_queue AS q SET {set} FROM picked, slots AS s, jobs AS j \
-           WHERE q.id = ANY(picked.ids) AND s.k = array_position(picked.ids, q.id) \
-             AND j.id = q.id \
+         picked AS MATERIALIZED (SELECT p.id, p.k \
+           FROM unnest(ARRAY({pick})) WITH ORDINALITY AS p(id, k)), \
+         claimed AS (UPDATE job_queue AS q SET {set} FROM picked AS p, slots AS s, jobs AS j \
+           WHERE q.id = p.id AND s.k = p.k AND j.id = q.id \
            RETURNING {columns}, q.claimed_event_id AS claimed_event_id, s.finish, \
              s.k AS slot) \
          {answer}",
