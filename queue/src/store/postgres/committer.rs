@@ -10,14 +10,22 @@
 //!
 //! A line keeps the connections its statements ran on for its next statements
 //! (`lent.rs`), instead of giving each back to the pool.
+//!
+//! A gathering line ([`Committer::gathering`]) also waits, briefly, for the writers it has
+//! just answered, when they come straight back with their next write (a worker's
+//! complete-and-claim): with one statement at a time, writers that merely wait for the
+//! statement before theirs otherwise split into two crowds that take turns, and each
+//! statement carries half of them.
 
 use std::collections::{HashSet, VecDeque};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
 use sqlx::PgPool;
-use tokio::sync::oneshot;
+use tokio::sync::{Notify, oneshot};
+use tokio::time::Instant;
 use uuid::Uuid;
 
 use super::lent::{Kept, Lent};
@@ -34,6 +42,17 @@ pub(crate) const IN_FLIGHT: usize = 1;
 
 /// The most writes one statement carries.
 const MAX_BATCH: usize = 256;
+
+/// How long a gathering line holds a statement for the writers of its last one, at most
+/// (the runtime's timers go by the millisecond), and for how long after that statement
+/// ended a write that finds the line idle waits for the others. At 4 workers one
+/// complete-and-claim statement takes a few tenths of a millisecond; a writer that has not
+/// come back within a millisecond is doing something else.
+const GATHER_WAIT: Duration = Duration::from_millis(1);
+
+/// How long a gathering line stops gathering after a gather in which someone it waited for
+/// did not come: the writers no longer come straight back, and each wait would be lost.
+const GATHER_PAUSE: Duration = Duration::from_secs(1);
 
 type Reply<A> = oneshot::Sender<Result<A, QueueError>>;
 type Answers<A> = Pin<Box<dyn Future<Output = (Lent, Vec<Result<A, QueueError>>)> + Send>>;
@@ -66,6 +85,10 @@ struct Line<W, A> {
     /// Writes a batch in one go on the connection lent, and answers each of its writes, in
     /// order, giving the connection back.
     write: Box<WriteFn<W, A>>,
+    /// Whether the line waits for the writers it has just answered ([`GATHER_WAIT`]).
+    gathers: bool,
+    /// Told of each write that comes while a gather waits.
+    arrived: Notify,
     state: Mutex<State<W, A>>,
 }
 
@@ -75,6 +98,25 @@ struct State<W, A> {
     waiting: VecDeque<(W, Reply<A>)>,
     /// Connections given back by statements that ended without an error, for the next.
     kept: Kept,
+    /// The writers of the last statement and those that waited while it ran: as many as a
+    /// gathering line expects in its next statement.
+    crowd: usize,
+    /// When the last statement ended.
+    ended: Instant,
+    /// A gather holds the line's place, waiting for the crowd.
+    gathering: bool,
+    /// No gathering before then (a gather waited in vain).
+    gather_again: Instant,
+}
+
+impl<W, A> State<W, A> {
+    /// Whether a gathering line should wait for more writers before its next statement.
+    fn short_of_crowd(&self) -> bool {
+        self.crowd > 1
+            && self.waiting.len() < self.crowd
+            && Instant::now() >= self.gather_again
+            && self.ended.elapsed() < GATHER_WAIT
+    }
 }
 
 impl<W: Send + 'static, A: Send + 'static> Committer<W, A> {
@@ -83,15 +125,42 @@ impl<W: Send + 'static, A: Send + 'static> Committer<W, A> {
         F: Fn(Lent, Vec<W>) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = (Lent, Vec<Result<A, QueueError>>)> + Send + 'static,
     {
+        Self::line(pool, key, write, false)
+    }
+
+    /// A line that waits for the writers it has just answered, up to [`GATHER_WAIT`], when
+    /// they come straight back: for writes whose writers write again as soon as they are
+    /// answered, and only for those. A line whose writers also wait on another line would
+    /// wait for writers held there.
+    pub(crate) fn gathering<F, Fut>(pool: PgPool, key: fn(&W) -> Option<Uuid>, write: F) -> Self
+    where
+        F: Fn(Lent, Vec<W>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = (Lent, Vec<Result<A, QueueError>>)> + Send + 'static,
+    {
+        Self::line(pool, key, write, true)
+    }
+
+    fn line<F, Fut>(pool: PgPool, key: fn(&W) -> Option<Uuid>, write: F, gathers: bool) -> Self
+    where
+        F: Fn(Lent, Vec<W>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = (Lent, Vec<Result<A, QueueError>>)> + Send + 'static,
+    {
+        let now = Instant::now();
         Committer {
             line: Arc::new(Line {
                 pool,
                 key,
                 write: Box::new(move |lent, writes| Box::pin(write(lent, writes))),
+                gathers,
+                arrived: Notify::new(),
                 state: Mutex::new(State {
                     running: 0,
                     waiting: VecDeque::new(),
                     kept: Kept::default(),
+                    crowd: 0,
+                    ended: now,
+                    gathering: false,
+                    gather_again: now,
                 }),
             }),
         }
@@ -102,12 +171,22 @@ impl<W: Send + 'static, A: Send + 'static> Committer<W, A> {
     pub(crate) async fn write(&self, write: W) -> Result<A, QueueError> {
         let waiting = {
             let mut state = self.line.state();
-            if state.running < IN_FLIGHT {
+            if state.running < IN_FLIGHT && !(self.line.gathers && state.short_of_crowd()) {
                 state.running += 1;
                 Err(write)
             } else {
                 let (reply, answer) = oneshot::channel();
                 state.waiting.push_back((write, reply));
+                if state.running < IN_FLIGHT {
+                    // The line is free, but the others of the last statement are on their
+                    // way back: this write holds the place and waits for them.
+                    state.running += 1;
+                    state.gathering = true;
+                    drop(state);
+                    tokio::spawn(gather(self.line.clone()));
+                } else if state.gathering && state.waiting.len() >= state.crowd {
+                    self.line.arrived.notify_one();
+                }
                 Ok(answer)
             }
         };
@@ -122,6 +201,7 @@ impl<W: Send + 'static, A: Send + 'static> Committer<W, A> {
                 let _slot = Slot(self.line.clone());
                 let (lent, mut answers) = (self.line.write)(self.line.lend(), vec![write]).await;
                 self.line.keep(lent);
+                self.line.ended(1);
                 answers
                     .pop()
                     .unwrap_or_else(|| Err(sqlx::Error::RowNotFound.into()))
@@ -143,6 +223,14 @@ impl<W, A> Line<W, A> {
         // Given back to the pool outside the line's lock: each goes on a task of its own.
         drop(stale);
         Lent::new(self.pool.clone(), kept)
+    }
+
+    /// A statement that carried `carried` writes ended: the crowd a gathering line expects
+    /// next is those and the writes that waited meanwhile.
+    fn ended(&self, carried: usize) {
+        let mut state = self.state();
+        state.crowd = carried + state.waiting.len();
+        state.ended = Instant::now();
     }
 
     /// Keeps the connection a statement gave back, if it still has one: a connection on
@@ -187,16 +275,47 @@ impl<W: Send + 'static, A: Send + 'static> Drop for Slot<W, A> {
                 state.running -= 1;
                 return;
             }
-            line.take_batch(&mut state)
+            if line.gathers && state.short_of_crowd() {
+                state.gathering = true;
+                None
+            } else {
+                Some(line.take_batch(&mut state))
+            }
         };
-        // The place passes to the batch, which gives it back when it is done. With no
-        // runtime left (it is shutting down) nothing can run: the waiting writers are told
-        // so by their dropped replies.
+        // The place passes to the batch (or to the gather that makes it), which gives it
+        // back when it is done. With no runtime left (it is shutting down) nothing can run:
+        // the waiting writers are told so by their dropped replies.
         match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => drop(runtime.spawn(run_batch(line.clone(), batch))),
+            Ok(runtime) => drop(match batch {
+                Some(batch) => runtime.spawn(run_batch(line.clone(), batch)),
+                None => runtime.spawn(gather(line.clone())),
+            }),
             Err(_) => line.state().running -= 1,
         }
     }
+}
+
+/// Holds the line's place until the crowd of its last statement is back in line, or for
+/// [`GATHER_WAIT`]; then writes whatever waits. A gather that waited in vain stops the line
+/// gathering for [`GATHER_PAUSE`].
+async fn gather<W: Send + 'static, A: Send + 'static>(line: Arc<Line<W, A>>) {
+    let deadline = Instant::now() + GATHER_WAIT;
+    let batch = loop {
+        {
+            let mut state = line.state();
+            let now = Instant::now();
+            if state.waiting.len() >= state.crowd || now >= deadline {
+                if now >= deadline {
+                    state.gather_again = now + GATHER_PAUSE;
+                }
+                state.gathering = false;
+                break line.take_batch(&mut state);
+            }
+        }
+        // A write that came between the look above and this wait left its permit.
+        let _ = tokio::time::timeout_at(deadline, line.arrived.notified()).await;
+    };
+    run_batch(line, batch).await;
 }
 
 /// Writes a batch and answers each of its writers, then gives its place back.
@@ -206,8 +325,10 @@ async fn run_batch<W: Send + 'static, A: Send + 'static>(
 ) {
     let slot = Slot(line);
     let (writes, replies): (Vec<W>, Vec<Reply<A>>) = batch.into_iter().unzip();
+    let carried = writes.len();
     let (lent, answers) = (slot.0.write)(slot.0.lend(), writes).await;
     slot.0.keep(lent);
+    slot.0.ended(carried);
     drop(slot);
     for (reply, answer) in replies.into_iter().zip(answers) {
         // A writer that stopped waiting needs no answer.
@@ -216,236 +337,4 @@ async fn run_batch<W: Send + 'static, A: Send + 'static>(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::time::Duration;
-
-    /// A pool that never connects: these tests write nothing to a database.
-    fn no_pool() -> PgPool {
-        sqlx::postgres::PgPoolOptions::new()
-            .connect_lazy("postgres://nobody@127.0.0.1:1/none")
-            .unwrap()
-    }
-
-    /// The values of each batch a recording committer's "statement" wrote, in order.
-    type Batches = Arc<Mutex<Vec<Vec<u32>>>>;
-
-    /// A committer whose "statement" records its batch and answers each write with its
-    /// value, after `delay`. A write is (key, value).
-    fn recording(delay: Duration) -> (Committer<(u128, u32), u32>, Batches) {
-        let batches = Arc::new(Mutex::new(Vec::new()));
-        let seen = batches.clone();
-        let key = |w: &(u128, u32)| Some(Uuid::from_u128(w.0));
-        let committer = Committer::new(no_pool(), key, move |lent, writes: Vec<(u128, u32)>| {
-            let seen = seen.clone();
-            async move {
-                seen.lock()
-                    .unwrap()
-                    .push(writes.iter().map(|w| w.1).collect());
-                tokio::time::sleep(delay).await;
-                (lent, writes.into_iter().map(|w| Ok(w.1)).collect())
-            }
-        });
-        (committer, batches)
-    }
-
-    fn spawn_write(
-        committer: &Committer<(u128, u32), u32>,
-        write: (u128, u32),
-    ) -> tokio::task::JoinHandle<Result<u32, QueueError>> {
-        let committer = committer.clone();
-        tokio::spawn(async move { committer.write(write).await })
-    }
-
-    #[tokio::test]
-    async fn a_write_on_an_idle_line_goes_out_alone_and_at_once() {
-        let (committer, batches) = recording(Duration::ZERO);
-        assert_eq!(committer.write((1, 10)).await.unwrap(), 10);
-        assert_eq!(committer.write((1, 11)).await.unwrap(), 11);
-        assert_eq!(*batches.lock().unwrap(), vec![vec![10], vec![11]]);
-    }
-
-    #[tokio::test]
-    async fn writes_that_wait_while_statements_run_share_the_next_one() {
-        let (committer, batches) = recording(Duration::from_millis(50));
-        let writes: Vec<_> = (0..10u32)
-            .map(|n| spawn_write(&committer, (u128::from(n), n * 10)))
-            .collect();
-        for (n, write) in writes.into_iter().enumerate() {
-            assert_eq!(write.await.unwrap().unwrap(), n as u32 * 10);
-        }
-        let batches = batches.lock().unwrap();
-        // As many went out alone as statements may run; the rest, which waited, together.
-        assert_eq!(batches.len(), IN_FLIGHT + 1, "{batches:?}");
-        let mut all: Vec<u32> = batches.iter().flatten().copied().collect();
-        all.sort_unstable();
-        assert_eq!(all, (0..10).map(|n| n * 10).collect::<Vec<_>>());
-    }
-
-    #[tokio::test]
-    async fn two_writes_of_one_key_never_share_a_statement() {
-        let (committer, batches) = recording(Duration::from_millis(20));
-        let writes: Vec<_> = [(1, 1), (2, 2), (7, 3), (7, 4), (7, 5), (3, 6)]
-            .into_iter()
-            .map(|w| spawn_write(&committer, w))
-            .collect();
-        for write in writes {
-            write.await.unwrap().unwrap();
-        }
-        let batches = batches.lock().unwrap();
-        for batch in batches.iter() {
-            let sevens = batch.iter().filter(|v| (3..=5).contains(*v)).count();
-            assert!(sevens <= 1, "{batches:?}");
-        }
-        assert_eq!(batches.iter().flatten().count(), 6, "{batches:?}");
-    }
-
-    #[tokio::test]
-    async fn a_writer_that_stops_waiting_loses_nobody_else_their_answer() {
-        // Long enough that every statement still runs when the waiting writer gives up.
-        let (committer, batches) = recording(Duration::from_millis(500));
-        // Every statement busy, so the next two writes share the next one.
-        let busy: Vec<_> = (0..IN_FLIGHT as u32)
-            .map(|n| spawn_write(&committer, (u128::from(n) + 10, n + 10)))
-            .collect();
-        tokio::time::sleep(Duration::from_millis(5)).await;
-        let gone = tokio::time::timeout(Duration::from_millis(5), committer.write((1, 1))).await;
-        assert!(gone.is_err(), "the write should still be waiting");
-        assert_eq!(committer.write((2, 2)).await.unwrap(), 2);
-        for write in busy {
-            write.await.unwrap().unwrap();
-        }
-        assert!(batches.lock().unwrap().contains(&vec![1, 2]));
-    }
-
-    #[tokio::test]
-    async fn a_writer_that_stops_while_its_own_statement_runs_still_frees_its_place() {
-        // The statement far outlasts the writer's patience: a timeout whose inner future is
-        // ready when it is polled answers that, so on a loaded machine a statement of 30 ms
-        // could end before a 5 ms timeout was looked at.
-        let (committer, _) = recording(Duration::from_millis(500));
-        for n in 0..IN_FLIGHT as u128 {
-            let gone =
-                tokio::time::timeout(Duration::from_millis(5), committer.write((n, 0))).await;
-            assert!(gone.is_err());
-        }
-        let answer = tokio::time::timeout(Duration::from_secs(5), committer.write((9, 9))).await;
-        assert_eq!(answer.expect("the line must not stay blocked").unwrap(), 9);
-    }
-
-    /// A committer whose statement answers the server process it ran on, or fails as
-    /// the server refuses `SELECT 1/0` when its write is 0.
-    fn backends(pool: PgPool) -> Committer<u32, i32> {
-        Committer::new(
-            pool,
-            |_| None,
-            |mut lent, writes: Vec<u32>| async move {
-                let mut answers = Vec::new();
-                for write in writes {
-                    let sql = if write == 0 {
-                        "SELECT 1/0"
-                    } else {
-                        "SELECT pg_backend_pid()"
-                    };
-                    let answer = lent
-                        .run(async |conn| Ok(sqlx::query_scalar(sql).fetch_one(conn).await?))
-                        .await;
-                    answers.push(answer);
-                }
-                (lent, answers)
-            },
-        )
-    }
-
-    /// Waits up to five seconds for `done`, which the pool's work on tasks of its own
-    /// makes true a little later; fails naming `what` did not happen.
-    async fn within_seconds(what: &str, mut done: impl AsyncFnMut() -> bool) {
-        let deadline = std::time::Instant::now() + Duration::from_secs(5);
-        while !done().await {
-            assert!(std::time::Instant::now() < deadline, "not {what} in time");
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    }
-
-    /// A pool of the scratch database's own, which no one else has used.
-    async fn fresh_pool(scratch: &crate::ScratchPostgres) -> PgPool {
-        sqlx::postgres::PgPoolOptions::new()
-            .max_connections(2)
-            .connect(scratch.url())
-            .await
-            .unwrap()
-    }
-
-    #[tokio::test]
-    async fn a_line_keeps_the_connection_its_statement_ran_on_for_the_next() {
-        let (scratch, _db, _) = super::super::scratch("stepwise_t_kept").await;
-        let pool = fresh_pool(&scratch).await;
-        let committer = backends(pool.clone());
-        let first = committer.write(1).await.unwrap();
-        for _ in 0..5 {
-            assert_eq!(committer.write(1).await.unwrap(), first);
-        }
-        // Kept by the line, not given back: nothing idle in the pool, one connection open.
-        assert_eq!((pool.size(), pool.num_idle()), (1, 0));
-        drop(committer);
-        scratch.drop_database().await.unwrap();
-    }
-
-    #[tokio::test]
-    async fn a_line_gives_a_connection_whose_statement_failed_back_to_the_pool() {
-        let (scratch, _db, _) = super::super::scratch("stepwise_t_given").await;
-        let pool = fresh_pool(&scratch).await;
-        let committer = backends(pool.clone());
-        committer.write(1).await.unwrap();
-        assert!(committer.write(0).await.is_err());
-        // Given back, the pool tests it on its own task: wait for it to be idle there.
-        within_seconds("given back to the pool", async || pool.num_idle() == 1).await;
-        assert_eq!((pool.size(), pool.num_idle()), (1, 1));
-        // The next statement takes a connection from the pool again, and the line keeps it.
-        committer.write(1).await.unwrap();
-        assert_eq!(pool.num_idle(), 0);
-        drop(committer);
-        scratch.drop_database().await.unwrap();
-    }
-
-    #[tokio::test]
-    async fn a_connection_whose_transaction_failed_is_not_left_inside_it() {
-        let (scratch, _db, _) = super::super::scratch("stepwise_t_rolled").await;
-        let pool = fresh_pool(&scratch).await;
-        // A line whose write opens a transaction that the server refuses, and answers the
-        // write as done, as a finish's conflict is answered as a row that changed.
-        let committer: Committer<u32, ()> = Committer::new(
-            pool.clone(),
-            |_| None,
-            |mut lent, writes: Vec<u32>| async move {
-                let refused = lent
-                    .run(async |conn| {
-                        let mut tx = sqlx::Connection::begin(conn).await?;
-                        sqlx::query("SELECT 1/0").execute(&mut *tx).await?;
-                        tx.commit().await?;
-                        Ok(())
-                    })
-                    .await;
-                assert!(refused.is_err());
-                (lent, writes.iter().map(|_| Ok(())).collect())
-            },
-        );
-        committer.write(1).await.unwrap();
-        within_seconds(
-            "no connection left inside its failed transaction",
-            async || {
-                let inside: i64 = sqlx::query_scalar(
-                    "SELECT count(*) FROM pg_stat_activity \
-                 WHERE datname = current_database() AND state LIKE 'idle in transaction%'",
-                )
-                .fetch_one(&pool)
-                .await
-                .unwrap();
-                inside == 0
-            },
-        )
-        .await;
-        drop(committer);
-        scratch.drop_database().await.unwrap();
-    }
-}
+mod tests;

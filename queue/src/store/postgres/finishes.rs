@@ -116,7 +116,7 @@ fn finish_sql(swaps: &str, k: &str, kept: &str, answer: &str) -> String {
 /// alike, else one transaction. A batch that fails is written again one finish at a time,
 /// so that each gets its own answer.
 pub(crate) fn finish_committer(pool: PgPool) -> Committer<Finish, Finished> {
-    Committer::new(
+    Committer::gathering(
         pool,
         |finish: &Finish| Some(finish.swap.new.id.uuid()),
         |mut lent, finishes| async move {
