@@ -55,20 +55,32 @@ const REPOSITORY_LIMIT_LOCK: i64 = 0x5354_4550_5749_5345; // "STEPWISE"
 /// [`CLAIM_POSTGRES`] for several claimers that ask alike: `$1` and `$2` are arrays, a
 /// worker id and a lease end per slot (a claimer of N jobs has N slots, in a row); `$7` is
 /// the number of slots. The jobs picked are handed to the slots in claim order, so the
-/// claimers that came first are served first: each picked id is numbered by its place in
-/// the pick, and its row joined by that number, where looking each id up in the array of
-/// the pick made a statement's work grow with the square of its slots (a claim of 500 jobs
-/// cost twice as much a job as one of 32). The pick's `ARRAY` is built, locking every row,
-/// before the update works out a value, so the ids drawn there come after the lock, as in
-/// [`CLAIM_POSTGRES`].
+/// claimers that came first are served first. `picked` locks every row before the update
+/// works out a value, so the ids drawn there come after the lock, as in [`CLAIM_POSTGRES`].
+///
+/// A job's slot is its place in the pick, looked up by its id in an object built once
+/// (`slots`, a binary search), where looking each id up in the pick's array
+/// (`array_position`) made a statement's work grow with the square of its slots: a batched
+/// claim of 500 jobs cost twice as much a job as one of 32. The live rows are found by the
+/// ids picked as a value computed once (`ANY((SELECT ...)::uuid[])`), which their index takes as
+/// its condition, not by a join with the pick: a join is the planner's to order, and once
+/// the live table had been vacuumed while it was empty (its statistics then say it holds
+/// nothing) its generic plan walked every live row, for each job picked.
 const CLAIM_SLOTS_POSTGRES: &str = concat!(
-    "WITH picked AS MATERIALIZED (SELECT p.id, p.slot::int AS slot FROM unnest(ARRAY(",
+    "WITH pick AS MATERIALIZED (SELECT ARRAY(",
     claim_pick!("$3", "$4", "$5", "$6", "$7", ""),
-    ")) WITH ORDINALITY AS p(id, slot)) UPDATE job_queue AS q SET ",
-    claim_set!("($1::text[])[p.slot]", "($2::timestamptz[])[p.slot]", "$3"),
-    " FROM picked AS p, jobs AS j WHERE q.id = p.id AND j.id = q.id RETURNING ",
+    ") AS ids), picked AS MATERIALIZED (SELECT pick.ids, (SELECT jsonb_object_agg(p.id::text, p.slot) \
+       FROM unnest(pick.ids) WITH ORDINALITY AS p(id, slot)) AS slots FROM pick) \
+     UPDATE job_queue AS q SET ",
+    claim_set!(
+        "($1::text[])[(picked.slots ->> q.id::text)::int]",
+        "($2::timestamptz[])[(picked.slots ->> q.id::text)::int]",
+        "$3"
+    ),
+    " FROM picked, jobs AS j WHERE q.id = ANY((SELECT ids FROM pick)::uuid[]) AND j.id = q.id \
+     RETURNING ",
     job_columns!(),
-    ", q.claimed_event_id AS claimed_event_id, p.slot AS slot"
+    ", q.claimed_event_id AS claimed_event_id, (picked.slots ->> q.id::text)::int AS slot"
 );
 
 /// The jobs a claim leased, in claim order, each with its stored `job.claimed` event.
@@ -369,6 +381,55 @@ mod tests {
             assert!(!plan.contains("Seq Scan"), "{plan}");
             assert!(plan.contains("Index Scan using jobs_pkey"), "{plan}");
         }
+        drop(conn);
+        pool.close().await;
+        scratch.drop_database().await.unwrap();
+    }
+
+    /// The live table vacuumed while it was empty (as the queue's own vacuum does between
+    /// bursts: its statistics then say it holds nothing), then a burst of jobs, claimed by
+    /// several claimers at once on a connection that plans the statement then: the live
+    /// rows are still found by their ids, each once, never by a walk of the whole table
+    /// for each job picked.
+    #[tokio::test]
+    async fn a_claim_for_many_claimers_finds_each_row_by_its_id_after_the_live_table_was_vacuumed_empty()
+     {
+        let (scratch, _db, pool) = super::super::scratch("stepwise_t_slots").await;
+        sqlx::query("VACUUM (ANALYZE) job_queue")
+            .execute(&pool)
+            .await
+            .unwrap();
+        super::super::queued_jobs(&pool, 5000).await;
+        let mut conn = pool.acquire().await.unwrap();
+        for setting in [
+            "SET plan_cache_mode = force_generic_plan",
+            "SET enable_sort = off",
+        ] {
+            sqlx::query(setting).execute(&mut *conn).await.unwrap();
+        }
+        let slots = 500;
+        let explain = format!("EXPLAIN (ANALYZE, COSTS OFF) {CLAIM_SLOTS_POSTGRES}");
+        let plan: Vec<String> = sqlx::query_scalar(&explain)
+            .bind(vec!["w"; slots])
+            .bind(vec![Utc::now() + chrono::Duration::minutes(5); slots])
+            .bind(Ts(Utc::now()))
+            .bind(Json(vec!["codex".to_string()]))
+            .bind(None::<Vec<String>>)
+            .bind(None::<Vec<String>>)
+            .bind(i64::try_from(slots).unwrap())
+            .fetch_all(&mut *conn)
+            .await
+            .unwrap();
+        let plan = plan.join("\n");
+        // Picked once, and the live rows read by their key for the ids picked, once.
+        assert_eq!(plan.matches("job_queue_claim_order").count(), 1, "{plan}");
+        let by_ids = plan
+            .lines()
+            .find(|l| l.contains("on job_queue_pkey"))
+            .unwrap_or_else(|| panic!("the live rows are not read by their key: {plan}"));
+        assert!(by_ids.contains("rows=500 loops=1"), "{plan}");
+        assert!(plan.contains("Index Cond: (id = ANY ($"), "{plan}");
+        assert!(!plan.contains("Join Filter"), "{plan}");
         drop(conn);
         pool.close().await;
         scratch.drop_database().await.unwrap();

@@ -7,8 +7,10 @@
 use std::sync::LazyLock;
 
 use chrono::{DateTime, Utc};
+use sqlx::postgres::PgArguments;
+use sqlx::query::Query;
 use sqlx::types::Json;
-use sqlx::{PgConnection, PgPool, Row};
+use sqlx::{PgConnection, PgPool, Postgres, Row};
 
 use super::claims::{Claim, Claimed, claim_all, claimed_row, stored};
 use super::swaps::{
@@ -84,7 +86,12 @@ fn finish_one_sql(swap: &str, answer: &str) -> String {
 
 /// A finish statement: the swaps' `WITH` (`swaps`, which defines `updated`), the claim's
 /// slots (`$41`..`$43`, numbered `k`, those `kept`: where the swap was written), the pick and
-/// the claim (`claimed`, on the live rows), then `answer`.
+/// the claim (`claimed`, on the live rows), then `answer`. The claim finds the live rows by
+/// the ids picked as a value computed once (`ANY((SELECT ...)::uuid[])`), which their index takes
+/// as its condition: read from the pick's row by a join, the planner was free to walk every
+/// live row instead, and did once the live table had been vacuumed while it was empty (its
+/// statistics then say it holds nothing), for the life of the connection's generic plan.
+/// A finish claims a few jobs, so `array_position` over them costs nothing.
 fn finish_sql(swaps: &str, k: &str, kept: &str, answer: &str) -> String {
     format!(
         "{swaps}, \
@@ -92,10 +99,10 @@ fn finish_sql(swaps: &str, k: &str, kept: &str, answer: &str) -> String {
            FROM unnest($41::bigint[], $42::text[], $43::timestamptz[]) \
              WITH ORDINALITY AS s(finish, worker, lease, k) \
            WHERE {kept}), \
-         picked AS MATERIALIZED (SELECT p.id, p.k \
-           FROM unnest(ARRAY({pick})) WITH ORDINALITY AS p(id, k)), \
-         claimed AS (UPDATE job_queue AS q SET {set} FROM picked AS p, slots AS s, jobs AS j \
-           WHERE q.id = p.id AND s.k = p.k AND j.id = q.id \
+         picked AS (SELECT ARRAY({pick}) AS ids), \
+         claimed AS (UPDATE job_queue AS q SET {set} FROM picked, slots AS s, jobs AS j \
+           WHERE q.id = ANY((SELECT ids FROM picked)::uuid[]) \
+             AND s.k = array_position(picked.ids, q.id) AND j.id = q.id \
            RETURNING {columns}, q.claimed_event_id AS claimed_event_id, s.finish, \
              s.k AS slot) \
          {answer}",
@@ -173,44 +180,14 @@ async fn finish_alike(
     conn: &mut PgConnection,
     finishes: &[&Finish],
 ) -> Result<Vec<Finished>, QueueError> {
-    let swaps: Vec<&Swap> = finishes.iter().map(|f| &f.swap).collect();
-    let order = id_order(&swaps);
-    // A finish's number in the statement is its place in the swaps' order, from 1.
-    let mut number = vec![0_i64; finishes.len()];
-    for (n, &caller) in order.iter().enumerate() {
-        number[caller] = i64::try_from(n + 1).unwrap_or(i64::MAX);
-    }
-    let mut slot_finishes = Vec::new();
-    let mut workers = Vec::new();
-    let mut leases = Vec::new();
-    for (caller, finish) in finishes.iter().enumerate() {
-        for _ in 0..finish.claim.limit {
-            slot_finishes.push(number[caller]);
-            workers.push(finish.claim.worker_id.as_str());
-            leases.push(finish.claim.lease_until);
-        }
-    }
-    let now: DateTime<Utc> = finishes
-        .iter()
-        .map(|f| f.claim.now)
-        .max()
-        .expect("a batch is never empty");
-    let first = &finishes[0].claim;
     let sql = match finishes {
         [one] if one.swap.keeps_its_success() => &FINISH_SUCCEEDS_ONE_POSTGRES,
         [_] => &FINISH_ONE_POSTGRES,
         _ => &FINISH_JOBS_POSTGRES,
     };
-    let rows = bind_swaps(sql, &swaps, &order)?
-        .bind(slot_finishes)
-        .bind(workers)
-        .bind(leases)
-        .bind(Ts(now))
-        .bind(Json(&first.capabilities))
-        .bind(first.allowed_types.as_deref())
-        .bind(first.allowed_repositories.as_deref())
-        .fetch_all(conn)
-        .await?;
+    let swaps: Vec<&Swap> = finishes.iter().map(|f| &f.swap).collect();
+    let (query, order, now) = bound(sql, &swaps, finishes)?;
+    let rows = query.fetch_all(conn).await?;
     let mut answers: Vec<Option<Swapped>> = vec![None; finishes.len()];
     let mut leased: Vec<Vec<(contract::Job, i64)>> = finishes.iter().map(|_| Vec::new()).collect();
     for row in &rows {
@@ -234,6 +211,49 @@ async fn finish_alike(
             Ok((written, stored(rows, now)))
         })
         .collect()
+}
+
+/// A finish statement bound, with the swaps' order (a finish's number in the statement is
+/// its place there, from 1) and the claims' time.
+type Bound<'q> = (Query<'q, Postgres, PgArguments>, Vec<usize>, DateTime<Utc>);
+
+/// `sql` (a finish statement) bound to the finishes of `swaps`.
+fn bound<'q>(
+    sql: &'q str,
+    swaps: &[&'q Swap],
+    finishes: &[&'q Finish],
+) -> Result<Bound<'q>, QueueError> {
+    let order = id_order(swaps);
+    // A finish's number in the statement is its place in the swaps' order, from 1.
+    let mut number = vec![0_i64; finishes.len()];
+    for (n, &caller) in order.iter().enumerate() {
+        number[caller] = i64::try_from(n + 1).unwrap_or(i64::MAX);
+    }
+    let mut slot_finishes = Vec::new();
+    let mut workers = Vec::new();
+    let mut leases = Vec::new();
+    for (caller, finish) in finishes.iter().enumerate() {
+        for _ in 0..finish.claim.limit {
+            slot_finishes.push(number[caller]);
+            workers.push(finish.claim.worker_id.as_str());
+            leases.push(finish.claim.lease_until);
+        }
+    }
+    let now: DateTime<Utc> = finishes
+        .iter()
+        .map(|f| f.claim.now)
+        .max()
+        .expect("a batch is never empty");
+    let first = &finishes[0].claim;
+    let query = bind_swaps(sql, swaps, &order)?
+        .bind(slot_finishes)
+        .bind(workers)
+        .bind(leases)
+        .bind(Ts(now))
+        .bind(Json(&first.capabilities))
+        .bind(first.allowed_types.as_deref())
+        .bind(first.allowed_repositories.as_deref());
+    Ok((query, order, now))
 }
 
 /// Finishes whose claims differ, in one transaction: the swaps in one statement, then the
@@ -266,205 +286,4 @@ async fn finish_in_transaction(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::lease::Fence;
-    use crate::machine::{self, Outcome};
-    use crate::store::ClaimSql;
-    use crate::{Queue, QueueConfig, ScratchPostgres};
-    use contract::{Job, JobState};
-    use serde_json::json;
-    use std::sync::Arc;
-
-    const CAPS: [&str; 3] = ["codex", "git", "docker"];
-
-    /// A queue on a scratch database, with `n` jobs queued (the last ones needing
-    /// `docker` from `docker_from` on) and the first two claimed by workers `a` and `b`.
-    async fn two_held(n: usize, docker_from: usize) -> (ScratchPostgres, Queue, PgPool, [Job; 2]) {
-        let (scratch, db, pool) = super::super::scratch("stepwise_t_finish").await;
-        let dir = std::env::temp_dir();
-        let queue = Queue::open(db, QueueConfig::new(dir)).await.unwrap();
-        for i in 0..n {
-            let caps = if i >= docker_from {
-                json!(["docker"])
-            } else {
-                json!([])
-            };
-            let task = json!({ "type": "task", "payload": {
-                "repository": "octo/repo", "requiredCapabilities": caps,
-                "task": { "instructions": "x", "publish": { "mode": "none" } } } });
-            queue.create_job(&task, Some("alice")).await.unwrap();
-        }
-        let mut held = Vec::new();
-        for worker in ["a", "b"] {
-            let request = crate::ClaimRequest {
-                worker_id: worker.into(),
-                capabilities: vec!["codex".into(), "git".into()],
-                allowed_types: None,
-                allowed_repositories: None,
-                lease: std::time::Duration::from_secs(60),
-                max_running_per_repository: None,
-            };
-            held.push(queue.claim(&request).await.unwrap().unwrap());
-        }
-        (scratch, queue, pool, held.try_into().unwrap())
-    }
-
-    /// The states of `jobs` as the queue reads them now.
-    async fn states(queue: &Queue, jobs: [&Job; 2]) -> Vec<JobState> {
-        let mut states = Vec::new();
-        for job in jobs {
-            states.push(queue.get_job(&job.id).await.unwrap().status);
-        }
-        states
-    }
-
-    /// How many notices the webhook outbox holds.
-    async fn told(pool: &PgPool) -> i64 {
-        sqlx::query_scalar("SELECT count(*) FROM webhook_outbox")
-            .fetch_one(pool)
-            .await
-            .unwrap()
-    }
-
-    /// A finish of `job` by its worker, claiming up to `limit` jobs with `caps`.
-    fn finish(job: &Job, caps: &[&str], limit: u32) -> Finish {
-        let now = Utc::now();
-        let mut new = job.clone();
-        let fence = Fence::of(job).unwrap();
-        let Ok(Outcome::Changed { events, .. }) = machine::complete(&mut new, &fence, now, None)
-        else {
-            panic!("a running job completes")
-        };
-        let capabilities: Vec<String> = caps.iter().map(|c| c.to_string()).collect();
-        let worker = job.claimed_by.clone().unwrap();
-        let claim = Claim::of(&ClaimSql {
-            worker_id: &worker,
-            capabilities: &capabilities,
-            allowed_types: None,
-            allowed_repositories: None,
-            now,
-            lease_until: now + chrono::Duration::seconds(60),
-            limit,
-            repository_limit: None,
-        });
-        Finish {
-            swap: Swap {
-                old: Arc::new(job.clone()),
-                new,
-                events,
-                now,
-            },
-            claim,
-        }
-    }
-
-    #[tokio::test]
-    async fn finishes_alike_share_one_statement_and_a_stale_one_claims_nothing() {
-        let (scratch, queue, pool, [a, b]) = two_held(5, 5).await;
-        let mut stale = finish(&b, &CAPS[..2], 1);
-        Arc::make_mut(&mut stale.swap.old).updated_at += chrono::Duration::seconds(1);
-        let first = finish(&a, &CAPS[..2], 2);
-        let answers = finish_on(&mut Lent::of(&pool), &[&first, &stale])
-            .await
-            .unwrap();
-        let (written, leased) = &answers[0];
-        assert_eq!(
-            written.as_ref().map(Vec::len),
-            Some(1),
-            "the success's event id"
-        );
-        assert_eq!(leased.len(), 2);
-        assert!(
-            leased
-                .iter()
-                .all(|(job, _)| job.claimed_by.as_deref() == Some("a"))
-        );
-        assert_eq!(answers[1], (None, Vec::new()));
-        assert_eq!(
-            states(&queue, [&a, &b]).await,
-            [JobState::Succeeded, JobState::Running]
-        );
-        // Not `pool.close()`: it waits for every connection to come back, and the queue's
-        // own tasks may hold one to the end. The forced drop ends them.
-        scratch.drop_database().await.unwrap();
-    }
-
-    #[tokio::test]
-    async fn a_finish_alone_claims_after_its_success_and_a_stale_one_claims_nothing() {
-        let (scratch, queue, pool, [a, b]) = two_held(5, 5).await;
-        queue.listen_for_notifications("r1").await.unwrap();
-        let answers = finish_on(&mut Lent::of(&pool), &[&finish(&a, &CAPS[..2], 2)])
-            .await
-            .unwrap();
-        let [(Some(written), leased)] = &answers[..] else {
-            panic!("one finish written: {answers:?}")
-        };
-        assert_eq!(written.len(), 1, "the success's event id");
-        assert_eq!(leased.len(), 2);
-        assert!(
-            leased
-                .iter()
-                .all(|(job, event)| job.claimed_by.as_deref() == Some("a") && event.id > written[0]),
-            "the claims' events come after the success's: {answers:?}"
-        );
-        assert!(
-            leased[0].0.created_at <= leased[1].0.created_at,
-            "claim order"
-        );
-        let mut stale = finish(&b, &CAPS[..2], 1);
-        Arc::make_mut(&mut stale.swap.old).updated_at += chrono::Duration::seconds(1);
-        let answers = finish_on(&mut Lent::of(&pool), &[&stale]).await.unwrap();
-        assert_eq!(answers, vec![(None, Vec::new())]);
-        assert_eq!(
-            states(&queue, [&a, &b]).await,
-            [JobState::Succeeded, JobState::Running]
-        );
-        let queued: i64 =
-            sqlx::query_scalar("SELECT count(*) FROM job_queue WHERE status = 'queued'")
-                .fetch_one(&pool)
-                .await
-                .unwrap();
-        assert_eq!(queued, 1, "the stale finish leased nothing");
-        assert_eq!(
-            told(&pool).await,
-            1,
-            "the success is told, the stale one is not"
-        );
-        // Not `pool.close()`: it waits for every connection to come back, and the queue's
-        // own tasks may hold one to the end. The forced drop ends them.
-        scratch.drop_database().await.unwrap();
-    }
-
-    #[tokio::test]
-    async fn finishes_that_ask_differently_each_claim_what_they_may() {
-        let (scratch, queue, pool, [a, b]) = two_held(4, 3).await;
-        queue.listen_for_notifications("r1").await.unwrap();
-        let plain = finish(&a, &CAPS[..2], 5);
-        let docker = finish(&b, &CAPS, 5);
-        let answers = finish_on(&mut Lent::of(&pool), &[&plain, &docker])
-            .await
-            .unwrap();
-        let ids = |n: usize| -> Vec<_> { answers[n].1.iter().map(|(job, _)| job.id).collect() };
-        assert_eq!(
-            ids(0).len(),
-            1,
-            "one plain job is left for `a`: {answers:?}"
-        );
-        assert_eq!(
-            ids(1).len(),
-            1,
-            "only `b` may take the docker job: {answers:?}"
-        );
-        let docker_job = queue.get_job(&ids(1)[0]).await.unwrap();
-        assert_eq!(
-            docker_job.required_capabilities.last().map(String::as_str),
-            Some("docker")
-        );
-        assert!(answers.iter().all(|(written, _)| written.is_some()));
-        assert_eq!(told(&pool).await, 2, "each success of the batch is told");
-        // Not `pool.close()`: it waits for every connection to come back, and the queue's
-        // own tasks may hold one to the end. The forced drop ends them.
-        scratch.drop_database().await.unwrap();
-    }
-}
+mod tests;

@@ -56,7 +56,10 @@ async fn looping_writers(
             tokio::spawn(async move {
                 for round in 0..rounds {
                     let value = w * 1000 + round;
-                    assert_eq!(committer.write((u128::from(w), value)).await.unwrap(), value);
+                    assert_eq!(
+                        committer.write((u128::from(w), value)).await.unwrap(),
+                        value
+                    );
                 }
             })
         })
@@ -143,8 +146,7 @@ async fn a_writer_that_stops_while_its_own_statement_runs_still_frees_its_place(
     // could end before a 5 ms timeout was looked at.
     let (committer, _) = recording(Duration::from_millis(500));
     for n in 0..IN_FLIGHT as u128 {
-        let gone =
-            tokio::time::timeout(Duration::from_millis(5), committer.write((n, 0))).await;
+        let gone = tokio::time::timeout(Duration::from_millis(5), committer.write((n, 0))).await;
         assert!(gone.is_err());
     }
     let answer = tokio::time::timeout(Duration::from_secs(5), committer.write((9, 9))).await;
@@ -314,5 +316,8 @@ async fn a_lone_writer_on_a_gathering_line_never_waits_and_a_crowd_that_stays_aw
     assert_eq!(batches.lock().unwrap().last().map(Vec::len), Some(3));
     // A writer alone again waits for nobody.
     assert_eq!(looping_writers(&committer, 1, 50).await, 50 * statement);
-    assert_eq!(batches.lock().unwrap().iter().flatten().count(), 50 + 4 + 50);
+    assert_eq!(
+        batches.lock().unwrap().iter().flatten().count(),
+        50 + 4 + 50
+    );
 }
