@@ -55,7 +55,7 @@ const REPOSITORY_LIMIT_LOCK: i64 = 0x5354_4550_5749_5345; // "STEPWISE"
 /// [`CLAIM_POSTGRES`] for several claimers that ask alike: `$1` and `$2` are arrays, a
 /// worker id and a lease end per slot (a claimer of N jobs has N slots, in a row); `$7` is
 /// the number of slots. The jobs picked are handed to the slots in claim order, so the
-/// claimers that came first are served first. `picked` locks every row before the update
+/// claimers that came first are served first. `pick` locks every row before the update
 /// works out a value, so the ids drawn there come after the lock, as in [`CLAIM_POSTGRES`].
 ///
 /// A job's slot is its place in the pick, looked up by its id in an object built once
@@ -69,18 +69,18 @@ const REPOSITORY_LIMIT_LOCK: i64 = 0x5354_4550_5749_5345; // "STEPWISE"
 const CLAIM_SLOTS_POSTGRES: &str = concat!(
     "WITH pick AS MATERIALIZED (SELECT ARRAY(",
     claim_pick!("$3", "$4", "$5", "$6", "$7", ""),
-    ") AS ids), picked AS MATERIALIZED (SELECT pick.ids, (SELECT jsonb_object_agg(p.id::text, p.slot) \
-       FROM unnest(pick.ids) WITH ORDINALITY AS p(id, slot)) AS slots FROM pick) \
+    ") AS ids), slots AS MATERIALIZED (SELECT jsonb_object_agg(p.id::text, p.slot) AS by_id \
+       FROM pick, unnest(pick.ids) WITH ORDINALITY AS p(id, slot)) \
      UPDATE job_queue AS q SET ",
     claim_set!(
-        "($1::text[])[(picked.slots ->> q.id::text)::int]",
-        "($2::timestamptz[])[(picked.slots ->> q.id::text)::int]",
+        "($1::text[])[(slots.by_id ->> q.id::text)::int]",
+        "($2::timestamptz[])[(slots.by_id ->> q.id::text)::int]",
         "$3"
     ),
-    " FROM picked, jobs AS j WHERE q.id = ANY((SELECT ids FROM pick)::uuid[]) AND j.id = q.id \
+    " FROM slots, jobs AS j WHERE q.id = ANY((SELECT ids FROM pick)::uuid[]) AND j.id = q.id \
      RETURNING ",
     job_columns!(),
-    ", q.claimed_event_id AS claimed_event_id, (picked.slots ->> q.id::text)::int AS slot"
+    ", q.claimed_event_id AS claimed_event_id, (slots.by_id ->> q.id::text)::int AS slot"
 );
 
 /// The jobs a claim leased, in claim order, each with its stored `job.claimed` event.

@@ -12,9 +12,15 @@ use std::sync::Arc;
 const CAPS: [&str; 3] = ["codex", "git", "docker"];
 
 /// A queue on a scratch database, with `n` jobs queued (the last ones needing
-/// `docker` from `docker_from` on) and the first two claimed by workers `a` and `b`.
+/// `docker` from `docker_from` on) and the first two claimed by workers `a` and `b`. The
+/// live table was vacuumed while it was empty, as the queue's own vacuum leaves it between
+/// bursts: its statistics then say it holds nothing.
 async fn two_held(n: usize, docker_from: usize) -> (ScratchPostgres, Queue, PgPool, [Job; 2]) {
     let (scratch, db, pool) = super::super::scratch("stepwise_t_finish").await;
+    sqlx::query("VACUUM (ANALYZE) job_queue")
+        .execute(&pool)
+        .await
+        .unwrap();
     let dir = std::env::temp_dir();
     let queue = Queue::open(db, QueueConfig::new(dir)).await.unwrap();
     for i in 0..n {
@@ -91,33 +97,11 @@ fn finish(job: &Job, caps: &[&str], limit: u32) -> Finish {
     }
 }
 
-/// The live table vacuumed while it was empty (as the queue's own vacuum does between
-/// bursts: its statistics then say it holds nothing), then a burst of jobs: a finish's
+/// A burst of jobs after the live table was vacuumed empty ([`two_held`]): a finish's
 /// claim, planned now, still reads only the live rows it picked, never every live row.
 #[tokio::test]
 async fn a_finish_claims_by_the_ids_it_picked_after_the_live_table_was_vacuumed_empty() {
-    let (scratch, db, pool) = super::super::scratch("stepwise_t_finish_plan").await;
-    sqlx::query("VACUUM (ANALYZE) job_queue")
-        .execute(&pool)
-        .await
-        .unwrap();
-    let queue = Queue::open(db, QueueConfig::new(std::env::temp_dir()))
-        .await
-        .unwrap();
-    let task = json!({ "type": "task", "payload": { "repository": "octo/repo",
-        "task": { "instructions": "x", "publish": { "mode": "none" } } } });
-    for _ in 0..2000 {
-        queue.create_job(&task, Some("alice")).await.unwrap();
-    }
-    let request = crate::ClaimRequest {
-        worker_id: "a".into(),
-        capabilities: vec!["codex".into(), "git".into()],
-        allowed_types: None,
-        allowed_repositories: None,
-        lease: std::time::Duration::from_secs(60),
-        max_running_per_repository: None,
-    };
-    let held = queue.claim(&request).await.unwrap().unwrap();
+    let (scratch, queue, pool, [held, _]) = two_held(2000, 2000).await;
     let mut conn = pool.acquire().await.unwrap();
     sqlx::query("SET plan_cache_mode = force_generic_plan")
         .execute(&mut *conn)
